@@ -1,0 +1,3 @@
+from traceinsight.cli import main
+
+main()

@@ -1,0 +1,496 @@
+"""The child side of ``traceinsight record``: run one user script under torch.profiler.
+
+This file is executed by path in a fresh interpreter (``python _record_boot.py CONFIG``) by
+:mod:`traceinsight.record`; it must not import ``traceinsight`` (the script should see an
+interpreter that is as close to ``python script.py`` as possible) and it imports nothing of
+the script's before the script itself does, except ``torch``.
+
+What it does, in order:
+
+1. Makes ``sys.argv``, ``sys.path[0]`` and ``__main__`` what plain ``python script.py`` /
+   ``python -m module`` would give the script.
+2. Starts a *probe* profiler with no schedule: it records from the script's start, so a
+   script that never steps still yields a trace (the ``whole_run`` window, capped in time).
+3. Installs a global optimizer step post-hook and global module forward (pre-)hooks. The
+   first main-thread optimizer step (or, failing that, the end of the first outermost
+   ``nn.Module`` forward call) replaces the probe by a scheduled profiler
+   (wait=skip, warmup, active=steps, repeat=1) that the same hooks advance. Optimizer
+   steps win: the first one restarts the schedule even if forward calls were driving it.
+4. Runs the script. However it ends (normal end, exception, ``sys.exit``, Ctrl-C), prints
+   the traceback the way python would, stops the profiler, exports what was recorded,
+   writes ``status.json`` for the parent, and then leaves with the exit status python
+   would have given (re-raising the script's exception at top level with a silent
+   ``sys.excepthook``, so CPython itself does the exit: 1, ``sys.exit`` code, or death by
+   SIGINT after an uncaught KeyboardInterrupt).
+"""
+import os
+import sys
+
+_BOOT_DIR = os.path.dirname(os.path.realpath(__file__))
+# python put this file's folder (the traceinsight package) first on sys.path: never let the
+# script import traceinsight's modules (cli, pipeline, errors, ...) by accident.
+if sys.path and sys.path[0] and os.path.realpath(sys.path[0]) == _BOOT_DIR:
+    del sys.path[0]
+
+import builtins  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+import threading  # noqa: E402
+import traceback  # noqa: E402
+import types  # noqa: E402
+import weakref  # noqa: E402
+
+_RUNPY_FILE = None  # filled lazily: runpy's frames are trimmed from tracebacks
+
+
+class SetupError(Exception):
+    """The script could not be started at all (module not found, torch missing, ...)."""
+
+
+class _ModuleNotFound(ImportError):
+    pass
+
+
+def _describe(exc):
+    """'TypeName: message' on one line (module-qualified for non-builtins, like python)."""
+    try:
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    except Exception:  # a broken __str__
+        text = type(exc).__name__
+    return " ".join(text.split()) or type(exc).__name__
+
+
+def _adds_path0():
+    """Whether python would prepend the script's folder / cwd to sys.path (-P and -I don't)."""
+    return not (getattr(sys.flags, "safe_path", False) or sys.flags.isolated)
+
+
+class Recorder:
+    """Owns the profiler sessions and the hooks that step them (main thread only)."""
+
+    def __init__(self, torch, cfg, work_dir):
+        from torch.profiler import ProfilerAction, ProfilerActivity, profile, schedule
+
+        self.torch = torch
+        self._profile = profile
+        self._schedule = schedule
+        self._RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        self.cfg = cfg
+        self.work_dir = work_dir
+        self.cuda = bool(torch.cuda.is_available())
+        self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self.pid = os.getpid()
+        self.main_ident = threading.main_thread().ident
+        self.mode = "probe"          # probe -> forward -> optimizer, or probe -> optimizer
+        self.prof = None
+        self.traces = {}             # "probe" | "forward" | "optimizer" -> raw trace path
+        self.capped = False          # the probe hit --max-seconds
+        self.disabled = False
+        self.depth = 0               # nesting of module forward calls on the main thread
+        self.primary_opt = None      # weakref to the optimizer whose steps count
+        self.optimizer_name = None
+        self.forward_module = None
+        self.warnings = []
+        self._cap_timer = None
+        self._old_alarm = None
+        self._cap_fn = self._cap_handler  # one bound-method object, so `is` can find it again
+        self._fwd_handles = []
+        self._opt_handle = None
+        self._remove_forward_hooks_pending = False
+        try:
+            from torch.compiler import is_compiling
+        except ImportError:  # torch < 2.3
+            try:
+                from torch._dynamo import is_compiling
+            except ImportError:
+                def is_compiling():
+                    return False
+        self._is_compiling = is_compiling
+
+    # -- profiler sessions --------------------------------------------------------------
+    def _new_profile(self, kind, scheduled):
+        def ready(prof, kind=kind):
+            path = os.path.join(self.work_dir, kind + ".json")
+            prof.export_chrome_trace(path)
+            self.traces[kind] = path
+
+        kwargs = dict(activities=self.activities, on_trace_ready=ready,
+                      record_shapes=self.cfg["record_shapes"],
+                      profile_memory=self.cfg["profile_memory"],
+                      with_stack=self.cfg["with_stack"])
+        if scheduled:
+            kwargs["schedule"] = self._schedule(wait=self.cfg["skip"], warmup=self.cfg["warmup"],
+                                                active=self.cfg["steps"], repeat=1)
+        import warnings
+        with warnings.catch_warnings():
+            # "Profiler won't be using warmup": --warmup 0 is the user's explicit choice.
+            warnings.filterwarnings("ignore", message=".*warmup.*")
+            prof = self._profile(**kwargs)
+            prof.start()
+        return prof
+
+    def start(self):
+        self.prof = self._new_profile("probe", scheduled=False)
+        self._arm_cap()
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.nn.modules.module import (register_module_forward_hook,
+                                             register_module_forward_pre_hook)
+        self._opt_handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+        self._fwd_handles.append(register_module_forward_pre_hook(self._on_forward_pre))
+        try:
+            post = register_module_forward_hook(self._on_forward_post, always_call=True)
+        except TypeError:  # torch without always_call
+            post = register_module_forward_hook(self._on_forward_post)
+        self._fwd_handles.append(post)
+
+    def _stop_current(self):
+        """Stop the running session; it exports if it was recording (on_trace_ready)."""
+        prof, self.prof = self.prof, None
+        if prof is not None:
+            prof.stop()
+
+    def _switch(self, mode):
+        if self.mode == "probe":
+            self._disarm_cap()
+        self._stop_current()
+        self.mode = mode
+        if mode == "optimizer":
+            self._remove_forward_hooks()
+        self.prof = self._new_profile(mode, scheduled=True)
+
+    def _advance(self):
+        prof = self.prof
+        if prof is None:
+            return
+        prof.step()
+        if self.mode in self.traces:  # the window is complete and exported
+            self._stop_current()
+            # forward hooks cost Python time on every module call: drop them once their
+            # window is done (deferred: never mutate the hook dicts while torch iterates them)
+            self._remove_forward_hooks_pending = True
+
+    # -- hooks --------------------------------------------------------------------------
+    def _here(self):
+        return (not self.disabled and threading.get_ident() == self.main_ident
+                and os.getpid() == self.pid)
+
+    def _on_optimizer_step(self, optimizer, args, kwargs):
+        if not self._here():
+            return
+        try:
+            primary = self.primary_opt() if self.primary_opt is not None else None
+            if primary is None:  # the first optimizer (or its successor once it is gone)
+                self.primary_opt = weakref.ref(optimizer)
+                self.optimizer_name = type(optimizer).__name__
+            elif primary is not optimizer:
+                return  # one step per iteration, also with several optimizers (GANs, ...)
+            if self.mode != "optimizer":
+                self._switch("optimizer")
+            elif "optimizer" not in self.traces:
+                self._advance()
+        except Exception as exc:  # never break the user's training loop
+            self._internal_error(exc)
+
+    def _on_forward_pre(self, module, args):
+        if self._is_compiling():
+            return None
+        if self._remove_forward_hooks_pending:
+            self._remove_forward_hooks()  # safe here: torch iterates a copy of the hooks
+            return None
+        if self._here():
+            self.depth += 1
+        return None
+
+    def _on_forward_post(self, module, args, output):
+        if self._is_compiling() or not self._here() or self.depth <= 0:
+            return None
+        self.depth -= 1
+        if self.depth or self._remove_forward_hooks_pending:
+            return None
+        try:
+            if not _has_state(module):  # parameter-free modules (transforms) are no model
+                return None
+            if self.mode == "probe":
+                self.forward_module = type(module).__name__
+                self._switch("forward")
+            elif self.mode == "forward" and "forward" not in self.traces:
+                self._advance()
+        except Exception as exc:
+            self._internal_error(exc)
+        return None
+
+    def _remove_forward_hooks(self):
+        handles, self._fwd_handles = self._fwd_handles, []
+        for handle in handles:
+            handle.remove()
+        self._remove_forward_hooks_pending = False
+        self.depth = 0
+
+    def _internal_error(self, exc):
+        msg = "traceinsight record: profiling stopped after an internal error: " + _describe(exc)
+        self.warnings.append(msg)
+        print(msg, file=sys.stderr)
+        self.disabled = True
+        try:
+            self._stop_current()
+        except Exception:
+            pass
+
+    # -- the whole-run cap ----------------------------------------------------------------
+    def _arm_cap(self):
+        seconds = self.cfg.get("max_seconds") or 0
+        sig = getattr(signal, "SIGALRM", None)
+        if seconds <= 0 or sig is None or signal.getsignal(sig) is not signal.SIG_DFL:
+            return
+        # The timer thread may not touch the profiler (its state is the main thread's):
+        # it asks the main thread to run _cap_now through a simulated signal
+        # (_thread.interrupt_main sends nothing to the OS; no EINTR in the script).
+        self._old_alarm = signal.signal(sig, self._cap_fn)
+        import _thread
+
+        def fire():
+            if signal.getsignal(sig) is self._cap_fn:
+                _thread.interrupt_main(sig)
+
+        self._cap_timer = threading.Timer(seconds, fire)
+        self._cap_timer.daemon = True
+        self._cap_timer.name = "traceinsight-record-cap"
+        self._cap_timer.start()
+
+    def _disarm_cap(self):
+        timer, self._cap_timer = self._cap_timer, None
+        if timer is not None:
+            timer.cancel()
+        sig = getattr(signal, "SIGALRM", None)
+        if (sig is not None and self._old_alarm is not None
+                and signal.getsignal(sig) is self._cap_fn
+                and threading.current_thread() is threading.main_thread()):
+            signal.signal(sig, self._old_alarm)
+        self._old_alarm = None
+
+    def _cap_handler(self, signum, frame):
+        if self.mode != "probe" or self.prof is None or os.getpid() != self.pid:
+            return
+        try:
+            self._disarm_cap()
+            self._stop_current()
+            self.capped = True
+        except Exception as exc:
+            self._internal_error(exc)
+
+    # -- the end ----------------------------------------------------------------------------
+    def finish(self):
+        """Stop everything, export what was recorded, say which trace stands."""
+        self._disarm_cap()
+        self.disabled = True
+        try:
+            self._stop_current()
+        except Exception as exc:
+            self.warnings.append("stopping the profiler failed: " + _describe(exc))
+        for handle in self._fwd_handles + ([self._opt_handle] if self._opt_handle else []):
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self._fwd_handles, self._opt_handle = [], None
+        cfg = self.cfg
+        plan = "skip %d, warmup %d, record %d" % (cfg["skip"], cfg["warmup"], cfg["steps"])
+        if "optimizer" in self.traces:
+            return ("optimizer_steps", self.traces["optimizer"],
+                    "a step ends at each %s.step() on the main thread; the iteration before the "
+                    "first optimizer step is never recorded (%s)" % (self.optimizer_name, plan))
+        if "forward" in self.traces:
+            detail = ("a step ends with each outermost %s forward call on the main thread "
+                      "(no optimizer step was seen; %s)" % (self.forward_module, plan))
+            if self.mode == "optimizer":
+                detail = ("a step ends with each outermost %s forward call: the optimizer steps "
+                          "seen later did not reach their window (%s)" % (self.forward_module, plan))
+            return ("forward_calls", self.traces["forward"], detail)
+        if "probe" in self.traces:
+            if self.mode != "probe":
+                detail = ("the script ended before the step window was reached (%s); this is the "
+                          "run from the script's start to its first %s" % (
+                              plan, "optimizer step" if self.mode == "optimizer"
+                              else "outermost forward call"))
+            elif self.capped:
+                detail = ("no optimizer step or nn.Module forward call: the run was recorded from "
+                          "the script's start for its first %g s (--max-seconds)" % cfg["max_seconds"])
+            else:
+                detail = ("no optimizer step or nn.Module forward call: the whole run was recorded")
+            return ("whole_run", self.traces["probe"], detail)
+        return (None, None, "nothing was recorded")
+
+
+def _has_state(module):
+    for _ in module.parameters():
+        return True
+    for _ in module.buffers():
+        return True
+    return False
+
+
+def _trim_traceback(tb):
+    """Drop this file's and runpy's frames: python shows the script's frames only."""
+    global _RUNPY_FILE
+    if _RUNPY_FILE is None:
+        import runpy
+        _RUNPY_FILE = runpy.__file__
+    skip = {__file__, _RUNPY_FILE, "<frozen runpy>"}
+    first = tb
+    while first is not None and first.tb_frame.f_code.co_filename in skip:
+        first = first.tb_next
+    return first
+
+
+def _print_exception(exc):
+    """Print the script's uncaught exception the way python does (through sys.excepthook)."""
+    tb = _trim_traceback(exc.__traceback__)
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException:
+        traceback.print_exception(type(exc), exc, tb)
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def _fresh_main():
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main  # stays: atexit handlers, pickle and multiprocessing see it
+    return main
+
+
+def _load_script(script):
+    path = os.path.abspath(script)
+    with io.open_code(path) as f:
+        source = f.read()
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        raise SetupError("%s is not a Python script (%s)" % (script, _describe(exc)))
+
+    def run():
+        from importlib.machinery import SourceFileLoader
+        main = _fresh_main()
+        main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                             __loader__=SourceFileLoader("__main__", path))
+        exec(code, main.__dict__)
+    return run
+
+
+def _load_module(name):
+    import runpy
+    sys.argv[0] = "-m"  # what python shows while it searches for the module
+    try:
+        mod_name, spec, code = runpy._get_module_details(name, _ModuleNotFound)
+    except _ModuleNotFound as exc:
+        raise SetupError(str(exc) or "No module named %s" % name)
+    sys.argv[0] = spec.origin
+
+    def run():
+        main = _fresh_main()
+        main.__dict__.update(__file__=spec.origin, __cached__=spec.cached, __doc__=None,
+                             __loader__=spec.loader, __package__=spec.parent, __spec__=spec)
+        exec(code, main.__dict__)
+    return run
+
+
+def _write_status(work_dir, status):
+    path = os.path.join(work_dir, "status.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(status, f)
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    """Returns the exception to re-raise at top level (None: ends normally)."""
+    cfg = json.loads(sys.argv[1])
+    work_dir = cfg["work_dir"]
+    status = {"setup_error": None, "trace": None, "window": None, "window_detail": None,
+              "exception": None, "interrupted": False, "argv": None, "cuda": False,
+              "torch_version": None, "capped": False, "optimizer": None,
+              "forward_module": None, "warnings": []}
+    script = cfg["script"]
+    sys.argv = [script] + list(cfg["args"])
+    if _adds_path0():
+        sys.path.insert(0, os.getcwd() if cfg["module"]
+                        else os.path.dirname(os.path.realpath(script)))
+
+    quiet_kineto = "KINETO_LOG_LEVEL" not in os.environ
+    if quiet_kineto:  # Kineto's STAGE/USDT chatter on stderr; removed again before the script
+        os.environ["KINETO_LOG_LEVEL"] = "3"
+    recorder = None
+    try:
+        try:
+            import torch
+        except BaseException as exc:
+            raise SetupError("PyTorch could not be imported (%s): pip install 'traceinsight-gpu[record]'"
+                             % _describe(exc))
+        status["torch_version"] = str(torch.__version__)
+        recorder = Recorder(torch, cfg, work_dir)
+        status["cuda"] = recorder.cuda
+        recorder.start()
+    except SetupError as exc:
+        status["setup_error"] = str(exc)
+        _write_status(work_dir, status)
+        raise SystemExit(2)
+    finally:
+        if quiet_kineto:
+            os.environ.pop("KINETO_LOG_LEVEL", None)
+
+    outcome = None
+    try:
+        run = _load_module(script) if cfg["module"] else _load_script(script)
+        status["argv"] = list(sys.argv)
+        run()
+    except SetupError as exc:
+        recorder.disabled = True
+        try:
+            recorder._disarm_cap()
+            recorder._stop_current()
+        except BaseException:
+            pass
+        status["setup_error"] = str(exc)
+        _write_status(work_dir, status)
+        raise SystemExit(2)
+    except SystemExit as exc:
+        outcome = exc
+    except BaseException as exc:  # noqa: B902 - KeyboardInterrupt included, like python
+        outcome = exc
+        status["exception"] = _describe(exc)
+        status["interrupted"] = isinstance(exc, KeyboardInterrupt)
+        _print_exception(exc)  # before the (slow) export, as python prints it first
+
+    if os.getpid() != recorder.pid:  # a fork of the script came back through here
+        return outcome
+    old_int = None
+    if threading.current_thread() is threading.main_thread():
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a 2nd Ctrl-C: keep the trace
+    try:
+        window, trace, detail = recorder.finish()
+        status.update(window=window, window_detail=detail,
+                      trace=os.path.basename(trace) if trace else None,
+                      capped=recorder.capped, optimizer=recorder.optimizer_name,
+                      forward_module=recorder.forward_module, warnings=recorder.warnings)
+        _write_status(work_dir, status)
+    finally:
+        if old_int is not None:
+            signal.signal(signal.SIGINT, old_int)
+    return outcome
+
+
+def _silent_excepthook(*_args):
+    pass
+
+
+if __name__ == "__main__":
+    _outcome = main()
+    if _outcome is not None:
+        if not isinstance(_outcome, SystemExit):
+            # already printed (trimmed to the script's frames); let CPython pick the exit
+            # status itself: 1, or death by SIGINT for an uncaught KeyboardInterrupt
+            sys.excepthook = _silent_excepthook
+        raise _outcome.with_traceback(None)

@@ -1,0 +1,97 @@
+"""What every analyzer gets (Context) and returns (Finding)."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..host import HostActivity
+from ..model import TraceModel
+
+
+@dataclass
+class Finding:
+    kind: str
+    title: str
+    # Measured from the trace: time this cause cost, median per full step and total over the trace (us).
+    lost_per_step_us: float
+    lost_total_us: float
+    fix: str
+    confidence: str                      # "high" | "medium" | "low"
+    evidence: dict = field(default_factory=dict)
+    # What the what-if replay should change to model the fix (read by whatif.py).
+    transform: dict = field(default_factory=dict)
+    # Filled in by rank.py from the replay.
+    estimated_savings_us: float = math.nan
+    savings_bound_us: tuple[float, float] | None = None
+    estimate_note: str = ""
+
+
+@dataclass
+class Context:
+    model: TraceModel
+    host: HostActivity
+    gaps: pd.DataFrame          # attributed gaps (attribution.attribute_gaps)
+    per_step: pd.DataFrame      # idle us per step and cause
+    full_steps: np.ndarray      # step numbers of complete steps (medians are over these)
+
+    @property
+    def median_step_us(self) -> float:
+        s = self.model.steps
+        full = s[s["step"].isin(self.full_steps)]
+        return float(full["dur"].median()) if len(full) else float(s["dur"].median())
+
+    def per_step_median(self, values: pd.Series) -> float:
+        """Median over full steps of a per-step series (missing steps count as 0)."""
+        v = values.reindex(self.full_steps).fillna(0.0)
+        return float(v.median()) if len(v) else 0.0
+
+    def step_of(self, ts: np.ndarray) -> np.ndarray:
+        """Step number of each timestamp (-1 outside every step)."""
+        st = self.model.steps
+        starts, ends = st["start"].to_numpy(), st["end"].to_numpy()
+        k = np.searchsorted(starts, ts, side="right") - 1
+        ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
+        return np.where(ok, st["step"].to_numpy()[np.maximum(k, 0)], -1)
+
+    def gpu_in_full_steps(self, rows: pd.DataFrame) -> pd.DataFrame:
+        return rows[np.isin(self.step_of(rows["ts"].to_numpy()), self.full_steps)]
+
+    @property
+    def n_full(self) -> int:
+        return max(1, len(self.full_steps))
+
+
+_PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
+_LIB = re.compile(r"(site-packages|dist-packages|/torch/|/lib/python\d|<frozen|<built-in)")
+
+
+def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
+    """The innermost Python frame above a cpu row that is user code (not torch or the stdlib)."""
+    parent = cpu["parent"].to_numpy()
+    names = cpu["name"].to_numpy()
+    kinds = cpu["kind"].to_numpy()
+    p = parent[row]
+    hops = 0
+    while p >= 0 and hops < 500:
+        if kinds[p] == "python":
+            m = _PY_FRAME.match(names[p])
+            if m and not _LIB.search(m.group("file")):
+                return f"{m.group('file')}:{m.group('line')} in {m.group('func')}"
+        p = parent[p]
+        hops += 1
+    return None
+
+
+def top_op(cpu: pd.DataFrame, row: int) -> str:
+    """The outermost op in the unbroken op chain above a runtime call (aten::item, not the memcpy)."""
+    p = int(cpu["parent"].iat[row])
+    t = int(cpu["top_op"].iat[p]) if p >= 0 else -1
+    return str(cpu["name"].iat[t]) if t >= 0 else str(cpu["name"].iat[row])
+
+
+def ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if abs(us) >= 100 else f"{us:.0f} us"

@@ -1,0 +1,23 @@
+"""collective_wait: compute waits on collectives (NCCL) that are not hidden behind compute."""
+from __future__ import annotations
+
+
+from .base import Context, Finding
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    lost = ctx.per_step_median(ctx.per_step["collective_wait"])
+    g = ctx.gpu_in_full_steps(ctx.model.gpu)
+    from .attribution import is_collective
+    coll = g[is_collective(g["name"])] if len(g) else g
+    ev = {"idle_ms_per_step": round(lost / 1000, 3),
+          "collective_kernels_per_step": round(len(coll) / ctx.n_full, 1),
+          "collective_ms_per_step": round(float(coll["dur"].sum()) / ctx.n_full / 1000, 3),
+          "top_collectives": coll["name"].str.slice(0, 100).value_counts().head(5).to_dict()}
+    return [Finding(
+        kind="collective_wait",
+        title="Compute waits on collectives (NCCL): communication is not hidden behind compute",
+        lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
+        fix="Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
+            "prefetch), and check the other ranks for stragglers (load imbalance makes this rank wait).",
+        confidence="medium", evidence=ev, transform={"hide_collectives": True})]

@@ -1,0 +1,50 @@
+"""layout_permute: layout conversion kernels (cuDNN nchwToNhwc / nhwcToNchw and kin) around convs.
+
+Tensor-core convolutions want NHWC; a model in NCHW pays a transpose before and after each conv.
+Cost = the conversion kernels' GPU time (they are pure overhead).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .base import Context, Finding
+
+PERMUTE = r"nchwToNhwc|nhwcToNchw|NchwToNhwc|NhwcToNchw|nchw2nhwc|nhwc2nchw|NCHWToNHWC|NHWCToNCHW"
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    gpu = ctx.model.gpu
+    k = gpu[(gpu["kind"] == "kernel") & gpu["name"].str.contains(PERMUTE, regex=True)]
+    if k.empty:
+        return []
+    k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))
+    per_step = k.groupby("step")["dur"].sum()
+    lost = ctx.per_step_median(per_step)
+    full = k[np.isin(k["step"], ctx.full_steps)]
+    all_k = ctx.gpu_in_full_steps(gpu)
+    busy = float(all_k["dur"].sum())
+    # The ops that launched them: usually aten::cudnn_convolution and its backward.
+    cpu = ctx.model.cpu
+    ops = pd.Series(dtype=float)
+    linked = full[full["launcher"] >= 0]
+    if len(linked):
+        from .base import top_op
+        names = [top_op(cpu, int(r)) for r in linked["launcher"]]
+        ops = linked["dur"].groupby(pd.Series(names, index=linked.index)).sum().sort_values(ascending=False)
+    ev = {
+        "kernels_per_step": round(len(full) / ctx.n_full, 1),
+        "ms_per_step": round(full["dur"].sum() / ctx.n_full / 1000, 3),
+        "pct_of_gpu_time": round(100 * full["dur"].sum() / busy, 1) if busy else None,
+        "kernels": full["name"].str.slice(0, 120).value_counts().head(4).to_dict(),
+        "launched_by": {n: round(v / ctx.n_full / 1000, 3) for n, v in ops.head(5).items()},
+    }
+    return [Finding(
+        kind="layout_permute",
+        title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC around "
+              "convolutions",
+        lost_per_step_us=lost, lost_total_us=float(per_step.sum()),
+        fix="Use channels_last end to end: model = model.to(memory_format=torch.channels_last) and "
+            "x = x.to(memory_format=torch.channels_last) (with autocast/bf16 or fp16), so cuDNN runs NHWC "
+            "kernels without transposes.",
+        confidence="high", evidence=ev, transform={"drop_kernels": PERMUTE})]

@@ -1,0 +1,55 @@
+"""pageable_memcpy: copies from/to pageable host memory (the memcpy name says `Pageable`).
+
+A pageable copy is staged through a driver bounce buffer: it runs below pinned bandwidth, blocks the
+CPU for its duration, and cannot overlap compute. Cost = the GPU idle it caused (the CPU blocked in it,
+queue drained) + its own time on the GPU where nothing else ran (it serialized with compute).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import merged_intervals
+from .base import Context, Finding
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    gpu = ctx.model.gpu
+    cp = gpu[gpu["pageable"]]
+    if cp.empty:
+        return []
+    idle = ctx.per_step["pageable_memcpy"]
+    # Copy time during which no other GPU activity ran (serialized with compute).
+    others = gpu[~gpu["pageable"]]
+    os_, oe = merged_intervals(others["ts"].to_numpy(), others["end"].to_numpy())
+    alone = np.zeros(len(cp))
+    for i, (a, b) in enumerate(zip(cp["ts"].to_numpy(), cp["end"].to_numpy())):
+        lo, hi = np.searchsorted(oe, a, "right"), np.searchsorted(os_, b, "left")
+        cov = sum(max(0.0, min(b, oe[k]) - max(a, os_[k])) for k in range(lo, hi))
+        alone[i] = (b - a) - cov
+    cp = cp.assign(alone=alone, step=ctx.step_of(cp["ts"].to_numpy()))
+    serial = cp.groupby("step")["alone"].sum()
+    per_step = idle.add(serial, fill_value=0.0)
+    lost = ctx.per_step_median(per_step)
+    full = cp[np.isin(cp["step"], ctx.full_steps)]
+    n = ctx.n_full
+    bw = (full["bytes"].sum() / (full["dur"].sum() * 1e-6) / 1e9) if full["dur"].sum() > 0 else 0.0
+    compute_streams = set(gpu.loc[gpu["kind"] == "kernel", "stream"])
+    ev = {
+        "copies_per_step": round(len(full) / n, 2),
+        "mb_per_step": round(full["bytes"].sum() / n / 1e6, 2),
+        "copy_ms_per_step": round(full["dur"].sum() / n / 1000, 3),
+        "achieved_gb_per_s": round(bw, 2),
+        "directions": full["copy_dir"].value_counts().to_dict(),
+        "on_compute_stream": bool(set(full["stream"]) & compute_streams),
+        "serialized_ms_per_step": round(full["alone"].sum() / n / 1000, 3),
+        "idle_ms_per_step_cpu_blocked": round(ctx.per_step_median(idle) / 1000, 3),
+    }
+    return [Finding(
+        kind="pageable_memcpy",
+        title=f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at "
+              f"{bw:.1f} GB/s, blocking the CPU and serializing with compute",
+        lost_per_step_us=lost, lost_total_us=float(per_step.sum()),
+        fix="Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) or "
+            "tensor.pin_memory(), then .to('cuda', non_blocking=True); prefetch the next batch on a "
+            "side torch.cuda.Stream so the copy overlaps compute.",
+        confidence="high", evidence=ev, transform={"pin_copies": True})]

@@ -1,0 +1,77 @@
+"""sync_stall: the CPU blocked in a synchronizing call and the GPU queue drained.
+
+Evidence names the op that synced (aten::item, nonzero, index with a boolean mask, unique, ...) and,
+when the trace has stacks, the user's file and line; counts per step and the GPU idle each site cost.
+"""
+from __future__ import annotations
+
+
+from .base import Context, Finding, top_op, user_frame
+
+
+SYNC_FIXES = {
+    "aten::item": "keep the value on the GPU (accumulate losses/metrics as tensors and call .item() once "
+                  "per N steps or at the end); avoid `if tensor:` / float(tensor) on the hot path",
+    "aten::_local_scalar_dense": "keep the value on the GPU; call .item()/.tolist() off the hot path",
+    "aten::nonzero": "replace data-dependent shapes with fixed-size ops: torch.where(mask, x, 0), "
+                     "multiply by a float mask, or pass `ignore_index` to the loss",
+    "aten::index": "boolean-mask indexing x[mask] syncs to size its output: use torch.where(mask, x, 0) "
+                   "or a float mask and a masked mean",
+    "aten::masked_select": "masked_select has a data-dependent size: use torch.where or a float mask",
+    "aten::unique": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
+                    "move it off the hot path",
+    "aten::_unique2": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
+                      "move it off the hot path",
+    "aten::to": "a device-to-host .to('cpu')/.cpu() blocks: copy into pinned memory with "
+                "non_blocking=True and read it later, or keep the data on the GPU",
+    "aten::copy_": "a device-to-host copy blocks: use pinned memory + non_blocking=True and an event, "
+                   "or keep the data on the GPU",
+    "aten::repeat_interleave": "repeat_interleave without output_size syncs: pass output_size=",
+    "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely",
+}
+
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    return _blocking_finding(ctx, "sync_stall")
+
+
+def _blocking_finding(ctx: Context, cause: str) -> list[Finding]:
+    lost = ctx.per_step_median(ctx.per_step[cause])
+    cpu = ctx.model.cpu
+    gaps = ctx.gaps[(ctx.gaps[cause] > 0) & (ctx.gaps["blocker"] >= 0)]
+    rows = []
+    for blk, grp in gaps.groupby("blocker"):
+        rows.append((int(blk), float(grp[cause].sum())))
+    by_site: dict[tuple, dict] = {}
+    for blk, us in rows:
+        site = (top_op(cpu, blk), user_frame(cpu, blk), cpu.at[blk, "name"])
+        d = by_site.setdefault(site, {"idle_us": 0.0, "count": 0})
+        d["idle_us"] += us
+        d["count"] += 1
+    sites = sorted(by_site.items(), key=lambda kv: -kv[1]["idle_us"])
+    ev_sites = [{"op": op, "source": src or "(record with with_stack=True to get the source line)",
+                 "call": call, "per_step": round(d["count"] / ctx.n_full, 2),
+                 "idle_ms_per_step": round(d["idle_us"] / ctx.n_full / 1000, 3)}
+                for (op, src, call), d in sites[:8]]
+    blockers = sorted({b for b, _ in rows})
+    if cause == "sync_stall":
+        first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
+        fixes = []
+        for s in ev_sites[:4]:
+            f = SYNC_FIXES.get(s["op"])
+            if f and f not in fixes:
+                fixes.append(f"{s['op']}: {f}")
+        fix = ("Remove the host-device syncs from the hot path. " + " ".join(fixes)) if fixes else (
+            "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
+            "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
+        where = f" at {first['source']}" if first.get("source") and not first["source"].startswith("(") else ""
+        title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
+                 f"{sum(s['per_step'] for s in ev_sites):.0f} times per step")
+    else:
+        return []
+    return [Finding(kind=cause, title=title, lost_per_step_us=lost,
+                    lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
+                    confidence="high" if ev_sites else "medium",
+                    evidence={"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)},
+                    transform={"unblock": blockers})]

@@ -1,0 +1,54 @@
+"""unfused_optimizer: an optimizer step made of many small per-parameter kernels.
+
+torch.optim's for-loop implementation launches several kernels per parameter tensor; foreach=True
+batches them (multi_tensor_apply) and fused=True does the whole update in a kernel or two.
+Cost = the optimizer region's time on the critical path, minus what a fused update would take
+(estimated at a fifth of its GPU time: one pass over the state instead of several).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Context, Finding
+
+FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
+FUSED_GPU_SHARE = 0.2
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
+    regions = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("Optimizer.step#")]
+    if regions.empty or gpu.empty:
+        return []
+    regions = regions.assign(step=ctx.step_of(regions["ts"].to_numpy()))
+    regions = regions[np.isin(regions["step"], ctx.full_steps)]
+    if regions.empty:
+        return []
+    launched = gpu[gpu["launcher"] >= 0]
+    lts = cpu["ts"].to_numpy()[launched["launcher"].to_numpy()]
+    lth = cpu["thread"].to_numpy()[launched["launcher"].to_numpy()]
+    rows = []
+    for r in regions.itertuples():
+        sel = (lts >= r.ts) & (lts < r.end) & (lth == r.thread)
+        k = launched[sel]
+        rows.append((r.step, r.dur, len(k), float(k["dur"].sum()),
+                     bool(k["name"].str.contains(FUSED, regex=True).any())))
+    n_kernels = np.median([r[2] for r in rows])
+    if any(r[4] for r in rows) or n_kernels < 40:
+        return []
+    region_us = np.median([r[1] for r in rows])
+    gpu_us = np.median([r[3] for r in rows])
+    lost = max(0.0, max(region_us, gpu_us) - FUSED_GPU_SHARE * gpu_us)
+    name = regions["name"].iloc[0].split("#")[-1]
+    ev = {"optimizer": name, "kernels_per_step": int(n_kernels),
+          "optimizer_cpu_ms_per_step": round(region_us / 1000, 3),
+          "optimizer_gpu_ms_per_step": round(gpu_us / 1000, 3)}
+    return [Finding(
+        kind="unfused_optimizer",
+        title=f"{name} launches {int(n_kernels)} small kernels per step (for-loop implementation)",
+        lost_per_step_us=lost, lost_total_us=lost * ctx.n_full,
+        fix=f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
+            "(or foreach=True); it updates all parameters in a few kernels.",
+        confidence="medium", evidence=ev,
+        transform={"optimizer_regions": [(float(r.ts), float(r.end), r.thread) for r in regions.itertuples()],
+                   "factor": FUSED_GPU_SHARE})]

@@ -1,0 +1,153 @@
+"""graph: the timeline as a networkx DiGraph, built over a window of steps (not the whole trace).
+
+Nodes
+  ("cpu", i)   a runtime/driver call (cpu table row i): launch, memcpy, memset, sync, other.
+  ("gpu", j)   a kernel / memcpy / memset (gpu table row j).
+  ("step", n)  the end of step n on the thread that owns the ProfilerStep ranges.
+Edges (attribute `kind`)
+  cpu_order    consecutive calls on one thread; `host_us` and `feed_us` split the CPU time between them
+               into host work that launches nothing and work that feeds the GPU (dispatch, Python).
+  launch       runtime call -> the GPU activity it issued; `latency_us` from call start to GPU start.
+  stream       consecutive activities on one (device, stream); `gap_us` between them.
+  sync         GPU activity -> the blocking call that waited for it (stream/device/event sync, D2H or
+               pageable copy).
+  nests        op -> runtime call below it (op nesting, for evidence; the replay ignores these).
+
+Only the calls that matter for the timeline become nodes (runtime calls and GPU work): a
+million-event trace gives a graph of a few thousand nodes per step window.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from .analyses.attribution import blocking_calls, launch_latency_us
+from .host import HostActivity
+from .model import TraceModel
+
+SYNC_TOL_US = 50.0
+
+
+def step_window(model: TraceModel, max_steps: int = 6) -> pd.DataFrame:
+    """The steps the replay runs over: up to max_steps consecutive full steps from the middle."""
+    st = model.steps[~model.steps["partial"]]
+    if st.empty:
+        st = model.steps
+    if len(st) <= max_steps:
+        return st
+    mid = len(st) // 2
+    lo = max(0, mid - max_steps // 2)
+    return st.iloc[lo:lo + max_steps]
+
+
+def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> nx.DiGraph:
+    cpu, gpu = model.cpu, model.gpu
+    t0, t1 = float(steps["start"].min()), float(steps["end"].max())
+    G = nx.DiGraph(t0=t0, t1=t1, steps=[int(s) for s in steps["step"]],
+                   step_starts=[float(x) for x in steps["start"]],
+                   launch_latency_us=launch_latency_us(model))
+    rt = cpu[(cpu["kind"] == "runtime") & (cpu["ts"] >= t0) & (cpu["ts"] < t1)]
+    launched = gpu[gpu["launcher"].isin(rt.index)]
+    unlaunched = gpu[(gpu["launcher"] < 0) & (gpu["ts"] >= t0) & (gpu["ts"] < t1)]
+    g = pd.concat([launched, unlaunched]).sort_values("ts", kind="stable")
+
+    for i, r in zip(rt.index, rt.itertuples(index=False)):
+        G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name)
+    for j, r in zip(g.index, g.itertuples(index=False)):
+        G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
+                   gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
+                   bytes=float(r.bytes))
+
+    # Step markers on the thread that owns the ProfilerStep ranges (the training loop's thread).
+    step_rows = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("ProfilerStep#")]
+    loop_thread = step_rows["thread"].mode().iloc[0] if len(step_rows) else (
+        rt["thread"].mode().iloc[0] if len(rt) else "")
+    for s in steps.itertuples():
+        G.add_node(("step", int(s.step)), ts=s.end, dur=0.0, end=s.end, thread=loop_thread,
+                   rkind="marker", name=f"end of step {s.step}")
+    # The window's start, so the host work before the first call is an edge a fix can shrink.
+    G.add_node(("start", 0), ts=t0, dur=0.0, end=t0, thread=loop_thread, rkind="marker",
+               name="start of the window")
+
+    _cpu_order(G, host)
+    _launch_edges(G, g, cpu)
+    _stream_edges(G, g)
+    _sync_edges(G, model, rt, g)
+    _nesting(G, cpu, rt)
+    return G
+
+
+def _cpu_order(G: nx.DiGraph, host: HostActivity) -> None:
+    rows = [(d["thread"], d["ts"], d["end"], n) for n, d in G.nodes(data=True) if n[0] in ("cpu", "step", "start")]
+    rows.sort(key=lambda x: (x[0], x[1]))
+    by_thread: dict[str, list] = {}
+    for r in rows:
+        by_thread.setdefault(r[0], []).append(r)
+    for th, rs in by_thread.items():
+        if len(rs) < 2:
+            continue
+        a = np.array([r[2] for r in rs[:-1]])
+        b = np.array([max(r[1], p[2]) for p, r in zip(rs[:-1], rs[1:])])
+        host_us = host.host_time(th, a, b)
+        for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
+            gap = max(0.0, r[1] - p[2])
+            h = float(min(gap, host_us[k]))
+            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h)
+
+
+def _launch_edges(G: nx.DiGraph, g: pd.DataFrame, cpu: pd.DataFrame) -> None:
+    for j, lr, ts in zip(g.index, g["launcher"].to_numpy(), g["ts"].to_numpy()):
+        if lr >= 0 and ("cpu", lr) in G:
+            G.add_edge(("cpu", int(lr)), ("gpu", j), kind="launch",
+                       latency_us=max(0.0, float(ts - cpu.at[int(lr), "ts"])))
+
+
+def _stream_edges(G: nx.DiGraph, g: pd.DataFrame) -> None:
+    for _, s in g.groupby(["device", "stream"], sort=False):
+        idx = s.index.to_numpy()
+        gaps = s["ts"].to_numpy()[1:] - s["end"].to_numpy()[:-1]
+        for a, b, gap in zip(idx[:-1], idx[1:], gaps):
+            G.add_edge(("gpu", a), ("gpu", b), kind="stream", gap_us=max(0.0, float(gap)))
+
+
+def _sync_edges(G: nx.DiGraph, model: TraceModel, rt: pd.DataFrame, g: pd.DataFrame) -> None:
+    """A blocking call waited for: its own copy (D2H/pageable), else the last GPU work issued before it."""
+    blocks = blocking_calls(model)
+    blocks = blocks[blocks.index.isin(rt.index)]
+    if blocks.empty or g.empty:
+        return
+    cpu = model.cpu
+    own_rows = g[g["launcher"].isin(blocks.index)].drop_duplicates("launcher")
+    own = dict(zip(own_rows["launcher"].to_numpy(), own_rows.index.to_numpy()))
+    launched = g[g["launcher"] >= 0]
+    lts = cpu["ts"].to_numpy()[launched["launcher"].to_numpy()]
+    order = np.argsort(lts, kind="stable")
+    lts_sorted = lts[order]
+    ends = launched["end"].to_numpy()[order]
+    idx_sorted = launched.index.to_numpy()[order]
+    for b, r in zip(blocks.index, blocks.itertuples(index=False)):
+        if b in own:
+            G.add_edge(("gpu", int(own[b])), ("cpu", b), kind="sync")
+            continue
+        # Work issued before the call started; the one finishing last is what it waited for.
+        k = int(np.searchsorted(lts_sorted, r.ts, side="left"))
+        if k == 0:
+            continue
+        pos = int(np.argmax(ends[:k]))
+        if r.ts - SYNC_TOL_US <= ends[pos] <= r.end + SYNC_TOL_US:
+            G.add_edge(("gpu", int(idx_sorted[pos])), ("cpu", b), kind="sync")
+
+
+def _nesting(G: nx.DiGraph, cpu: pd.DataFrame, rt: pd.DataFrame) -> None:
+    """op -> runtime call edges for the innermost op above each call (evidence only)."""
+    parents = cpu["parent"].to_numpy()
+    names = cpu["name"].to_numpy()
+    for i in rt.index:
+        p = int(parents[i])
+        if p >= 0:
+            node = ("op", p)
+            if node not in G:
+                G.add_node(node, name=names[p], ts=float(cpu.at[p, "ts"]), dur=float(cpu.at[p, "dur"]),
+                           end=float(cpu.at[p, "end"]), thread=cpu.at[p, "thread"], rkind="op")
+            G.add_edge(node, ("cpu", i), kind="nests")

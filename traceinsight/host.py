@@ -1,0 +1,155 @@
+"""What a CPU thread was doing over a stretch of time: feeding the GPU, or work that launches nothing.
+
+Used twice: to attribute GPU idle gaps (launch_overhead vs host_bound) and to label the host work
+between runtime calls in the timeline graph, so the what-if replay can remove the right part.
+
+Definitions (kept simple on purpose, stated in the report):
+  launching op   an aten op with a kernel launch / memcpy / memset somewhere below it; time inside
+                 it is dispatch (feeding the GPU). Annotations that launch are mere containers.
+  host range     an annotation, or an op of at least HOST_OP_US, that launches nothing and is not
+                 inside a launching op: data loading, preprocessing, CPU math, logging, ...
+  bare stretch   time covered by no op at all (pure Python). Short ones between launching ops are
+                 framework overhead (launch_overhead); long ones (>= BARE_HOST_US) are host work.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .model import TraceModel, merged_intervals
+
+BARE_HOST_US = 200.0
+HOST_OP_US = 50.0
+FEEDS_GPU = ("launch", "memcpy", "memset")
+
+
+def mark_launching(cpu: pd.DataFrame) -> np.ndarray:
+    """Boolean per cpu row: the row is, or contains, a call that puts work on the GPU."""
+    parent = cpu["parent"].to_numpy()
+    mark = cpu["rkind"].isin(FEEDS_GPU).to_numpy().copy()
+    frontier = np.flatnonzero(mark)
+    while len(frontier):
+        p = parent[frontier]
+        p = p[p >= 0]
+        p = p[~mark[p]]
+        p = np.unique(p)
+        mark[p] = True
+        frontier = p
+    return mark
+
+
+def _under_launcher(cpu: pd.DataFrame, launching: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+    """Boolean per row: some op above it launches GPU work (so its time is dispatch overhead)."""
+    parent = cpu["parent"].to_numpy()
+    depth = cpu["depth"].to_numpy()
+    under = np.zeros(len(cpu), dtype=bool)
+    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
+        rows = np.flatnonzero(depth == d)
+        p = parent[rows]
+        ok = p >= 0
+        rows, p = rows[ok], p[ok]
+        under[rows] = under[p] | (launching[p] & is_op[p])
+    return under
+
+
+@dataclass
+class ThreadActivity:
+    """Disjoint sorted intervals of host work on one thread, with cumulative lengths."""
+    s: np.ndarray
+    e: np.ndarray
+    cum: np.ndarray
+
+
+class HostActivity:
+    """Per-thread interval sets answering: of [a, b), how much was host work?"""
+
+    def __init__(self, model: TraceModel):
+        cpu = model.cpu
+        self.cpu = cpu
+        steps = model.steps
+        step_scale = float(steps["dur"].median()) if len(steps) else np.inf
+        kind = cpu["kind"].to_numpy()
+        is_aten = kind == "op"
+        # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
+        big = cpu["name"].str.startswith("ProfilerStep#").to_numpy() | (
+            (kind == "annotation") & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
+        is_ann = (kind == "annotation") & ~big
+        self.launching = mark_launching(cpu)
+        # Annotations that launch work are containers (a model's forward): only ops make dispatch time.
+        under = _under_launcher(cpu, self.launching, is_aten)
+        # A cheap op that launches nothing (view, empty, as_strided, detach) is dispatcher overhead
+        # like any other; only substantial ones (CPU compute, data loading) count as host work.
+        substantial = cpu["dur"].to_numpy() >= HOST_OP_US
+        # Substantial non-launching ops count even inside a launching op (aten::to's CPU-side work,
+        # lazy CUDA init in empty_strided); cheap ones there are dispatch.
+        self.host_rows = (((is_aten & substantial) | (is_ann & ~under)) & ~self.launching)
+        is_op = is_aten | (is_ann & ~self.launching)
+        self.threads: dict[str, ThreadActivity] = {}
+        ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
+        for th in np.unique(thread):
+            sel = thread == th
+            cs, ce = merged_intervals(ts[sel & is_op], end[sel & is_op])
+            # Long stretches covered by no op at all: Python doing its own work.
+            bare_s = np.concatenate([[-np.inf], ce])
+            bare_e = np.concatenate([cs, [np.inf]])
+            long = (bare_e - bare_s) >= BARE_HOST_US
+            hs = np.concatenate([ts[sel & self.host_rows], bare_s[long]])
+            he = np.concatenate([end[sel & self.host_rows], bare_e[long]])
+            hs, he = merged_intervals(hs, he)
+            self.threads[th] = ThreadActivity(hs, he, _cum(hs, he))
+
+    def host_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Host-work length inside each stretch [a_k, b_k) on one thread (vectorised)."""
+        a = np.asarray(a, dtype=float)
+        b = np.maximum(np.asarray(b, dtype=float), a)
+        ta = self.threads.get(thread)
+        if ta is None:
+            return np.where(b - a >= BARE_HOST_US, b - a, 0.0)
+        return overlap_many(ta.s, ta.e, ta.cum, a, b)
+
+    def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:
+        """The host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
+        cpu = self.cpu
+        sel = self.host_rows & (cpu["thread"].to_numpy() == thread) & (cpu["ts"].to_numpy() < b) & (
+            cpu["end"].to_numpy() > a)
+        rows = cpu[sel]
+        if rows.empty:
+            return []
+        ov = np.minimum(rows["end"], b) - np.maximum(rows["ts"], a)
+        agg = ov.groupby(rows["name"]).sum().sort_values(ascending=False)
+        return [(n, float(v)) for n, v in agg.head(limit).items()]
+
+
+def _cum(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        lens = np.nan_to_num(e - s, posinf=0.0, nan=0.0)
+    return np.concatenate([[0.0], np.cumsum(lens)])
+
+
+def overlap_many(s: np.ndarray, e: np.ndarray, cum: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of each [a_k, b_k) covered by the disjoint sorted intervals (s, e). Vectorised.
+
+    Infinite ends (the open stretches before a thread's first op and after its last) are clipped
+    to the query, so they count exactly their overlap.
+    """
+    n = len(s)
+    if n == 0:
+        return np.zeros(len(a))
+    i = np.searchsorted(e, a, side="right")      # first interval ending after a
+    j = np.searchsorted(s, b, side="left")       # first interval starting at/after b
+    valid = j > i
+    ii = np.minimum(i, n - 1)
+    jj = np.maximum(j - 1, 0)
+    total = np.zeros(len(a))
+    single = valid & (i == j - 1)
+    many = valid & ~single
+    # One interval: its overlap directly (also right for infinite ends).
+    total[single] = (np.minimum(e[ii], b) - np.maximum(s[ii], a))[single]
+    if many.any():
+        first = np.minimum(e[ii], b) - np.maximum(s[ii], a)
+        last = np.minimum(e[jj], b) - np.maximum(s[jj], a)
+        middle = cum[np.maximum(j - 1, 0)] - cum[np.minimum(i + 1, n)]
+        total[many] = (first + last + middle)[many]
+    return np.maximum(total, 0.0)

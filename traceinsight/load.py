@@ -1,0 +1,213 @@
+"""load: a trace file on disk -> a list of typed events and the trace's metadata.
+
+Decoding is typed (msgspec) and keeps only the fields the analysis reads, which is what makes a
+300 MB trace cheap: unknown keys are skipped by the decoder instead of becoming Python dicts.
+Every failure becomes a TraceError naming the file and the problem in one line.
+"""
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+
+from .errors import TraceError
+
+Scalar = Union[int, float, str, None]
+
+
+class Args(msgspec.Struct, forbid_unknown_fields=False):
+    """The event args we use. Names with spaces are Kineto's own."""
+    correlation: Union[int, str, None] = None
+    external_id: Union[int, str, None] = msgspec.field(default=None, name="External id")
+    stream: Union[int, str, None] = None
+    device: Union[int, str, None] = None
+    bytes: Union[int, float, None] = None
+    bandwidth: Union[int, float, None] = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    python_id: Union[int, None] = msgspec.field(default=None, name="Python id")
+    python_parent_id: Union[int, None] = msgspec.field(default=None, name="Python parent id")
+    grid: Any = None
+    block: Any = None
+    wait_on_stream: Union[int, None] = None
+    wait_on_event_corr: Union[int, None] = msgspec.field(
+        default=None, name="wait_on_cuda_event_record_corr_id")
+    labels: Union[str, None] = None
+    # "M" metadata events name their process / thread here.
+    meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
+
+
+class Event(msgspec.Struct, forbid_unknown_fields=False):
+    ph: str = ""
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = ""
+    pid: Union[int, str, None] = 0
+    tid: Union[int, str, None] = 0
+    ts: Union[float, str, None] = None
+    dur: Union[float, str, None] = None
+    id: Union[int, str, None] = None
+    args: Union[Args, None] = None
+
+
+class DeviceProps(msgspec.Struct, forbid_unknown_fields=False):
+    id: Union[int, None] = None
+    name: Union[str, None] = None
+    totalGlobalMem: Union[int, None] = None
+    computeMajor: Union[int, None] = None
+    computeMinor: Union[int, None] = None
+    numSms: Union[int, None] = None
+
+
+class TraceFile(msgspec.Struct, forbid_unknown_fields=False):
+    traceEvents: list[Event] = []
+    schemaVersion: Any = None
+    deviceProperties: list[DeviceProps] = []
+    distributedInfo: Any = None
+    baseTimeNanoseconds: Union[int, None] = None
+    displayTimeUnit: Union[str, None] = None
+    cupti_version: Any = None
+    cuda_runtime_version: Any = None
+    cuda_driver_version: Any = None
+    with_stack: Any = None
+    with_modules: Any = None
+    profile_memory: Any = None
+    record_shapes: Any = None
+    traceName: Union[str, None] = None
+    trace_id: Any = None
+    traceinsight_record: Any = None
+
+
+@dataclass
+class RawTrace:
+    """What the loader hands to the model: events plus the facts the file states about itself."""
+    path: str
+    events: list[Event]
+    devices: list[DeviceProps] = field(default_factory=list)
+    distributed: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    file_bytes: int = 0
+
+
+_OBJECT_DECODER = msgspec.json.Decoder(TraceFile)
+_ARRAY_DECODER = msgspec.json.Decoder(list[Event])
+# Deep nesting is either garbage or an attack; msgspec itself stops at depth 2048, we say so plainly.
+_MAX_TEXT_NESTING = 1000
+
+
+def read_bytes(path: Path) -> tuple[bytes, list[str]]:
+    """Read a file, gunzipping if needed. A gzip stream cut short yields what it holds, with a warning."""
+    warnings: list[str] = []
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except IsADirectoryError:
+        raise TraceError(path, "is a directory with no traces") from None
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except PermissionError:
+        raise TraceError(path, "permission denied") from None
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(wbits=47)
+        try:
+            out = d.decompress(data)
+        except zlib.error as exc:
+            raise TraceError(path, f"corrupt gzip data ({exc})") from None
+        if not d.eof:
+            if not out:
+                raise TraceError(path, "gzip file is truncated before any data")
+            warnings.append(f"gzip stream ends early (file cut off?): read {len(out):,} bytes of JSON")
+        data = out
+    return data, warnings
+
+
+def load_trace(path: str | os.PathLike) -> RawTrace:
+    path = Path(path)
+    data, warnings = read_bytes(path)
+    file_bytes = len(data)
+    stripped = data.lstrip()
+    if not stripped:
+        raise TraceError(path, "file is empty")
+    first = stripped[:1]
+    if first not in (b"{", b"["):
+        raise TraceError(path, "not JSON (a Kineto trace starts with '{' or '[')")
+    _check_nesting(path, stripped)
+    try:
+        trace = _decode(stripped, first)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"not a Kineto trace: {exc}") from None
+    except msgspec.DecodeError as exc:
+        repaired = _repair_truncated(stripped, first)
+        if repaired is None:
+            raise TraceError(path, f"not valid JSON ({exc})") from None
+        trace, kept = repaired
+        dropped = len(stripped) - kept
+        warnings.append(f"trace is cut off (killed mid-write?): dropped the last {dropped:,} bytes "
+                        f"after {len(trace.traceEvents):,} complete events")
+    if not isinstance(trace, TraceFile):
+        raise TraceError(path, "not a Kineto trace")
+    if not trace.traceEvents:
+        raise TraceError(path, "not a Kineto trace: it has no traceEvents")
+    meta = {k: getattr(trace, k) for k in (
+        "schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "cupti_version",
+        "cuda_runtime_version", "cuda_driver_version", "with_stack", "with_modules",
+        "profile_memory", "record_shapes", "traceName", "traceinsight_record")
+        if getattr(trace, k) is not None}
+    dist = trace.distributedInfo if isinstance(trace.distributedInfo, dict) else {}
+    return RawTrace(path=str(path), events=trace.traceEvents, devices=list(trace.deviceProperties),
+                    distributed=dist, meta=meta, warnings=warnings, file_bytes=file_bytes)
+
+
+def _decode(text: bytes, first: bytes) -> TraceFile:
+    if first == b"[":
+        return TraceFile(traceEvents=_ARRAY_DECODER.decode(text))
+    return _OBJECT_DECODER.decode(text)
+
+
+def _check_nesting(path: Path, text: bytes) -> None:
+    """Refuse absurdly nested input before the decoder recurses into it.
+
+    Real traces nest a few levels (args -> Input Dims -> dims); a run of a thousand openers is not one.
+    Checking only the first and last 64 KiB keeps this O(1) for big files, and catches the usual bomb.
+    """
+    for chunk in (text[:65536], text[-65536:]):
+        if re.search(rb"[\[{]\s*(?:[\[{]\s*){%d}" % _MAX_TEXT_NESTING, chunk):
+            raise TraceError(path, f"nesting deeper than {_MAX_TEXT_NESTING} levels: not a trace")
+
+
+# An event boundary inside traceEvents: the close of one event object, a comma, the open of the next.
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+
+def _repair_truncated(text: bytes, first: bytes, max_tries: int = 40):
+    """Cut a trace that ends mid-write at its last complete event and close the brackets.
+
+    Returns (trace, bytes kept) or None. We try the last few event boundaries from the end: a killed
+    writer leaves at most one partial event, but a boundary-looking '},{' may sit inside args.
+    """
+    closer = b"]" if first == b"[" else b"]}"
+    tail_start = max(0, len(text) - (8 << 20))
+    tail = text[tail_start:]
+    ends = [tail_start + m.start() + 1 for m in _BOUNDARY.finditer(tail)]
+    for end in reversed(ends[-max_tries:]):
+        try:
+            return _decode(text[:end] + closer, first), end
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+    return None
+
+
+def find_trace_files(path: Path) -> list[Path]:
+    """A directory of per-rank traces -> the trace files in it, sorted by name."""
+    files = sorted(p for p in path.iterdir() if p.is_file() and (
+        p.name.endswith(".json") or p.name.endswith(".json.gz")))
+    if not files:
+        raise TraceError(path, "directory has no .json or .json.gz trace files")
+    return files

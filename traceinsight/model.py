@@ -1,0 +1,404 @@
+"""model: events -> columnar tables of what the CPU and the GPU did, linked, step by step.
+
+Tables (pandas, one row per event, times in microseconds from the trace's first event):
+  cpu   every CPU-side range: aten ops, annotations, python frames and runtime/driver calls, with
+        their nesting (`parent`, `depth`) on their thread. Runtime calls carry `rkind`
+        (launch / memcpy / memset / sync / other) and `correlation`.
+  gpu   kernels, memcpys and memsets with device, stream, bytes, and `launcher`: the cpu row of
+        the runtime call that issued them (-1 when none: CUDA-graph replays, other processes).
+  steps ProfilerStep#N windows on the CPU (one window for a trace without steps).
+  gaps  every stretch, inside a step, where a GPU device had nothing running on any stream.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .load import RawTrace
+
+CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
+RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
+GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+            "gpu_memset": "memset", "Memset": "memset"}
+
+_LAUNCH = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLaunchKernel|"
+                     r"ExtLaunchKernel|cuLaunch|hipLaunch)")
+# cudaFree / cudaFreeHost synchronize the device implicitly (the caching allocator giving memory back).
+_SYNC = re.compile(r"(StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|"
+                   r"ThreadSynchronize|^cudaFree|^hipFree|^cuMemFree)")
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_MEMCPY_NAME = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
+
+
+def runtime_kind(name: str) -> str:
+    if _LAUNCH.search(name):
+        return "launch"
+    if _SYNC.search(name):
+        return "sync"
+    if "Memcpy" in name:
+        return "memcpy"
+    if "Memset" in name:
+        return "memset"
+    return "other"
+
+
+@dataclass
+class Device:
+    id: int
+    name: str = "unknown GPU"
+    compute_capability: tuple[int, int] | None = None
+    num_sms: int | None = None
+    memory_gb: float | None = None
+
+
+@dataclass
+class TraceModel:
+    path: str
+    rank: int
+    cpu: pd.DataFrame
+    gpu: pd.DataFrame
+    steps: pd.DataFrame
+    gaps: pd.DataFrame
+    devices: dict[int, Device]
+    meta: dict
+    thread_names: dict
+    warnings: list[str] = field(default_factory=list)
+    t0_us: float = 0.0
+    n_events: int = 0
+    n_flows: int = 0
+    step_source: str = "ProfilerStep"
+
+    @property
+    def has_gpu(self) -> bool:
+        return len(self.gpu) > 0
+
+    @property
+    def runtime(self) -> pd.DataFrame:
+        return self.cpu[self.cpu["kind"] == "runtime"]
+
+    def device_name(self) -> str:
+        names = sorted({d.name for d in self.devices.values() if d.name})
+        return ", ".join(names) if names else ("no GPU" if not self.has_gpu else "unknown GPU")
+
+    def step_stats(self) -> pd.DataFrame:
+        """Per step: duration, and GPU busy/idle per device (full steps only for medians)."""
+        return self.steps
+
+
+def _num(x, default=np.nan):
+    if x is None:
+        return default
+    if isinstance(x, (int, float)):
+        return x
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def _int_or(x, default=-1):
+    if x is None:
+        return default
+    if isinstance(x, int):
+        return x
+    try:
+        return int(float(x))
+    except (TypeError, ValueError):
+        m = re.search(r"-?\d+", str(x))
+        return int(m.group()) if m else default
+
+
+def build_model(raw: RawTrace) -> TraceModel:
+    """One pass over events to columns, then vectorised linking and interval arithmetic."""
+    ev = raw.events
+    cpu_rows, gpu_rows, thread_names = [], [], {}
+    n_flows = n_memory = 0
+    for e in ev:
+        ph = e.ph
+        if ph == "X":
+            cat = e.cat
+            if cat in CPU_OP_CATS or cat in RUNTIME_CATS:
+                cpu_rows.append(e)
+            elif cat in GPU_CATS:
+                gpu_rows.append(e)
+        elif ph == "M":
+            if e.name == "thread_name" and e.args is not None:
+                thread_names[(e.pid, e.tid)] = e.args.meta_name
+        elif ph == "s":
+            n_flows += 1
+        elif ph == "i" and e.cat == "cpu_instant_event":
+            n_memory += 1
+
+    warnings = list(raw.warnings)
+    cpu = _cpu_table(cpu_rows)
+    gpu = _gpu_table(gpu_rows)
+    times = [cpu["ts"].to_numpy(), gpu["ts"].to_numpy()]
+    all_ts = np.concatenate([t[np.isfinite(t)] for t in times]) if any(len(t) for t in times) else np.array([])
+    if len(all_ts) == 0:
+        from .errors import TraceError
+        raise TraceError(raw.path, "not a Kineto trace: no complete ('X') CPU or GPU events")
+    t0 = float(all_ts.min())
+    for df in (cpu, gpu):
+        df["ts"] -= t0
+        df["end"] = df["ts"] + df["dur"]
+
+    bad = int((~np.isfinite(cpu["ts"])).sum() + (~np.isfinite(gpu["ts"])).sum())
+    if bad:
+        warnings.append(f"ignored {bad} events with no usable timestamp")
+        cpu = cpu[np.isfinite(cpu["ts"])].reset_index(drop=True)
+        gpu = gpu[np.isfinite(gpu["ts"])].reset_index(drop=True)
+
+    cpu = _nest(cpu)
+    gpu = _link_launches(cpu, gpu)
+    steps, step_source = _steps(cpu, gpu)
+    if steps.empty:
+        warnings.append("no ProfilerStep annotations: the whole trace is analysed as one window")
+    gaps = _gaps(gpu, steps)
+    steps = _step_gpu_accounting(steps, gpu, gaps)
+
+    devices = {}
+    for d in raw.devices:
+        if d.id is None:
+            continue
+        cc = (d.computeMajor, d.computeMinor) if d.computeMajor is not None else None
+        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc,
+                                    num_sms=d.numSms,
+                                    memory_gb=(d.totalGlobalMem / 2**30) if d.totalGlobalMem else None)
+    rank = _int_or(raw.distributed.get("rank"), 0) if raw.distributed else 0
+    meta = dict(raw.meta)
+    meta["distributed"] = raw.distributed
+    meta["n_memory_events"] = n_memory
+    return TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
+                      devices=devices, meta=meta, thread_names=thread_names, warnings=warnings,
+                      t0_us=t0, n_events=len(ev), n_flows=n_flows, step_source=step_source)
+
+
+def _cpu_table(rows) -> pd.DataFrame:
+    name = [str(e.name) if e.name is not None else "" for e in rows]
+    cat = [e.cat for e in rows]
+    args = [e.args for e in rows]
+    kind = np.array(["runtime" if c in RUNTIME_CATS else
+                     ("python" if c == "python_function" else
+                      ("annotation" if c == "user_annotation" else "op")) for c in cat], dtype=object)
+    df = pd.DataFrame({
+        "pid": [str(e.pid) for e in rows],
+        "tid": [str(e.tid) for e in rows],
+        "name": pd.Series(name, dtype=object),
+        "cat": pd.Series(cat, dtype=object),
+        "kind": kind,
+        "ts": np.array([_num(e.ts) for e in rows], dtype=float),
+        "dur": np.array([_num(e.dur, 0.0) for e in rows], dtype=float),
+        "ext_id": np.array([_int_or(a.external_id) if a is not None else -1 for a in args], dtype=np.int64),
+        "correlation": np.array([_int_or(a.correlation) if a is not None else -1 for a in args],
+                                dtype=np.int64),
+        "input_dims": [_dims(a.input_dims) if a is not None and a.input_dims is not None else ""
+                       for a in args],
+        "python_id": np.array([a.python_id if a is not None and a.python_id is not None else -1
+                               for a in args], dtype=np.int64),
+    })
+    df["dur"] = df["dur"].clip(lower=0)
+    is_rt = df["kind"].to_numpy() == "runtime"
+    rk = np.full(len(df), "", dtype=object)
+    rk[is_rt] = [runtime_kind(n) for n in df["name"].to_numpy()[is_rt]]
+    df["rkind"] = rk
+    return df
+
+
+def _dims(d) -> str:
+    try:
+        return str(d)[:200]
+    except Exception:  # pragma: no cover - odd args are not worth failing on
+        return ""
+
+
+def _gpu_table(rows) -> pd.DataFrame:
+    args = [e.args for e in rows]
+    names = [str(e.name) if e.name is not None else "" for e in rows]
+    kind = [GPU_CATS[e.cat] for e in rows]
+    device = [_int_or(a.device if a is not None and a.device is not None else e.pid, 0)
+              for e, a in zip(rows, args)]
+    stream = [_int_or(a.stream if a is not None and a.stream is not None else e.tid, 0)
+              for e, a in zip(rows, args)]
+    df = pd.DataFrame({
+        "device": np.array(device, dtype=np.int64),
+        "stream": np.array(stream, dtype=np.int64),
+        "name": pd.Series(names, dtype=object),
+        "kind": pd.Series(kind, dtype=object),
+        "ts": np.array([_num(e.ts) for e in rows], dtype=float),
+        "dur": np.array([_num(e.dur, 0.0) for e in rows], dtype=float),
+        "correlation": np.array([_int_or(a.correlation) if a is not None else -1 for a in args],
+                                dtype=np.int64),
+        "ext_id": np.array([_int_or(a.external_id) if a is not None else -1 for a in args], dtype=np.int64),
+        "bytes": np.array([_num(a.bytes, 0) if a is not None else 0 for a in args], dtype=float),
+    })
+    df["dur"] = df["dur"].clip(lower=0)
+    copy = df["name"].astype(str).str.extract(_MEMCPY_NAME)
+    df["copy_dir"] = copy[0].fillna("")
+    df["copy_src"] = copy[1].fillna("")
+    df["copy_dst"] = copy[2].fillna("")
+    df["pageable"] = (df["kind"] == "memcpy") & df["name"].astype(str).str.contains("Pageable", regex=False)
+    return df.sort_values(["ts", "dur"], kind="stable").reset_index(drop=True)
+
+
+def _nest(cpu: pd.DataFrame) -> pd.DataFrame:
+    """Parent and depth of every CPU range on its thread (stack walk over start-sorted ranges).
+
+    Ranges that overlap their parent's end slightly (clock jitter) are kept as children rather than
+    breaking the tree; `parent` is a row index into the returned table, -1 at top level.
+    """
+    # Longer ranges first at equal start, so a parent precedes its children; runtime calls last.
+    order_kind = (cpu["kind"] == "runtime").astype(np.int8)
+    cpu = cpu.assign(_k=order_kind).sort_values(["pid", "tid", "ts", "dur", "_k"],
+                                                 ascending=[True, True, True, False, True],
+                                                 kind="stable").drop(columns="_k")
+    cpu = cpu.reset_index(drop=True)
+    ts = cpu["ts"].to_numpy()
+    end = (cpu["ts"] + cpu["dur"]).to_numpy()
+    thread = (cpu["pid"] + "/" + cpu["tid"]).to_numpy()
+    n = len(cpu)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
+    stack: list[int] = []
+    prev_thread = None
+    eps = 0.001
+    for i in range(n):
+        th = thread[i]
+        if th != prev_thread:
+            stack = []
+            prev_thread = th
+        t = ts[i]
+        while stack and end[stack[-1]] <= t + eps:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            parent[i] = p
+            depth[i] = depth[p] + 1
+        stack.append(i)
+    cpu["parent"] = parent
+    cpu["depth"] = depth
+    cpu["thread"] = thread
+    cpu["top_op"] = _top_ops(parent, depth, cpu["kind"].to_numpy() == "op")
+    return cpu
+
+
+def _top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+    """Row of the outermost op in the unbroken chain of ops above-or-at each row (-1 if none).
+
+    For a runtime call under aten::item -> aten::_local_scalar_dense this is aten::item: the op a
+    user wrote, not the internal one that made the call. Filled top-down, one depth level at a time.
+    """
+    top = np.where(is_op, np.arange(len(parent)), -1)
+    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
+        rows = np.flatnonzero(depth == d)
+        p = parent[rows]
+        inherit = (p >= 0) & is_op[np.maximum(p, 0)]
+        top[rows[inherit]] = top[p[inherit]]
+    return top
+
+
+def _link_launches(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """gpu.launcher = cpu row of the runtime call with the same correlation id (-1 if none)."""
+    rt = cpu.index[(cpu["kind"] == "runtime") & (cpu["correlation"] >= 0)]
+    corr = cpu.loc[rt, "correlation"]
+    # A correlation id is unique per process; if a merged file repeats one, the first launch wins.
+    lookup = pd.Series(rt.to_numpy(), index=corr.to_numpy())
+    lookup = lookup[~lookup.index.duplicated()]
+    gpu["launcher"] = gpu["correlation"].map(lookup).fillna(-1).astype(np.int64)
+    gpu.loc[gpu["correlation"] < 0, "launcher"] = -1
+    return gpu
+
+
+def _steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    ann = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("ProfilerStep#")]
+    if len(ann):
+        num = ann["name"].str.extract(_STEP)[0]
+        ann = ann[num.notna()]
+        steps = pd.DataFrame({"step": num[num.notna()].astype(int).to_numpy(),
+                              "start": ann["ts"].to_numpy(), "end": ann["end"].to_numpy()})
+        # Some exporters repeat a step (e.g. one per thread); keep the widest range per step number.
+        steps = (steps.groupby("step", as_index=False).agg(start=("start", "min"), end=("end", "max"))
+                 .sort_values("start").reset_index(drop=True))
+        source = "ProfilerStep"
+    else:
+        ends = [df["end"].max() for df in (cpu, gpu) if len(df)]
+        steps = pd.DataFrame({"step": [0], "start": [0.0], "end": [float(max(ends))]})
+        source = "whole trace"
+    steps["dur"] = steps["end"] - steps["start"]
+    steps["partial"] = False
+    if source == "ProfilerStep" and len(steps) >= 2:
+        # The profiler often cuts the last step short when it stops; it would skew the medians.
+        med = steps["dur"].iloc[:-1].median()
+        if steps["dur"].iloc[-1] < 0.5 * med:
+            steps.loc[steps.index[-1], "partial"] = True
+    return steps, source
+
+
+def merged_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) intervals, as sorted disjoint (starts, ends). Vectorised."""
+    if len(starts) == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    out_e = np.append(run_end[idx[1:] - 1], run_end[-1])
+    return out_s, out_e
+
+
+def _gaps(gpu: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Idle stretches per device inside each step window, with the activities on either side."""
+    cols = ["device", "step", "start", "end", "dur", "next_gpu", "prev_gpu"]
+    frames = []
+    for dev, g in gpu.groupby("device", sort=True):
+        st, en = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy())
+        # Complement of the busy blocks on the whole line: (-inf, st0), (en0, st1), ..., (en_last, inf).
+        idle_s = np.concatenate([[-np.inf], en])
+        idle_e = np.concatenate([st, [np.inf]])
+        for step, w0, w1 in steps[["step", "start", "end"]].itertuples(index=False):
+            lo = np.searchsorted(idle_e, w0, side="right")
+            hi = np.searchsorted(idle_s, w1, side="left")
+            if hi <= lo:
+                continue
+            s = np.maximum(idle_s[lo:hi], w0)
+            e = np.minimum(idle_e[lo:hi], w1)
+            keep = e > s
+            frames.append(pd.DataFrame({"device": dev, "step": step, "start": s[keep], "end": e[keep]}))
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    gaps = pd.concat(frames, ignore_index=True)
+    gaps["dur"] = gaps["end"] - gaps["start"]
+    gaps["next_gpu"] = -1
+    gaps["prev_gpu"] = -1
+    # The activity that ends each gap (first to start at its end) and the last one to end before it.
+    for dev, g in gpu.groupby("device", sort=True):
+        sel = (gaps["device"] == dev).to_numpy()
+        by_start = g.sort_values("ts", kind="stable")
+        by_end = g.sort_values("end", kind="stable")
+        nxt = np.searchsorted(by_start["ts"].to_numpy(), gaps.loc[sel, "end"].to_numpy() - 1e-6, side="left")
+        prv = np.searchsorted(by_end["end"].to_numpy(), gaps.loc[sel, "start"].to_numpy() + 1e-6,
+                              side="right") - 1
+        gaps.loc[sel, "next_gpu"] = np.where(nxt < len(g), by_start.index.to_numpy()[np.minimum(nxt, len(g) - 1)], -1)
+        gaps.loc[sel, "prev_gpu"] = np.where(prv >= 0, by_end.index.to_numpy()[np.maximum(prv, 0)], -1)
+    return gaps[cols].reset_index(drop=True)
+
+
+def _step_gpu_accounting(steps: pd.DataFrame, gpu: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
+    """GPU idle per step = sum of gap lengths (summed over devices, so divide by device count)."""
+    steps = steps.copy()
+    devs = sorted(gpu["device"].unique()) if len(gpu) else []
+    steps["n_devices"] = len(devs)
+    if not devs:
+        steps["gpu_idle"] = steps["dur"]
+        steps["gpu_busy"] = 0.0
+        return steps
+    idle = gaps.groupby("step")["dur"].sum() if len(gaps) else pd.Series(dtype=float)
+    steps["gpu_idle"] = steps["step"].map(idle).fillna(0.0).to_numpy() / len(devs)
+    steps["gpu_busy"] = steps["dur"] - steps["gpu_idle"]
+    return steps

@@ -1,0 +1,90 @@
+"""rank: estimate each finding's savings by replaying the graph with its fix, then sort.
+
+The estimate is replayed-baseline minus replayed-with-fix (median step), so the replay's own
+error on the unchanged trace cancels out; that error is reported beside the estimates.
+Fixes are also replayed all together: savings of different fixes overlap and do not add up.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import whatif
+from .analyses.base import Context, Finding
+
+# A finding must cost at least this share of the median step to be reported: below it, a fix is
+# not worth a ticket, and a healthy trace must come out healthy.
+MIN_SHARE = 0.03
+MIN_US = 5.0
+# Kinds whose fix the replay cannot model from the trace: the measured cost stands as the estimate.
+NOT_REPLAYED = {"collective_wait", "profiler_overhead"}
+
+
+def pinned_bandwidth_gbps(ctx: Context) -> float:
+    g = ctx.model.gpu
+    pinned = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD") & ~g["pageable"] & (g["bytes"] >= 1e6)]
+    if len(pinned) and pinned["dur"].sum() > 0:
+        return float(pinned["bytes"].sum() / (pinned["dur"].sum() * 1e-6) / 1e9)
+    return whatif.PINNED_GBPS_DEFAULT
+
+
+def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
+    median_step = ctx.median_step_us
+    base = whatif.simulate(whatif.apply(G, {})) if G is not None else None
+    bw = pinned_bandwidth_gbps(ctx)
+    actual = ctx.model.steps.set_index("step")["dur"]
+    info = {"baseline_replay_ms": None, "replay_error_pct": None, "combined": None,
+            "replayed_steps": [], "pinned_gbps": round(bw, 1)}
+    if base is not None and base.step_us:
+        act = float(np.median([actual[s] for s in base.step_us]))
+        info["baseline_replay_ms"] = round(base.median_us / 1000, 3)
+        info["measured_ms_same_steps"] = round(act / 1000, 3)
+        info["replay_error_pct"] = round(100 * (base.median_us - act) / act, 1) if act else None
+        info["replayed_steps"] = sorted(base.step_us)
+    for f in findings:
+        if base is None or not base.step_us or f.kind in NOT_REPLAYED or not f.transform:
+            f.estimated_savings_us = f.lost_per_step_us
+            f.estimate_note = ("measured cost in the trace; the fix's effect cannot be replayed, "
+                               "so this is an upper bound")
+            f.savings_bound_us = (0.0, f.lost_per_step_us)
+            continue
+        fixed = whatif.simulate(whatif.apply(G, f.transform, bw))
+        f.estimated_savings_us = max(0.0, base.median_us - fixed.median_us)
+        f.estimate_note = "replay of the timeline with the fix applied"
+        if "bound_factors" in f.transform:
+            lo_f, hi_f = f.transform["bound_factors"]
+            vals = []
+            for fac in (hi_f, lo_f):
+                t = dict(f.transform, factor=fac)
+                vals.append(max(0.0, base.median_us - whatif.simulate(whatif.apply(G, t, bw)).median_us))
+            f.savings_bound_us = (min(vals), max(vals))
+            f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
+        elif f.kind == "layout_permute":
+            f.savings_bound_us = (0.0, f.estimated_savings_us)
+            f.estimate_note += ("; NHWC convolutions may pick faster or slower kernels, which the "
+                                "trace cannot show: treat as an upper bound")
+    findings.sort(key=lambda f: -f.estimated_savings_us)
+    minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0]
+    findings = [f for f in findings if _significant(f, median_step)]
+    replayable = [f for f in findings if f.kind not in NOT_REPLAYED and f.transform]
+    if base is not None and base.step_us and len(replayable) > 1:
+        combined: dict = {}
+        for f in replayable:
+            for k, v in f.transform.items():
+                if k == "unblock":
+                    combined.setdefault("unblock", []).extend(v)
+                elif k not in combined:
+                    combined[k] = v
+        fixed = whatif.simulate(whatif.apply(G, combined, bw))
+        info["combined"] = {"kinds": [f.kind for f in replayable],
+                            "estimated_step_ms": round(fixed.median_us / 1000, 3),
+                            "estimated_savings_ms": round(max(0.0, base.median_us - fixed.median_us) / 1000, 3)}
+    return {"findings": findings, "minor": minor, "whatif": info}
+
+
+def _significant(f: Finding, median_step: float) -> bool:
+    if f.kind == "profiler_overhead":
+        return f.lost_per_step_us >= 0.05 * median_step
+    v = f.estimated_savings_us if not math.isnan(f.estimated_savings_us) else f.lost_per_step_us
+    return v >= max(MIN_US, MIN_SHARE * median_step)

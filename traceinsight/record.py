@@ -1,0 +1,462 @@
+"""``traceinsight record``: profile a user's own script, unchanged, then analyze the trace.
+
+    traceinsight record [OPTIONS] SCRIPT [SCRIPT_ARGS]...
+    traceinsight record [OPTIONS] -m MODULE [ARGS]...
+
+The script runs in a child interpreter (``traceinsight/_record_boot.py``) exactly as
+``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` would run it (same ``sys.argv``,
+``__name__ == "__main__"``, working directory and ``sys.path[0]``), under ``torch.profiler``.
+Options belong to ``record`` only when they come before SCRIPT (or before ``-m MODULE``);
+everything after is the script's, untouched.
+
+Windowing (recorded as ``window`` in the trace's ``traceinsight_record`` key):
+
+``optimizer_steps``
+    a global optimizer step post-hook advances the profiler schedule (skip, warmup, steps)
+    on each ``optimizer.step()`` of the first optimizer on the main thread;
+``forward_calls``
+    no optimizer stepped before the window: each outermost ``nn.Module`` forward call
+    (of a module with parameters or buffers) on the main thread is a step;
+``whole_run``
+    neither happened: everything from the script's start, capped at ``--max-seconds``
+    (also the fallback when the script ends before the step window is reached).
+
+Exit status: the script's, as python gives it -- 0, ``sys.exit(n)`` -> n, an uncaught
+exception -> 1 (traceback printed as python prints it), an uncaught KeyboardInterrupt ->
+like python, the process ends by SIGINT (a shell shows 130; ``subprocess`` shows -2;
+where a process cannot signal itself, 130). A script killed by another signal N gives
+128 + N. ``record``'s own errors (no torch, script or module not found, not a Python
+script, out-dir unusable) give 2 with one line on stderr. Analysis failures only warn.
+
+This module does not import torch (``analyze`` must work without it).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+PROG = "traceinsight record"
+EXIT_USAGE = 2
+BOOT = Path(__file__).resolve().with_name("_record_boot.py")
+REPORT_NAMES = {"html": "report.html", "markdown": "report.md", "json": "report.json"}
+INSTALL_HINT = ("traceinsight record needs PyTorch, which is not importable here: "
+                "pip install 'traceinsight-gpu[record]' (or install torch for your platform)")
+_STEP_RE = re.compile(rb'"name":\s*"ProfilerStep#(\d+)"')
+
+
+class RecordError(Exception):
+    """A problem of record's own (exit 2, one line on stderr, no traceback)."""
+
+
+def _say(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+# -- checks before anything runs ------------------------------------------------------------
+
+def _torch_importable() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _check_script(script: str) -> None:
+    """Refuse what python could not run as a script: one line each, no traceback."""
+    path = Path(script)
+    if not path.exists():
+        raise RecordError(f"script not found: {script}")
+    if path.is_dir():
+        raise RecordError(f"{script} is a directory, not a Python script")
+    if not path.is_file():
+        raise RecordError(f"{script} is not a regular file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecordError(f"cannot read {script}: {exc.strerror or exc}") from None
+    if b"\0" in data:
+        raise RecordError(f"{script} is not a Python script (binary file)")
+    try:
+        source = importlib.util.decode_source(data)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        raise RecordError(f"{script} is not a Python script (not readable text: {exc})") from None
+    try:
+        with warnings.catch_warnings():  # SyntaxWarnings are the script's, python shows them
+            warnings.simplefilter("ignore")
+            compile(source, str(path.resolve()), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" if exc.lineno else "?"
+        raise RecordError(f"{script} is not valid Python ({where}: {type(exc).__name__}: "
+                          f"{exc.msg})") from None
+    except ValueError as exc:
+        raise RecordError(f"{script} is not a Python script ({exc})") from None
+
+
+def _check_module_name(name: str) -> None:
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        raise RecordError(f"not a module name: {name!r}")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "script"
+
+
+def _prepare_out_dir(out_dir: Optional[Path], stem: str, trace_name: str) -> tuple[Path, bool]:
+    """Make the out-dir (a new one by default). Returns (dir, created_by_us)."""
+    if out_dir is None:
+        base = f"traceinsight-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        for n in range(1, 1000):
+            candidate = Path(base if n == 1 else f"{base}-{n}")
+            try:
+                candidate.mkdir()
+                return candidate, True
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise RecordError(f"cannot create the output folder {candidate} in "
+                                  f"{os.getcwd()}: {exc.strerror or exc}") from None
+        raise RecordError(f"cannot find a new output folder name like {base}")
+    created = not out_dir.exists()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RecordError(f"--out-dir {out_dir} exists and is not a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RecordError(f"cannot create --out-dir {out_dir}: {exc.strerror or exc}") from None
+    taken = [name for name in (trace_name, *REPORT_NAMES.values()) if (out_dir / name).exists()]
+    if taken:
+        raise RecordError(f"--out-dir {out_dir} already holds a recording ({taken[0]}); "
+                          "choose another folder")
+    return out_dir, created
+
+
+def _make_work_dir(out_dir: Path) -> Path:
+    try:
+        return Path(tempfile.mkdtemp(prefix=".traceinsight-record-", dir=out_dir)).resolve()
+    except OSError as exc:
+        raise RecordError(f"the output folder {out_dir} is not writable: "
+                          f"{exc.strerror or exc}") from None
+
+
+# -- running the child ----------------------------------------------------------------------
+
+def _interpreter_flags() -> list[str]:
+    try:  # -X, -W, -O, -B, ... the interpreter running traceinsight was given
+        return list(subprocess._args_from_interpreter_flags())  # type: ignore[attr-defined]
+    except Exception:
+        return []
+
+
+def _run_child(config: dict) -> int:
+    cmd = [sys.executable, *_interpreter_flags(), str(BOOT), json.dumps(config)]
+    in_main = threading.current_thread() is threading.main_thread()
+    saved = {}
+    proc = subprocess.Popen(cmd, close_fds=False)
+    try:
+        if in_main:
+            # Ctrl-C reaches the child (same process group): it saves the trace; we wait.
+            saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            if hasattr(signal, "SIGTERM"):
+                saved[signal.SIGTERM] = signal.signal(
+                    signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+        return proc.wait()
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _read_status(work_dir: Path) -> Optional[dict]:
+    try:
+        return json.loads((work_dir / "status.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# -- the trace file ---------------------------------------------------------------------------
+
+def _count_steps(raw: Path) -> int:
+    steps = set()
+    with open(raw, "rb") as f:
+        for line in f:
+            if b"ProfilerStep#" in line:
+                steps.update(_STEP_RE.findall(line))
+    return len(steps)
+
+
+def _write_trace(raw: Path, dest: Path, meta: dict) -> Path:
+    """Gzip the exported Chrome trace with a top-level "traceinsight_record" key spliced in
+    (streamed: traces can be far larger than memory would like). Never overwrites: a
+    taken name gets a -2, -3, ... suffix."""
+    meta_bytes = json.dumps(meta, indent=1, ensure_ascii=True).encode()
+    with open(raw, "rb") as src:
+        head = src.read(1 << 16)
+        start = len(head) - len(head.lstrip())
+        if head[start:start + 1] != b"{":
+            raise RecordError("the profiler wrote a trace that is not a JSON object")
+        rest = head[start + 1:]
+        while not rest.strip():
+            more = src.read(1 << 16)
+            if not more:
+                break
+            rest += more
+        sep = b"" if rest.lstrip().startswith(b"}") else b","
+        name, suffix = dest.name.split(".", 1)
+        for n in range(1, 1000):
+            target = dest if n == 1 else dest.with_name(f"{name}-{n}.{suffix}")
+            try:
+                out = gzip.open(target, "xb", compresslevel=6)
+            except FileExistsError:
+                continue
+            with out:
+                out.write(b'{"traceinsight_record": ' + meta_bytes + sep + b"\n" + rest)
+                shutil.copyfileobj(src, out, 1 << 20)
+            return target
+    raise RecordError(f"cannot find a free trace file name next to {dest}")
+
+
+def _overhead_notes(with_stack: bool, profile_memory: bool, record_shapes: bool,
+                    window: Optional[str]) -> list[str]:
+    notes = []
+    if with_stack:
+        notes.append("with_stack: Python stacks were captured for every op; CPU-side op times "
+                     "and the gaps between GPU work are inflated")
+    if profile_memory:
+        notes.append("profile_memory: every allocation was recorded; CPU-side op times are inflated")
+    if record_shapes:
+        notes.append("record_shapes: op input shapes were recorded; small extra CPU overhead per op")
+    if window == "forward_calls":
+        notes.append("forward_calls window: a global nn.Module hook ran on every module call "
+                     "during the window (a few microseconds of Python each)")
+    return notes
+
+
+# -- the command ------------------------------------------------------------------------------
+
+def _exit_like_sigint() -> None:
+    """End the way python ends after an uncaught KeyboardInterrupt: killed by SIGINT."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if hasattr(os, "kill") and os.name == "posix" and \
+            threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the signal is delivered at once; this is not reached
+    raise typer.Exit(128 + 2)
+
+
+def run_record(script: str, script_args: List[str], *, module: bool = False,
+               out_dir: Optional[Path] = None, skip: int = 1, warmup: int = 1, steps: int = 3,
+               with_stack: bool = False, profile_memory: bool = False,
+               record_shapes: bool = False, max_seconds: float = 30.0,
+               analyze: bool = True) -> int:
+    """Record one run; returns the exit status to leave with (-SIGINT: die by SIGINT)."""
+    if not _torch_importable():
+        raise RecordError(INSTALL_HINT)
+    if module:
+        _check_module_name(script)
+        stem = _slug(script)
+    else:
+        _check_script(script)
+        stem = _slug(Path(script).stem)
+    trace_name = f"{stem}.pt.trace.json.gz"
+    out_dir, created = _prepare_out_dir(out_dir, stem, trace_name)
+    work_dir = None
+    try:
+        work_dir = _make_work_dir(out_dir)
+        config = {"script": script, "module": module, "args": list(script_args),
+                  "skip": skip, "warmup": warmup, "steps": steps, "with_stack": with_stack,
+                  "profile_memory": profile_memory, "record_shapes": record_shapes,
+                  "max_seconds": max_seconds, "work_dir": str(work_dir)}
+        started = time.time()
+        returncode = _run_child(config)
+        elapsed = time.time() - started
+        status = _read_status(work_dir)
+        if status and status.get("setup_error"):
+            raise RecordError(status["setup_error"])
+        if returncode < 0:
+            signum = -returncode
+            exit_code = 128 + signum
+        else:
+            signum, exit_code = 0, returncode
+        interrupted = signum == signal.SIGINT or bool(status and status.get("interrupted"))
+        final = -signal.SIGINT if signum == signal.SIGINT else exit_code
+        if not status or not status.get("trace"):
+            why = "ended" if not signum else f"was killed by signal {signum}"
+            if status:
+                _say(f"nothing was recorded: the script {why} (exit status {exit_code}) "
+                     "before the profiler captured anything")
+            else:
+                _say(f"no trace: the script {why} (exit status {exit_code}) without letting "
+                     "the profiler finish (os._exit() or a hard crash?)")
+            return final
+
+        raw = work_dir / status["trace"]
+        window = status.get("window")
+        steps_recorded = _count_steps(raw) if window != "whole_run" else 0
+        argv = status.get("argv") or [script, *script_args]
+        meta = {
+            "script": script,
+            "module": module,
+            "argv": argv,
+            "window": window,
+            "window_detail": status.get("window_detail"),
+            "steps_recorded": steps_recorded,
+            "skip": skip, "warmup": warmup, "steps_requested": steps,
+            "with_stack": with_stack,
+            "profile_memory": profile_memory,
+            "record_shapes": record_shapes,
+            "cuda": bool(status.get("cuda")),
+            "activities": ["CPU", "CUDA"] if status.get("cuda") else ["CPU"],
+            "torch_version": status.get("torch_version"),
+            "python_version": sys.version.split()[0],
+            "exit_code": exit_code,
+            "interrupted": interrupted,
+            "exception": status.get("exception"),
+            "max_seconds": max_seconds,
+            "capped": bool(status.get("capped")),
+            "optimizer": status.get("optimizer"),
+            "forward_module": status.get("forward_module"),
+            "overhead_notes": _overhead_notes(with_stack, profile_memory, record_shapes, window),
+            "warnings": status.get("warnings") or [],
+            "recorded_at": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "wall_seconds": round(elapsed, 3),
+        }
+        old_int = None
+        if threading.current_thread() is threading.main_thread():
+            old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # finish writing it
+        try:
+            trace_path = _write_trace(raw, out_dir / trace_name, meta)
+        finally:
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
+        what = {"optimizer_steps": f"{steps_recorded} optimizer step(s)",
+                "forward_calls": f"{steps_recorded} forward call(s)",
+                "whole_run": "whole run" + (f", first {max_seconds:g} s" if meta["capped"] else "")}
+        device = "CPU + CUDA" if meta["cuda"] else "CPU only"
+        _say(f"trace ({what.get(window, window)}, {device}) -> {trace_path}")
+        if window == "whole_run" and "before the step window" in (meta["window_detail"] or ""):
+            _say("the script ended before the step window; lower --skip/--warmup to record steps")
+
+        if analyze:
+            reports = {key: out_dir / name for key, name in REPORT_NAMES.items()}
+            try:
+                from traceinsight import pipeline
+                pipeline.analyze_to_files(trace_path, html=reports["html"],
+                                          json=reports["json"], markdown=reports["markdown"])
+            except KeyboardInterrupt:
+                _say(f"warning: analysis interrupted; the trace is kept at {trace_path}")
+            except BaseException as exc:  # noqa: B902 - analysis must not change the exit status
+                detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+                if len(detail) > 200:
+                    detail = detail[:197] + "..."
+                _say(f"warning: analysis failed ({detail}); the trace is kept at {trace_path}")
+            else:
+                made = [str(p) for p in reports.values() if p.exists()]
+                if made:
+                    _say("report -> " + ", ".join(made))
+        return final
+    finally:
+        if work_dir is not None:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        if created:
+            try:
+                out_dir.rmdir()  # only if nothing was written
+            except OSError:
+                pass
+
+
+RECORD_HELP = """Run SCRIPT (or -m MODULE) exactly as python would, under torch.profiler; write a
+gzipped trace and the analysis report into a new folder.
+
+Options go BEFORE the script: everything after SCRIPT (or after -m MODULE) is passed to the
+script untouched, e.g. `traceinsight record --steps 5 train.py --lr 0.1 --help`.
+
+The profiler schedule (skip, warmup, steps) advances on each optimizer.step(); a script
+without an optimizer gets one step per outermost nn.Module forward call, and a script with
+neither is recorded whole (at most --max-seconds).
+
+Exit status: the script's, as python would give it (uncaught exception 1, sys.exit(n) n,
+uncaught KeyboardInterrupt: ends by SIGINT like python, 130 in a shell); 2 for record's own
+errors (no torch, script not found or not Python, module not found, out-dir unusable).
+"""
+
+
+def record_command(
+    script: str = typer.Argument(..., metavar="SCRIPT",
+                                 help="The Python script to run (with -m: the module name)."),
+    script_args: Optional[List[str]] = typer.Argument(
+        None, metavar="[SCRIPT_ARGS]...", help="Passed to the script as its sys.argv[1:]."),
+    module: bool = typer.Option(False, "-m", "--module",
+                                help="SCRIPT is a module name: run it like `python -m SCRIPT`."),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out-dir", "-o", file_okay=False,
+        help="Output folder [default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/]."),
+    skip: int = typer.Option(1, "--skip", min=0,
+                             help="Steps to skip before the warmup (the profiler's 'wait')."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Warmup steps (traced, discarded)."),
+    steps: int = typer.Option(3, "--steps", min=1, help="Active steps to record."),
+    with_stack: bool = typer.Option(False, "--with-stack",
+                                    help="Record Python stacks (inflates CPU time)."),
+    profile_memory: bool = typer.Option(False, "--profile-memory",
+                                        help="Record allocations (inflates CPU time)."),
+    record_shapes: bool = typer.Option(False, "--record-shapes", help="Record op input shapes."),
+    max_seconds: float = typer.Option(30.0, "--max-seconds", min=0.0,
+                                      help="Cap of a whole-run recording (0: no cap)."),
+    analyze: bool = typer.Option(True, "--analyze/--no-analyze",
+                                 help="Analyze the trace into report.html/.md/.json."),
+) -> None:
+    try:
+        code = run_record(script, list(script_args or []), module=module, out_dir=out_dir,
+                          skip=skip, warmup=warmup, steps=steps, with_stack=with_stack,
+                          profile_memory=profile_memory, record_shapes=record_shapes,
+                          max_seconds=max_seconds, analyze=analyze)
+    except RecordError as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_USAGE)
+    if code == -signal.SIGINT:
+        _exit_like_sigint()
+    raise typer.Exit(code)
+
+
+record_command.__doc__ = RECORD_HELP
+
+CONTEXT_SETTINGS = {
+    # stop parsing record's options at SCRIPT: the rest, --help included, is the script's
+    "allow_interspersed_args": False,
+    "ignore_unknown_options": False,
+}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``record`` command to a typer app (the traceinsight CLI calls this)."""
+    app.command("record", context_settings=dict(CONTEXT_SETTINGS), help=RECORD_HELP,
+                no_args_is_help=True)(record_command)
+
+
+def _main() -> None:  # python -m traceinsight.record ...
+    app = typer.Typer(add_completion=False)
+    register(app)
+    app(prog_name="traceinsight record")
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,1 @@
+"""render: each reporter reads an Analysis and writes one format; none computes findings."""
