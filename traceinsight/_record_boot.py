@@ -419,9 +419,6 @@ def main():
         sys.path.insert(0, os.getcwd() if cfg["module"]
                         else os.path.dirname(os.path.realpath(script)))
 
-    quiet_kineto = "KINETO_LOG_LEVEL" not in os.environ
-    if quiet_kineto:  # Kineto's STAGE/USDT chatter on stderr; removed again before the script
-        os.environ["KINETO_LOG_LEVEL"] = "3"
     recorder = None
     try:
         try:
@@ -437,9 +434,6 @@ def main():
         status["setup_error"] = str(exc)
         _write_status(work_dir, status)
         raise SystemExit(2)
-    finally:
-        if quiet_kineto:
-            os.environ.pop("KINETO_LOG_LEVEL", None)
 
     outcome = None
     try:

@@ -146,6 +146,57 @@ def trace_facts(model: TraceModel) -> dict:
     }
 
 
+def representative_step(a: Analysis) -> int | None:
+    """The full step whose duration is closest to the median: the one to draw."""
+    fs = a.full_steps
+    if fs.empty:
+        return None
+    return int(fs.iloc[(fs["dur"] - fs["dur"].median()).abs().argmin()]["step"])
+
+
+def kernel_table(a: Analysis, limit: int = 50) -> list[dict]:
+    """GPU activities by name over full steps: count, total and per-step time (ms), share of GPU time."""
+    g = a.model.gpu
+    if g.empty:
+        return []
+    steps = a.full_steps
+    in_full = np.zeros(len(g), dtype=bool)
+    for s0, s1 in zip(steps["start"], steps["end"]):
+        in_full |= (g["ts"].to_numpy() >= s0) & (g["ts"].to_numpy() < s1)
+    g = g[in_full]
+    n = max(1, len(steps))
+    agg = g.groupby(["name", "kind"]).agg(count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"))
+    total = float(g["dur"].sum()) or 1.0
+    agg = agg.sort_values("total", ascending=False).head(limit)
+    return [{"name": name[:400], "kind": kind, "count_per_step": round(r["count"] / n, 2),
+             "ms_per_step": round(r["total"] / n / 1000, 4), "mean_us": round(r["mean"], 2),
+             "pct_gpu_time": round(100 * r["total"] / total, 2)} for (name, kind), r in agg.iterrows()]
+
+
+def op_table(a: Analysis, limit: int = 50) -> list[dict]:
+    """GPU time by the op (outermost aten op, with its input shapes) that launched it, over full steps."""
+    g = a.model.gpu
+    cpu = a.model.cpu
+    g = g[g["launcher"] >= 0]
+    if g.empty:
+        return []
+    steps = a.full_steps
+    in_full = np.zeros(len(g), dtype=bool)
+    for s0, s1 in zip(steps["start"], steps["end"]):
+        in_full |= (g["ts"].to_numpy() >= s0) & (g["ts"].to_numpy() < s1)
+    g = g[in_full]
+    parent = cpu["parent"].to_numpy()[g["launcher"].to_numpy()]
+    top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
+    dims = np.where(top >= 0, cpu["input_dims"].to_numpy()[np.maximum(top, 0)], "")
+    df = pd.DataFrame({"op": names, "input_dims": dims, "dur": g["dur"].to_numpy()})
+    n = max(1, len(steps))
+    agg = df.groupby(["op", "input_dims"]).agg(kernels=("dur", "size"), total=("dur", "sum"))
+    agg = agg.sort_values("total", ascending=False).head(limit)
+    return [{"op": op[:300], "input_dims": d[:200], "kernels_per_step": round(r["kernels"] / n, 2),
+             "gpu_ms_per_step": round(r["total"] / n / 1000, 4)} for (op, d), r in agg.iterrows()]
+
+
 def breakdown(a: Analysis) -> dict:
     """Median per full step (us): GPU busy, and idle by cause. Medians do not add up exactly."""
     fs = a.full_steps
@@ -236,6 +287,9 @@ def to_dict(a: Analysis) -> dict:
             for r in fs.itertuples()
         ],
         "graph": a.graph_stats,
+        "representative_step": representative_step(a),
+        "top_kernels": kernel_table(a),
+        "top_ops": op_table(a),
     }
 
 
