@@ -66,6 +66,61 @@ def _adds_path0():
     return not (getattr(sys.flags, "safe_path", False) or sys.flags.isolated)
 
 
+class _QuietKineto:
+    """Hold back Kineto's STAGE:/USDT: chatter that each profiler start/stop prints on fd 2.
+
+    fd 2 goes to a temporary file for the duration of one profiler call; everything else
+    written meanwhile (errors, warnings, other threads) is passed on right after. The
+    KINETO_LOG_LEVEL variable would do it too, but it must be in the environment from
+    the process's start and then the script would see it.
+    """
+
+    _NOISE = (b"STAGE:", b"USDT:")
+
+    def __init__(self):
+        self._tmp = None
+
+    def __enter__(self):
+        self._saved = None
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        try:
+            if self._tmp is None:
+                import tempfile
+                self._tmp = tempfile.TemporaryFile()
+            self._tmp.seek(0)
+            self._tmp.truncate()
+            saved = os.dup(2)
+            os.dup2(self._tmp.fileno(), 2)
+            self._saved = saved
+        except Exception:
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved is None:
+            return False
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._saved = None
+        try:
+            self._tmp.seek(0)
+            data = self._tmp.read()
+            kept = b"".join(line for line in data.splitlines(True)
+                            if not line.startswith(self._NOISE))
+            while kept:
+                kept = kept[os.write(2, kept):]
+        except Exception:
+            pass
+        return False
+
+
 class Recorder:
     """Owns the profiler sessions and the hooks that step them (main thread only)."""
 
@@ -97,6 +152,7 @@ class Recorder:
         self._cap_fn = self._cap_handler  # one bound-method object, so `is` can find it again
         self._fwd_handles = []
         self._opt_handle = None
+        self._quiet = _QuietKineto()
         self._remove_forward_hooks_pending = False
         try:
             from torch.compiler import is_compiling
@@ -127,7 +183,8 @@ class Recorder:
             # "Profiler won't be using warmup": --warmup 0 is the user's explicit choice.
             warnings.filterwarnings("ignore", message=".*warmup.*")
             prof = self._profile(**kwargs)
-            prof.start()
+            with self._quiet:
+                prof.start()
         return prof
 
     def start(self):
@@ -148,7 +205,8 @@ class Recorder:
         """Stop the running session; it exports if it was recording (on_trace_ready)."""
         prof, self.prof = self.prof, None
         if prof is not None:
-            prof.stop()
+            with self._quiet:
+                prof.stop()
 
     def _switch(self, mode):
         if self.mode == "probe":
@@ -163,7 +221,8 @@ class Recorder:
         prof = self.prof
         if prof is None:
             return
-        prof.step()
+        with self._quiet:
+            prof.step()
         if self.mode in self.traces:  # the window is complete and exported
             self._stop_current()
             # forward hooks cost Python time on every module call: drop them once their
@@ -346,6 +405,10 @@ def _trim_traceback(tb):
 def _print_exception(exc):
     """Print the script's uncaught exception the way python does (through sys.excepthook)."""
     tb = _trim_traceback(exc.__traceback__)
+    try:
+        exc.__traceback__ = tb  # the default hook prints the exception's own traceback
+    except Exception:
+        pass
     try:
         sys.excepthook(type(exc), exc, tb)
     except BaseException:

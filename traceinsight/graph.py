@@ -142,12 +142,14 @@ def _sync_edges(G: nx.DiGraph, model: TraceModel, rt: pd.DataFrame, g: pd.DataFr
 def _nesting(G: nx.DiGraph, cpu: pd.DataFrame, rt: pd.DataFrame) -> None:
     """op -> runtime call edges for the innermost op above each call (evidence only)."""
     parents = cpu["parent"].to_numpy()
-    names = cpu["name"].to_numpy()
-    for i in rt.index:
+    names, ts = cpu["name"].to_numpy(), cpu["ts"].to_numpy()
+    dur, end, thread = cpu["dur"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
+    for i in rt.index.to_numpy():
         p = int(parents[i])
-        if p >= 0:
-            node = ("op", p)
-            if node not in G:
-                G.add_node(node, name=names[p], ts=float(cpu.at[p, "ts"]), dur=float(cpu.at[p, "dur"]),
-                           end=float(cpu.at[p, "end"]), thread=cpu.at[p, "thread"], rkind="op")
-            G.add_edge(node, ("cpu", i), kind="nests")
+        if p < 0:
+            continue
+        node = ("op", p)
+        if node not in G:
+            G.add_node(node, name=names[p], ts=float(ts[p]), dur=float(dur[p]), end=float(end[p]),
+                       thread=thread[p], rkind="op")
+        G.add_edge(node, ("cpu", int(i)), kind="nests")

@@ -31,7 +31,8 @@ def pinned_bandwidth_gbps(ctx: Context) -> float:
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     median_step = ctx.median_step_us
-    base = whatif.simulate(whatif.apply(G, {})) if G is not None else None
+    compiled = whatif.Compiled(G) if G is not None else None
+    base = whatif.simulate(whatif.apply(compiled, {})) if compiled is not None else None
     bw = pinned_bandwidth_gbps(ctx)
     actual = ctx.model.steps.set_index("step")["dur"]
     info = {"baseline_replay_ms": None, "replay_error_pct": None, "combined": None,
@@ -49,7 +50,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                "so this is an upper bound")
             f.savings_bound_us = (0.0, f.lost_per_step_us)
             continue
-        fixed = whatif.simulate(whatif.apply(G, f.transform, bw))
+        fixed = whatif.simulate(whatif.apply(compiled, f.transform, bw))
         f.estimated_savings_us = max(0.0, base.median_us - fixed.median_us)
         f.estimate_note = "replay of the timeline with the fix applied"
         if "bound_factors" in f.transform:
@@ -57,7 +58,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             vals = []
             for fac in (hi_f, lo_f):
                 t = dict(f.transform, factor=fac)
-                vals.append(max(0.0, base.median_us - whatif.simulate(whatif.apply(G, t, bw)).median_us))
+                vals.append(max(0.0, base.median_us - whatif.simulate(whatif.apply(compiled, t, bw)).median_us))
             f.savings_bound_us = (min(vals), max(vals))
             f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
         elif f.kind == "layout_permute":
@@ -76,7 +77,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                     combined.setdefault("unblock", []).extend(v)
                 elif k not in combined:
                     combined[k] = v
-        fixed = whatif.simulate(whatif.apply(G, combined, bw))
+        fixed = whatif.simulate(whatif.apply(compiled, combined, bw))
         info["combined"] = {"kinds": [f.kind for f in replayable],
                             "estimated_step_ms": round(fixed.median_us / 1000, 3),
                             "estimated_savings_ms": round(max(0.0, base.median_us - fixed.median_us) / 1000, 3)}

@@ -1,6 +1,10 @@
-"""what-if: transform the timeline graph as a fix would, replay it, and read off the new step time.
+"""what-if: change the timeline graph as a fix would, replay it, and read off the new step time.
 
-The replay is a longest-path walk in topological order:
+The graph (graph.py) is compiled once into flat arrays in topological order; a fix is a change to
+those arrays (a node's cost, an edge's host/feed time, a sync edge dropped, an activity moved to a
+stream of its own), so a replay costs one pass over the nodes and no graph copy.
+
+The replay is a longest-path walk:
   CPU call start = previous call's end on its thread + the host and feed time between them
   CPU call end   = start + its own cost; a blocking call also waits for the GPU work its sync edges
                    point at (plus the small return latency it had)
@@ -9,7 +13,7 @@ A step's replayed time is max(CPU time between its end marker and the previous o
 the last activities of consecutive steps): whichever side is the bottleneck sets the pace.
 
 Launch calls much slower than usual mean the CPU was held back by a full launch queue; their excess
-is not a cost of the program, so every replay (the baseline too) caps them (LAUNCH_CAP).
+is not a cost of the program, so every replay (the baseline too) caps them (launch_cap).
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import numpy as np
 GRAPH_KERNEL_GAP_US = 1.0     # kernel-to-kernel spacing inside a CUDA graph replay
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
+RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
 
 
 @dataclass
@@ -34,169 +39,206 @@ class Replay:
         return float(np.median(vals)) if vals else float("nan")
 
 
-def launch_cap(G: nx.DiGraph) -> float:
-    durs = [d["dur"] for n, d in G.nodes(data=True) if n[0] == "cpu" and d["rkind"] == "launch"]
-    return max(4.0 * float(np.median(durs)), 30.0) if durs else 30.0
+class Compiled:
+    """The graph as arrays, indexed by position in topological order."""
 
-
-def apply(G: nx.DiGraph, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT) -> nx.DiGraph:
-    """A copy of G changed as the fix would change the program."""
-    G = G.copy()
-    nodes = G.nodes
-    if transform.get("cuda_graph"):
+    def __init__(self, G: nx.DiGraph):
+        try:
+            order = [n for n in nx.topological_sort(G) if n[0] != "op"]
+        except nx.NetworkXUnfeasible:  # inconsistent clocks can make a cycle; fall back to time order
+            order = sorted((n for n in G.nodes if n[0] != "op"), key=lambda n: G.nodes[n]["ts"])
+        pos = {n: i for i, n in enumerate(order)}
+        n = len(order)
+        self.nodes = order
+        self.is_gpu = np.array([x[0] == "gpu" for x in order], dtype=bool)
+        self.ts = np.array([G.nodes[x]["ts"] for x in order], dtype=float)
+        self.end = np.array([G.nodes[x]["end"] for x in order], dtype=float)
+        self.dur = np.array([G.nodes[x]["dur"] for x in order], dtype=float)
+        self.rkind = [G.nodes[x].get("rkind", "") for x in order]
+        self.names = [G.nodes[x].get("name", "") for x in order]
+        self.gkind = [G.nodes[x].get("gkind", "") for x in order]
+        self.pageable = np.array([bool(G.nodes[x].get("pageable", False)) for x in order])
+        self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
+        self.thread = [G.nodes[x].get("thread", "") for x in order]
+        self.cpred = np.full(n, -1, dtype=np.int64)
+        self.csucc = np.full(n, -1, dtype=np.int64)
+        self.host = np.zeros(n)
+        self.feed = np.zeros(n)
+        self.lpred = np.full(n, -1, dtype=np.int64)
+        self.latency = np.zeros(n)
+        self.spred = np.full(n, -1, dtype=np.int64)
+        self.ssucc = np.full(n, -1, dtype=np.int64)
+        self.sgap = np.zeros(n)
+        self.syncs: list[list[int]] = [[] for _ in range(n)]
         for u, v, d in G.edges(data=True):
-            if d["kind"] == "cpu_order":
-                d["feed_us"] = 0.0
-            elif d["kind"] == "launch":
-                d["latency_us"] = GRAPH_KERNEL_GAP_US
-        for n, d in G.nodes(data=True):
-            if n[0] == "cpu" and d["rkind"] == "launch":
-                d["dur"] = 0.0
+            if u not in pos or v not in pos:
+                continue
+            a, b = pos[u], pos[v]
+            k = d["kind"]
+            if k == "cpu_order":
+                self.cpred[b], self.csucc[a] = a, b
+                self.host[b], self.feed[b] = d["host_us"], d["feed_us"]
+            elif k == "launch":
+                self.lpred[b], self.latency[b] = a, d["latency_us"]
+            elif k == "stream":
+                self.spred[b], self.ssucc[a], self.sgap[b] = a, b, d["gap_us"]
+            elif k == "sync":
+                self.syncs[b].append(a)
+        self.steps = G.graph["steps"]
+        self.step_starts = G.graph["step_starts"]
+        self.t1 = G.graph["t1"]
+        self.markers = {x[1]: pos[x] for x in order if x[0] == "step"}
+        # Which step issued each GPU activity (by its launch call's original time).
+        issue_t = np.where(self.lpred >= 0, self.ts[np.maximum(self.lpred, 0)], self.ts)
+        bounds = np.array(list(self.step_starts) + [self.t1])
+        k = np.searchsorted(bounds, issue_t, side="right") - 1
+        self.gpu_step = np.where(self.is_gpu & (k >= 0) & (k < len(self.steps)), k, -1)
+        launch_durs = self.dur[[r == "launch" for r in self.rkind]] if n else np.array([])
+        self.launch_cap = max(4.0 * float(np.median(launch_durs)), 30.0) if len(launch_durs) else 30.0
+
+    def state(self) -> "State":
+        return State(self)
+
+
+class State:
+    """The mutable part a fix changes; starts as a copy of the compiled graph's values."""
+
+    def __init__(self, c: Compiled):
+        self.c = c
+        self.dur = c.dur.copy()
+        self.host = c.host.copy()
+        self.feed = c.feed.copy()
+        self.latency = c.latency.copy()
+        self.spred = c.spred.copy()
+        self.sgap = c.sgap.copy()
+        self.syncs = list(c.syncs)
+        self.unblocked = np.zeros(len(c.nodes), dtype=bool)
+
+    def unblock(self, i: int) -> None:
+        self.syncs[i] = []
+        self.dur[i] = min(self.dur[i], UNBLOCKED_CALL_US)
+        self.unblocked[i] = True
+
+    def detach_from_stream(self, i: int) -> None:
+        """Move an activity to a stream of its own (a prefetch stream): its neighbours close ranks."""
+        nxt = self.c.ssucc[i]
+        if nxt >= 0 and self.spred[nxt] == i:
+            self.spred[nxt] = self.spred[i]
+            self.sgap[nxt] = 0.0
+        self.spred[i] = -1
+
+
+def apply(c: Compiled, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT) -> State:
+    """The replay state with a fix applied (an empty transform is the baseline)."""
+    s = c.state()
+    cpu_idx = np.flatnonzero(~c.is_gpu)
+    gpu_idx = np.flatnonzero(c.is_gpu)
+    is_launch = np.array([r == "launch" for r in c.rkind], dtype=bool)
+    if transform.get("cuda_graph"):
+        s.feed[cpu_idx] = 0.0
+        s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
+        s.dur[is_launch] = 0.0
     if transform.get("remove_host_work"):
-        for _, _, d in G.edges(data=True):
-            if d["kind"] == "cpu_order":
-                d["host_us"] = 0.0
-    for b in transform.get("unblock", []):
-        n = ("cpu", b)
-        if n in G:
-            _unblock(G, n)
+        s.host[:] = 0.0
+    if transform.get("unblock"):
+        rows = set(transform["unblock"])
+        for i in cpu_idx:
+            if c.nodes[i][0] == "cpu" and c.nodes[i][1] in rows:
+                s.unblock(int(i))
     if transform.get("pin_copies"):
-        for n, d in list(G.nodes(data=True)):
-            if n[0] == "gpu" and d.get("pageable"):
-                d["dur"] = d.get("bytes", 0.0) / (pinned_gbps * 1e3) if d.get("bytes") else d["dur"] / 2
-                _detach_from_stream(G, n)
-                for c in [u for u, _, k in G.in_edges(n, data="kind") if k == "launch"]:
-                    _unblock(G, c)
+        for i in gpu_idx[c.pageable[gpu_idx]]:
+            s.dur[i] = c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2
+            s.detach_from_stream(int(i))
+            if c.lpred[i] >= 0:
+                s.unblock(int(c.lpred[i]))
     if "drop_kernels" in transform:
         pat = re.compile(transform["drop_kernels"])
-        for n, d in G.nodes(data=True):
-            if n[0] == "gpu" and pat.search(d["name"]):
-                d["dur"] = 0.0
-                for c, _, k in G.in_edges(n, data="kind"):
-                    if k == "launch":
-                        nodes[c]["dur"] = 0.0
+        for i in gpu_idx:
+            if pat.search(c.names[i]):
+                s.dur[i] = 0.0
+                if c.lpred[i] >= 0:
+                    s.dur[c.lpred[i]] = 0.0
     if "scale_kernels" in transform:
         pat = re.compile(transform["scale_kernels"], re.I)
-        for n, d in G.nodes(data=True):
-            if n[0] == "gpu" and d["gkind"] == "kernel" and pat.search(d["name"]):
-                d["dur"] *= transform["factor"]
+        for i in gpu_idx:
+            if c.gkind[i] == "kernel" and pat.search(c.names[i]):
+                s.dur[i] = c.dur[i] * transform["factor"]
     if "optimizer_regions" in transform:
         for t0, t1, th in transform["optimizer_regions"]:
-            for n, d in G.nodes(data=True):
-                if n[0] == "cpu" and d["thread"] == th and t0 <= d["ts"] < t1 and d["rkind"] == "launch":
-                    d["dur"] = 0.0
-                    for _, k, ed in G.out_edges(n, data=True):
-                        if ed["kind"] == "launch":
-                            nodes[k]["dur"] *= transform["factor"]
-                        elif ed["kind"] == "cpu_order":
-                            ed["feed_us"] = 0.0
-    return G
+            for i in cpu_idx:
+                if is_launch[i] and c.thread[i] == th and t0 <= c.ts[i] < t1:
+                    s.dur[i] = 0.0
+                    if c.csucc[i] >= 0:
+                        s.feed[c.csucc[i]] = 0.0
+            for i in gpu_idx:
+                lp = c.lpred[i]
+                if lp >= 0 and c.thread[lp] == th and t0 <= c.ts[lp] < t1:
+                    s.dur[i] = c.dur[i] * transform["factor"]
+    return s
 
 
-def _unblock(G: nx.DiGraph, n) -> None:
-    for u in [u for u, _, k in G.in_edges(n, data="kind") if k == "sync"]:
-        G.remove_edge(u, n)
-    G.nodes[n]["dur"] = min(G.nodes[n]["dur"], UNBLOCKED_CALL_US)
-    G.nodes[n]["unblocked"] = True
-
-
-def _detach_from_stream(G: nx.DiGraph, n) -> None:
-    """Move an activity to a stream of its own (a prefetch stream): its neighbours close ranks."""
-    preds = [u for u, _, k in G.in_edges(n, data="kind") if k == "stream"]
-    succs = [v for _, v, k in G.out_edges(n, data="kind") if k == "stream"]
-    for u in preds:
-        G.remove_edge(u, n)
-    for v in succs:
-        G.remove_edge(n, v)
-    for u in preds:
-        for v in succs:
-            G.add_edge(u, v, kind="stream", gap_us=0.0)
-
-
-def simulate(G: nx.DiGraph) -> Replay:
-    cap = launch_cap(G)
-    start: dict = {}
-    end: dict = {}
-    try:
-        order = list(nx.topological_sort(G))
-    except nx.NetworkXUnfeasible:  # inconsistent clocks can make a cycle; fall back to time order
-        order = sorted(G.nodes, key=lambda n: G.nodes[n].get("ts", 0.0))
-    for n in order:
-        kind = n[0]
-        if kind == "op":
+def simulate(s: State) -> Replay:
+    c = s.c
+    n = len(c.nodes)
+    start = [0.0] * n
+    end = [0.0] * n
+    is_gpu = c.is_gpu.tolist()
+    dur = s.dur.tolist()
+    host, feed = s.host.tolist(), s.feed.tolist()
+    lat, sgap = s.latency.tolist(), s.sgap.tolist()
+    cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
+    ts, orig_end = c.ts.tolist(), c.end.tolist()
+    cap = c.launch_cap
+    rk = c.rkind
+    syncs = s.syncs
+    for i in range(n):
+        if is_gpu[i]:
+            lp, sp = lpred[i], spred[i]
+            if lp >= 0:
+                t = start[lp] + lat[i]
+                if sp >= 0 and end[sp] > t:
+                    t = end[sp]
+            elif sp >= 0:
+                t = end[sp] + sgap[i]
+            else:
+                t = ts[i]
+            start[i] = t
+            end[i] = t + dur[i]
             continue
-        d = G.nodes[n]
-        if kind == "gpu":
-            t = None
-            for u, _, e in G.in_edges(n, data=True):
-                if u not in end:
-                    continue
-                if e["kind"] == "launch":
-                    c = start[u] + e["latency_us"]
-                elif e["kind"] == "stream":
-                    c = end[u] + (e["gap_us"] if not _has_launch(G, n) else 0.0)
-                else:
-                    continue
-                t = c if t is None else max(t, c)
-            if t is None:
-                t = d["ts"]
-            start[n], end[n] = t, t + d["dur"]
-            continue
-        # CPU call or step marker.
-        t = None
-        waits = []
-        for u, _, e in G.in_edges(n, data=True):
-            if u not in end:
-                continue
-            if e["kind"] == "cpu_order":
-                t = end[u] + e["host_us"] + e["feed_us"]
-            elif e["kind"] == "sync":
-                waits.append(u)
-        if t is None:
-            t = d["ts"]
-        dur = d["dur"]
-        if d["rkind"] == "launch":
-            dur = min(dur, cap)
-        if waits:
-            w = max(end[u] for u in waits)
-            orig_w = max(G.nodes[u]["end"] for u in waits)
-            ret = float(np.clip(d["end"] - orig_w, 0.0, 20.0))
-            own = min(dur, UNBLOCKED_CALL_US)
-            e_ = max(t + own, w + ret)
+        cp = cpred[i]
+        t = end[cp] + host[i] + feed[i] if cp >= 0 else ts[i]
+        d = dur[i]
+        if rk[i] == "launch" and d > cap:
+            d = cap
+        w = syncs[i]
+        if w:
+            wait_end = max(end[u] for u in w)
+            orig_w = max(orig_end[u] for u in w)
+            ret = min(max(orig_end[i] - orig_w, 0.0), RETURN_LATENCY_MAX_US)
+            e = max(t + min(d, UNBLOCKED_CALL_US), wait_end + ret)
         else:
-            e_ = t + dur
-        start[n], end[n] = t, e_
-    return Replay(step_us=_step_times(G, start, end))
+            e = t + d
+        start[i] = t
+        end[i] = e
+    return Replay(step_us=_step_times(c, start, end))
 
 
-def _has_launch(G: nx.DiGraph, n) -> bool:
-    return any(k == "launch" for _, _, k in G.in_edges(n, data="kind"))
-
-
-def _step_times(G: nx.DiGraph, start: dict, end: dict) -> dict[int, float]:
-    steps = G.graph["steps"]
-    starts = G.graph["step_starts"]
-    cpu_mark = {s: start.get(("step", s)) for s in steps}
-    # Last GPU end among the work each step issued (by its launch call's original time).
+def _step_times(c: Compiled, start: list, end: list) -> dict[int, float]:
     gpu_last: dict[int, float] = {}
-    bounds = np.array(starts + [G.graph["t1"]])
-    for n, d in G.nodes(data=True):
-        if n[0] != "gpu" or n not in end:
-            continue
-        launchers = [u for u, _, k in G.in_edges(n, data="kind") if k == "launch"]
-        t_orig = G.nodes[launchers[0]]["ts"] if launchers else d["ts"]
-        k = int(np.searchsorted(bounds, t_orig, side="right")) - 1
-        if 0 <= k < len(steps):
-            gpu_last[steps[k]] = max(gpu_last.get(steps[k], -np.inf), end[n])
-    # The first step starts where it started: the replay anchors the first call of each thread there.
-    prev_cpu, prev_gpu = starts[0], starts[0]
+    for i in np.flatnonzero(c.gpu_step >= 0):
+        k = c.steps[c.gpu_step[i]]
+        if end[i] > gpu_last.get(k, -np.inf):
+            gpu_last[k] = end[i]
+    # The first step starts where it started: the replay anchors each thread's first call there.
+    prev_cpu = prev_gpu = c.step_starts[0]
     out = {}
-    for s in steps:
-        if cpu_mark.get(s) is None:
+    for st in c.steps:
+        m = c.markers.get(st)
+        if m is None:
             continue
-        cpu_t = cpu_mark[s] - prev_cpu
-        gpu_t = gpu_last[s] - prev_gpu if s in gpu_last else 0.0
-        out[s] = max(cpu_t, gpu_t)
-        prev_cpu = cpu_mark[s]
-        prev_gpu = gpu_last.get(s, prev_gpu)
+        cpu_t = start[m] - prev_cpu
+        gpu_t = gpu_last[st] - prev_gpu if st in gpu_last else 0.0
+        out[st] = max(cpu_t, gpu_t)
+        prev_cpu = start[m]
+        prev_gpu = gpu_last.get(st, prev_gpu)
     return out

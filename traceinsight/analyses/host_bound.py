@@ -21,12 +21,18 @@ def analyze(ctx: Context) -> list[Finding]:
           [{"name": "no op recorded: plain Python (record with with_stack=True to see the function)",
             "ms": round(float(gaps["host_bound"].sum()) / 1000, 3)}],
           "idle_ms_per_step": round(lost / 1000, 3)}
-    fix = ("Move the CPU work off the training loop's critical path: DataLoader(num_workers=N, "
-           "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
-           "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
+    if loader or not top:
+        fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
+               "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
+               "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
+    else:
+        names = ", ".join(n for n, _ in top[:3])
+        fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
+               f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
+               "or on the GPU.")
     return [Finding(
         kind="host_bound",
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:80]}"
               f"{', data loading' if loader else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
-        confidence="high" if top else "medium", evidence=ev, transform={"remove_host_work": True})]
+        confidence="high" if loader else "medium", evidence=ev, transform={"remove_host_work": True})]
