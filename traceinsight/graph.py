@@ -9,8 +9,9 @@ Edges (attribute `kind`)
                into host work that launches nothing and work that feeds the GPU (dispatch, Python).
   launch       runtime call -> the GPU activity it issued; `latency_us` from call start to GPU start.
   stream       consecutive activities on one (device, stream); `gap_us` between them.
-  sync         GPU activity -> the blocking call that waited for it (stream/device/event sync, D2H or
-               pageable copy).
+  sync         GPU activity -> the blocking call that waited for it (stream/device/event sync). A call
+               that waits for a copy it issued itself (D2H, pageable H2D) has `own_copy` and a sync
+               edge from the activity before that copy on its stream.
   nests        op -> runtime call below it (op nesting, for evidence; the replay ignores these).
 
 Only the calls that matter for the timeline become nodes (runtime calls and GPU work): a
@@ -128,7 +129,14 @@ def _sync_edges(G: nx.DiGraph, model: TraceModel, rt: pd.DataFrame, g: pd.DataFr
     idx_sorted = launched.index.to_numpy()[order]
     for b, r in zip(blocks.index, blocks.itertuples(index=False)):
         if b in own:
-            G.add_edge(("gpu", int(own[b])), ("cpu", b), kind="sync")
+            # The call waits for its own copy, which waits for the work before it on its stream. An
+            # edge copy -> call would close a cycle with the launch edge, so the call points at the
+            # copy (own_copy: the replay times it inline) and waits on the copy's stream predecessor.
+            j = ("gpu", int(own[b]))
+            G.nodes[("cpu", b)]["own_copy"] = j
+            for p, _, k in list(G.in_edges(j, data="kind")):
+                if k == "stream":
+                    G.add_edge(p, ("cpu", b), kind="sync")
             continue
         # Work issued before the call started; the one finishing last is what it waited for.
         k = int(np.searchsorted(lts_sorted, r.ts, side="left"))

@@ -384,32 +384,30 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
                 pass
 
 
-RECORD_HELP = """Run SCRIPT (or -m MODULE) exactly as python would, under torch.profiler; write a
-gzipped trace and the analysis report into a new folder.
-
-Options go BEFORE the script: everything after SCRIPT (or after -m MODULE) is passed to the
-script untouched, e.g. `traceinsight record --steps 5 train.py --lr 0.1 --help`.
-
-The profiler schedule (skip, warmup, steps) advances on each optimizer.step(); a script
-without an optimizer gets one step per outermost nn.Module forward call, and a script with
-neither is recorded whole (at most --max-seconds).
-
-Exit status: the script's, as python would give it (uncaught exception 1, sys.exit(n) n,
-uncaught KeyboardInterrupt: ends by SIGINT like python, 130 in a shell); 2 for record's own
-errors (no torch, script not found or not Python, module not found, out-dir unusable).
-"""
+RECORD_HELP = (
+    "Run SCRIPT (or -m MODULE) exactly as python would, under torch.profiler, then write a "
+    "gzipped trace and the analysis report into a new folder.\n\n"
+    "Options go BEFORE the script: everything after SCRIPT (or after -m MODULE) is passed to "
+    "the script untouched, e.g. traceinsight record --steps 5 train.py --lr 0.1 --help\n\n"
+    "The profiler schedule (--skip, --warmup, --steps) advances on each optimizer.step(); a "
+    "script without an optimizer gets one step per outermost nn.Module forward call, and a "
+    "script with neither is recorded whole (at most --max-seconds).\n\n"
+    "Exit status: the script's, as python would give it (uncaught exception: 1; sys.exit(n): n; "
+    "uncaught KeyboardInterrupt: ends by SIGINT like python, 130 in a shell); 2 for record's "
+    "own errors (no torch, script not found or not Python, module not found, out-dir unusable)."
+)
 
 
 def record_command(
     script: str = typer.Argument(..., metavar="SCRIPT",
                                  help="The Python script to run (with -m: the module name)."),
     script_args: Optional[List[str]] = typer.Argument(
-        None, metavar="[SCRIPT_ARGS]...", help="Passed to the script as its sys.argv[1:]."),
+        None, metavar="SCRIPT_ARGS", help="Passed to the script as its sys.argv[1:]."),
     module: bool = typer.Option(False, "-m", "--module",
                                 help="SCRIPT is a module name: run it like `python -m SCRIPT`."),
     out_dir: Optional[Path] = typer.Option(
         None, "--out-dir", "-o", file_okay=False,
-        help="Output folder [default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/]."),
+        help="Output folder (default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/)."),
     skip: int = typer.Option(1, "--skip", min=0,
                              help="Steps to skip before the warmup (the profiler's 'wait')."),
     warmup: int = typer.Option(1, "--warmup", min=0, help="Warmup steps (traced, discarded)."),

@@ -70,6 +70,7 @@ class Compiled:
         self.ssucc = np.full(n, -1, dtype=np.int64)
         self.sgap = np.zeros(n)
         self.syncs: list[list[int]] = [[] for _ in range(n)]
+        self.own = np.array([pos.get(G.nodes[x].get("own_copy"), -1) for x in order], dtype=np.int64)
         for u, v, d in G.edges(data=True):
             if u not in pos or v not in pos:
                 continue
@@ -111,6 +112,8 @@ class State:
         self.latency = c.latency.copy()
         self.spred = c.spred.copy()
         self.sgap = c.sgap.copy()
+        # Least spacing after the previous activity on the stream (a CUDA graph's kernel-to-kernel gap).
+        self.min_gap = np.zeros(len(c.nodes))
         self.syncs = list(c.syncs)
         self.unblocked = np.zeros(len(c.nodes), dtype=bool)
 
@@ -137,6 +140,7 @@ def apply(c: Compiled, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT
     if transform.get("cuda_graph"):
         s.feed[cpu_idx] = 0.0
         s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
+        s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
         s.dur[is_launch] = 0.0
     if transform.get("remove_host_work"):
         s.host[:] = 0.0
@@ -185,19 +189,24 @@ def simulate(s: State) -> Replay:
     is_gpu = c.is_gpu.tolist()
     dur = s.dur.tolist()
     host, feed = s.host.tolist(), s.feed.tolist()
-    lat, sgap = s.latency.tolist(), s.sgap.tolist()
+    lat, sgap, min_gap = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
     ts, orig_end = c.ts.tolist(), c.end.tolist()
     cap = c.launch_cap
     rk = c.rkind
     syncs = s.syncs
+    own = c.own.tolist()
+    unblocked = s.unblocked.tolist()
+    done = [False] * n
     for i in range(n):
+        if done[i]:
+            continue
         if is_gpu[i]:
             lp, sp = lpred[i], spred[i]
             if lp >= 0:
                 t = start[lp] + lat[i]
-                if sp >= 0 and end[sp] > t:
-                    t = end[sp]
+                if sp >= 0 and end[sp] + min_gap[i] > t:
+                    t = end[sp] + min_gap[i]
             elif sp >= 0:
                 t = end[sp] + sgap[i]
             else:
@@ -211,7 +220,17 @@ def simulate(s: State) -> Replay:
         if rk[i] == "launch" and d > cap:
             d = cap
         w = syncs[i]
-        if w:
+        j = own[i]
+        if j >= 0 and not unblocked[i]:
+            # A blocking copy: time the copy here (after its stream predecessor), the call returns after it.
+            sp = spred[j]
+            cs = t + lat[j]
+            if sp >= 0 and end[sp] > cs:
+                cs = end[sp]
+            start[j], end[j], done[j] = cs, cs + dur[j], True
+            ret = min(max(orig_end[i] - c.end[j], 0.0), RETURN_LATENCY_MAX_US)
+            e = max(t + min(d, UNBLOCKED_CALL_US), end[j] + ret)
+        elif w:
             wait_end = max(end[u] for u in w)
             orig_w = max(orig_end[u] for u in w)
             ret = min(max(orig_end[i] - orig_w, 0.0), RETURN_LATENCY_MAX_US)

@@ -63,7 +63,9 @@ def blocking_calls(model: TraceModel) -> pd.DataFrame:
         dtoh = (d["copy_dir"] == "DtoH").to_numpy()
         pageable = d["pageable"].fillna(False).to_numpy().astype(bool)
         plain = ~mc["name"].str.contains("Async").to_numpy()  # cudaMemcpy: synchronous by definition
-        k = np.where(pageable, "pageable", np.where(dtoh | plain, "copy_sync", ""))
+        # A device-to-host copy waits for the GPU queue whatever the host memory: that is a sync
+        # (.item(), .cpu()). Host-to-device pageable copies block while staging: pageable_memcpy.
+        k = np.where(dtoh | plain, "copy_sync", np.where(pageable, "pageable", ""))
         kind[mc.index] = k
     out = rt.loc[kind[kind != ""].index, ["thread", "ts", "end", "name", "parent"]].copy()
     out["block_kind"] = kind[kind != ""]

@@ -11,10 +11,13 @@ import numpy as np
 from ..model import merged_intervals
 from .base import Context, Finding
 
+MIN_BYTES = 64 * 1024
+
 
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
-    cp = gpu[gpu["pageable"]]
+    # Small pageable copies (a scalar for .item()) are syncs, not bandwidth problems: sync_stall has them.
+    cp = gpu[gpu["pageable"] & (gpu["bytes"] >= MIN_BYTES)]
     if cp.empty:
         return []
     idle = ctx.per_step["pageable_memcpy"]

@@ -1,19 +1,215 @@
-"""-o report.html: one self-contained page (no network), every trace string autoescaped."""
+"""-o report.html: one self-contained page (no network), every trace string autoescaped.
+
+The page: per trace, the verdict, the trace facts, the ranked fixes (estimate, measured cost,
+confidence, evidence, code-level fix), the what-if replay check, the representative step's
+timeline (render/timeline.py + static/timeline.js, canvas), a per-step breakdown chart (inline
+SVG built here), and foldable tables. CSS and JS come from traceinsight/static and are inlined.
+
+Safety: jinja2 autoescape for HTML; data for scripts goes through timeline.dumps_for_script
+(`<`, `>`, `&`, U+2028/2029 escaped) into <script type="application/json">; the JS only uses
+textContent / canvas fillText for trace strings. Determinism: file names only, no timestamps,
+so regenerating a report gives identical bytes.
+"""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
-from ..pipeline import to_dict
+from ..pipeline import representative_step, to_dict
+from .timeline import BUSY_COLOR, CAUSE_COLORS, CAUSES, MAX_ITEMS, dumps_for_script, static_asset, timeline_data
 
 _env = Environment(loader=PackageLoader("traceinsight", "templates"),
-                   autoescape=select_autoescape(default=True, default_for_string=True))
+                   autoescape=select_autoescape(default=True, default_for_string=True),
+                   trim_blocks=True, lstrip_blocks=True)
+
+# The whole page stays well under 5 MB: timeline items per report, shared by its traces.
+ITEMS_PER_REPORT = 60_000
+MIN_ITEMS_PER_TRACE = 2_000
 
 
-def render(analyses) -> str:
-    return _env.get_template("report.html.j2").render(docs=[to_dict(a) for a in analyses])
+def _fmt(v, nd: int = 3) -> str:
+    """A number for people: no float noise, no exponent for ordinary values."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return "n/a"
+        if v == int(v) and abs(v) < 1e15:
+            return str(int(v))
+        s = f"{v:.{nd}f}".rstrip("0").rstrip(".")
+        return s if s not in ("-0", "") else "0"
+    return str(v)
+
+
+def _label(key: str) -> str:
+    words = str(key).replace("_", " ")
+    for unit, full in ((" pct", " %"), (" ms", " (ms)"), (" us", " (us)")):
+        if words.endswith(unit):
+            words = words[: -len(unit)] + full
+    return words.replace(" ms ", " ms ").strip()
+
+
+def _scalar(v) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
+
+
+def evidence_blocks(ev) -> list[dict]:
+    """An evidence dict as blocks the template can show: facts, tables, lists, raw text."""
+    blocks: list[dict] = []
+    facts: list[tuple[str, str]] = []
+    if not isinstance(ev, dict):
+        return [{"type": "text", "title": "evidence", "text": str(ev)}]
+    for k, v in ev.items():
+        title = _label(k)
+        if _scalar(v):
+            facts.append((title, _fmt(v)))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
+            cols: list[str] = []
+            for x in v:
+                for c in x:
+                    if c not in cols:
+                        cols.append(c)
+            rows = [[_cell(x.get(c)) for c in cols] for x in v]
+            blocks.append({"type": "table", "title": title, "columns": [_label(c) for c in cols], "rows": rows})
+        elif isinstance(v, (list, tuple)):
+            if all(_scalar(x) for x in v):
+                blocks.append({"type": "list", "title": title, "items": [_fmt(x) for x in v]})
+            else:
+                blocks.append({"type": "list", "title": title, "items": [_cell(x) for x in v]})
+        elif isinstance(v, dict):
+            if all(_scalar(x) for x in v.values()):
+                blocks.append({"type": "table", "title": title, "columns": ["name", "value"],
+                               "rows": [[str(a), _fmt(b)] for a, b in v.items()]})
+            elif all(isinstance(x, dict) for x in v.values()):
+                cols = []
+                for x in v.values():
+                    for c in x:
+                        if c not in cols:
+                            cols.append(c)
+                blocks.append({"type": "table", "title": title, "columns": ["name"] + [_label(c) for c in cols],
+                               "rows": [[str(a)] + [_cell(x.get(c)) for c in cols] for a, x in v.items()]})
+            else:
+                blocks.append({"type": "text", "title": title, "text": _cell(v)})
+        else:
+            blocks.append({"type": "text", "title": title, "text": str(v)})
+    if facts:
+        blocks.insert(0, {"type": "facts", "title": "", "rows": facts})
+    return blocks
+
+
+def _cell(v) -> str:
+    if _scalar(v):
+        return _fmt(v)
+    if isinstance(v, dict):
+        return "; ".join(f"{_label(k)}: {_cell(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_cell(x) for x in v)
+    return str(v)
+
+
+def breakdown_chart(d: dict, width: int = 960, height: int = 260) -> dict:
+    """Stacked bars per step (GPU busy + idle by cause, ms), as coordinates for inline SVG."""
+    steps = d["steps"]
+    left, right, top, bottom = 56, 10, 10, 34
+    pw, ph = width - left - right, height - top - bottom
+    if not steps:
+        return {"bars": [], "ticks": [], "width": width, "height": height}
+    ymax = max((s["duration_ms"] or 0.0) for s in steps) or 1.0
+    # A round axis maximum.
+    mag = 10 ** math.floor(math.log10(ymax))
+    nice = next(m * mag for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10) if m * mag >= ymax)
+    n = len(steps)
+    slot = pw / n
+    bw = max(1.0, min(48.0, slot * 0.8))
+    bars = []
+    label_every = max(1, math.ceil(n / 24))
+    for i, s in enumerate(steps):
+        x = left + i * slot + (slot - bw) / 2
+        y = top + ph
+        segs = []
+        parts = [("GPU busy", s["gpu_busy_ms"] or 0.0, BUSY_COLOR)] + \
+            [(c, (s["idle_by_cause_ms"] or {}).get(c) or 0.0, CAUSE_COLORS[c]) for c in CAUSES]
+        for name, v, col in parts:
+            if v <= 0:
+                continue
+            h = ph * v / nice
+            y -= h
+            segs.append({"x": round(x, 2), "y": round(y, 2), "w": round(bw, 2), "h": round(h, 2), "color": col,
+                         "title": f"step {s['step']}: {name} {_fmt(v)} ms"})
+        tip = (f"step {s['step']}{' (partial, not in medians)' if s['partial'] else ''}: "
+               f"{_fmt(s['duration_ms'])} ms; GPU busy {_fmt(s['gpu_busy_ms'])} ms, idle {_fmt(s['gpu_idle_ms'])} ms")
+        bars.append({"segs": segs, "partial": s["partial"], "title": tip,
+                     "label": str(s["step"]) if i % label_every == 0 else "",
+                     "lx": round(x + bw / 2, 2), "x": round(x, 2), "w": round(bw, 2),
+                     "outline_y": round(top + ph - ph * (s["duration_ms"] or 0) / nice, 2),
+                     "outline_h": round(ph * (s["duration_ms"] or 0) / nice, 2)})
+    ticks = [{"y": round(top + ph - ph * f, 2), "label": _fmt(nice * f)} for f in (0, 0.25, 0.5, 0.75, 1.0)]
+    return {"bars": bars, "ticks": ticks, "width": width, "height": height, "left": left, "top": top,
+            "plot_w": pw, "plot_h": ph, "axis_y": top + ph}
+
+
+def step_bar(d: dict) -> dict | None:
+    """The representative step as one 100% bar: busy + idle by cause (these add up exactly)."""
+    rep = d.get("representative_step")
+    s = next((x for x in d["steps"] if x["step"] == rep), None)
+    if s is None or not s["duration_ms"]:
+        return None
+    parts = [("GPU busy", s["gpu_busy_ms"] or 0.0, BUSY_COLOR)] + \
+        [(c, (s["idle_by_cause_ms"] or {}).get(c) or 0.0, CAUSE_COLORS[c]) for c in CAUSES]
+    total = s["duration_ms"]
+    segs, x = [], 0.0
+    for name, v, col in parts:
+        if v <= 0:
+            continue
+        w = 100 * v / total
+        segs.append({"name": name, "ms": _fmt(v), "pct": _fmt(w, 1), "x": round(x, 3), "w": round(w, 3),
+                     "color": col})
+        x += w
+    return {"step": s["step"], "ms": _fmt(total), "segs": segs}
+
+
+def _trace_ctx(a, i: int, max_items: int) -> dict:
+    d = to_dict(a)
+    t = d["trace"]
+    name = Path(str(t.get("file") or "")).name or f"trace {i + 1}"
+    tl = timeline_data(a, max_items=max_items) if len(a.model.steps) else None
+    return {
+        "i": i,
+        "d": d,
+        "name": name,
+        "s": d["summary"],
+        "t": t,
+        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["findings"]],
+        "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["minor_findings"]],
+        "chart": breakdown_chart(d),
+        "step_bar": step_bar(d),
+        "timeline_json": Markup(dumps_for_script(tl)) if tl else None,
+        "timeline": tl,
+        "rep_step": representative_step(a),
+    }
+
+
+def render(analyses, max_items: int | None = None) -> str:
+    analyses = list(analyses)
+    if max_items is None:
+        max_items = max(MIN_ITEMS_PER_TRACE, min(MAX_ITEMS, ITEMS_PER_REPORT // max(1, len(analyses))))
+    traces = [_trace_ctx(a, i, max_items) for i, a in enumerate(analyses)]
+    return _env.get_template("report.html.j2").render(
+        traces=traces, fmt=_fmt, label=_label, causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
+        css=Markup(static_asset("report.css")), timeline_js=Markup(_safe_js(static_asset("timeline.js"))))
+
+
+def _safe_js(src: str) -> str:
+    # Our own file; still make sure nothing in it can close the <script> element early.
+    return src.replace("</", "<\\/")
 
 
 def write(analyses, path: Path) -> None:
-    path.write_text(render(analyses), encoding="utf-8")
+    Path(path).write_text(render(analyses), encoding="utf-8")

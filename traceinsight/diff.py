@@ -1,0 +1,721 @@
+"""diff: did the fix work? Compare a trace (or an analyze --json output) before and after a change.
+
+`compare(before, after) -> dict` is the whole comparison as plain JSON-able data; the renderers in
+render/diff_render.py only format it. The headline is the *measured* median step time change and how it
+compares with each trace's step-to-step noise; findings come second, because a fix can remove its
+finding and still make the step slower (a new memory layout can pick a slower kernel).
+
+Each side is either a Kineto trace (.json / .json.gz, analyzed with pipeline.analyze_file) or an earlier
+`traceinsight analyze --json` output of ONE trace (detected by its "schema_version", "summary" and
+"findings" keys). A JSON side has no timeline and only the top 50 kernels and ops.
+
+Kernel matching (normalize_kernel): kernels with the same *normalized* name are one row. The rule:
+  * memcpy / memset activities keep their exact name ("Memcpy HtoD (Pageable -> Device)" must not match
+    the pinned copy);
+  * "(anonymous namespace)::" and a leading return type ("void ") are dropped;
+  * the argument list "(...)" after the kernel's name is dropped;
+  * template arguments "<...>" are dropped, but the distinctive identifiers inside them are kept, in
+    order, at most 3, with namespaces, numbers, plain/vector C++ types (float, float2, int, bool, half,
+    c10::Half ...), lambdas "{lambda(...)#N}", nested argument lists and generic helpers (Array,
+    OffsetCalculator, ...) removed. So
+      void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,
+           at::detail::Array<char*, 3> >(int, ...)
+    becomes `at::native::vectorized_elementwise_kernel<CUDAFunctor_add>` whatever its vector width or
+    lambda numbering, while an add and a ReLU kernel stay apart, and
+    `cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(...Params)` keeps its gemm name;
+  * digits inside a kernel's own name are kept: `ampere_sgemm_32x32_sliced1x4_tn` and
+    `ampere_sgemm_64x64_tn` are different kernel choices (tile sizes), and a fix that changes the
+    choice should show as one removed and one added kernel.
+Ops are matched by (op name, input shapes) exactly.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import TraceError
+
+DIFF_SCHEMA_VERSION = 1
+
+# A step-time change is "within noise" below NOISE_K x the larger of the two traces' step-to-step
+# noise (1.4826 x MAD of full-step durations, a robust standard deviation), and "well beyond" it above
+# WELL_K x the noise when the two step-time ranges [min, max] do not overlap either.
+NOISE_K = 2.0
+WELL_K = 5.0
+# Noise floor: step times in the JSON are rounded to 1 us, and a 0.2% change is not worth a claim.
+NOISE_FLOOR_MS = 0.001
+NOISE_FLOOR_REL = 0.002
+
+# Per cause: a change counts (grown / shrunk) when it is at least this share of the larger side and
+# at least CAUSE_MIN_MS.
+CAUSE_REL = 0.10
+CAUSE_MIN_MS = 0.005
+# Per kernel / op: at least this share of the larger side and KERNEL_MIN_MS per step.
+KERNEL_REL = 0.05
+KERNEL_MIN_MS = 0.001
+
+ROW_LIMIT = 200   # rows per table kept in the diff document (sorted by |change|)
+
+
+# --------------------------------------------------------------------------- kernel names
+
+_ANON = re.compile(r"\(anonymous namespace\)::")
+_LAMBDA = re.compile(r"\{[^{}]*\}")
+_IDENT = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)*")
+_PLAIN_TYPE = re.compile(
+    r"^(?:void|bool|char|short|int|long|float|double|half|unsigned|signed|const|volatile|true|false|auto|"
+    r"size_t|ptrdiff_t|u?int\d+_t|__half|__nv_bfloat16|__nv_fp8\w*|Half|BFloat16|Float8\w*|complex|"
+    r"(?:u?char|u?short|u?int|u?long|longlong|float|double|half|bfloat16|__half|__nv_bfloat16)\d+)$")
+_GENERIC = {
+    "Array", "detail", "TensorIteratorBase", "OffsetCalculator", "TrivialOffsetCalculator", "IntDivider",
+    "LoadWithoutCast", "StoreWithoutCast", "LoadWithCast", "StoreWithCast", "policies", "unroll",
+    "vectorized", "multi_outputs_unroll", "memory", "type", "operator", "lambda", "std", "tuple",
+    "pair", "c10", "at", "native", "Scalar", "ScalarType", "integral_constant", "enable_if",
+    "cudnnKernelDataType_t", "nullptr_t", "GenericPacked", "sizeof",
+}
+MAX_HINTS = 3
+
+
+def _strip_parens(s: str) -> str:
+    """Remove every balanced "(...)" (an unclosed one runs to the end, as in a truncated name)."""
+    out, depth = [], 0
+    for ch in s:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def _hints(template_text: str) -> list[str]:
+    t = _strip_parens(template_text)
+    prev = None
+    while prev != t:   # nested lambdas: {lambda#1}::operator() const::{lambda#7}
+        prev, t = t, _LAMBDA.sub(" ", t)
+    out: list[str] = []
+    for tok in _IDENT.findall(t):
+        last = tok.split("::")[-1]
+        if not last or _PLAIN_TYPE.match(last) or last in _GENERIC or last in out:
+            continue
+        out.append(last)
+        if len(out) >= MAX_HINTS:
+            break
+    return out
+
+
+def normalize_kernel(name: str, kind: str = "kernel") -> str:
+    """The matching key of a GPU activity name (see the module docstring for the rule)."""
+    name = " ".join(str(name).split())
+    if kind != "kernel":
+        return name
+    s = _ANON.sub("", name)
+    base: list[str] = []          # the name outside <> at depth 0, up to its argument list
+    templates: list[tuple[int, str]] = []   # (position in base, template text) of top-level <...>
+    depth, cur = 0, []
+    i = 0
+    while i < len(s):
+        ch = s[i]
+        if depth == 0:
+            if ch == "<":
+                # "operator<" / "operator<<" are part of a name, not a template.
+                if "".join(base).endswith("operator"):
+                    base.append(ch)
+                else:
+                    depth, cur = 1, []
+            elif ch == "(":
+                if "".join(base).endswith("operator"):
+                    base.append("()")
+                    i += 2 if s[i:i + 2] == "()" else 1
+                    continue
+                break      # the argument list: the rest is parameters
+            else:
+                base.append(ch)
+        else:
+            if ch == "<":
+                depth += 1
+            elif ch == ">":
+                depth -= 1
+                if depth == 0:
+                    templates.append((len(base), "".join(cur)))
+                    i += 1
+                    continue
+            cur.append(ch)
+        i += 1
+    if depth > 0:      # a name cut short inside its template arguments
+        templates.append((len(base), "".join(cur)))
+    b = "".join(base).strip()
+    # Drop a return type: "void x", "std::enable_if<...>::type internal::gemvx::kernel" -> the last word.
+    cut = b.rfind(" ")
+    start = cut + 1 if cut >= 0 else 0
+    if cut >= 0:
+        b = b[start:]
+    hints: list[str] = []
+    for pos, text in templates:
+        if pos < start:
+            continue
+        for h in _hints(text):
+            if h not in hints and len(hints) < MAX_HINTS:
+                hints.append(h)
+    b = b or name
+    return f"{b}<{', '.join(hints)}>" if hints else b
+
+
+# --------------------------------------------------------------------------- inputs
+
+@dataclass
+class Side:
+    """One side of a diff: the analyze document, and the Analysis when the side was a trace."""
+    path: str
+    source: str                    # "trace" | "json"
+    doc: dict
+    analysis: Any = None           # pipeline.Analysis for a trace
+    full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _peek(path: Path, n: int = 65536) -> bytes:
+    """The first n bytes of a file (gunzipped when gzip); b"" when it cannot be read (the loader
+    then reports the problem properly)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(n)
+            if data[:2] != b"\x1f\x8b":
+                return data
+            d = zlib.decompressobj(wbits=47)
+            out, chunk = b"", data
+            while len(out) < n and chunk:
+                out += d.decompress(chunk, n - len(out))
+                if d.eof:
+                    break
+                chunk = d.unconsumed_tail or fh.read(n)
+            return out[:n]
+    except (OSError, zlib.error):
+        return b""
+
+
+_ANALYSIS_HEAD = re.compile(rb'"schema_version"\s*:')
+
+
+def looks_like_analysis_json(head: bytes) -> bool:
+    """An analyze --json output: a JSON object with "schema_version" (Kineto writes "schemaVersion")
+    and no "traceEvents" near the start."""
+    h = head.lstrip()
+    return h[:1] == b"{" and bool(_ANALYSIS_HEAD.search(h)) and b'"traceEvents"' not in h
+
+
+def load_analysis_json(path: Path) -> dict:
+    from .load import read_bytes
+    data, _ = read_bytes(path)
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(path, f"not valid JSON ({str(exc)[:120]})") from None
+    if not isinstance(doc, dict):
+        raise TraceError(path, "not a Kineto trace nor a traceinsight analyze --json output")
+    if "traces" in doc and "findings" not in doc:
+        n = len(doc["traces"]) if isinstance(doc["traces"], list) else "several"
+        raise TraceError(path, f"an analyze --json output of {n} traces; diff compares one trace per side "
+                               "(give the trace files, or analyze --json one trace at a time)")
+    missing = [k for k in ("schema_version", "summary", "findings") if k not in doc]
+    if missing:
+        raise TraceError(path, "JSON with \"schema_version\" but not a traceinsight analyze --json output "
+                               f"(no {', '.join(repr(k) for k in missing)})")
+    if not isinstance(doc["summary"], dict) or not isinstance(doc["findings"], list):
+        raise TraceError(path, "not a traceinsight analyze --json output (summary/findings have the wrong type)")
+    if doc.get("summary", {}).get("median_step_ms") is None:
+        raise TraceError(path, "analyze --json output without a median step time; nothing to compare")
+    return doc
+
+
+def load_side(path: str | Path) -> Side:
+    """A trace file or an analyze --json output -> Side. Raises TraceError on bad input."""
+    path = Path(path)
+    if path.is_dir():
+        raise TraceError(path, "is a directory; diff takes one trace file (or one analyze --json output) "
+                               "per side")
+    if looks_like_analysis_json(_peek(path)):
+        doc = load_analysis_json(path)
+        return Side(path=str(path), source="json", doc=doc, analysis=None, full_tables=False)
+    from . import pipeline
+    a = pipeline.analyze_file(path)
+    return side_from_analysis(a, str(path))
+
+
+def side_from_analysis(a, path: str | None = None) -> Side:
+    from . import pipeline
+    doc = pipeline.to_dict(a)
+    # The full tables, not the top 50: then "removed" and "added" are exact.
+    doc["top_kernels"] = pipeline.kernel_table(a, limit=10**9)
+    doc["top_ops"] = pipeline.op_table(a, limit=10**9)
+    return Side(path=path or str(a.model.path), source="trace", doc=doc, analysis=a, full_tables=True,
+                warnings=list(a.model.warnings))
+
+
+# --------------------------------------------------------------------------- statistics
+
+def _f(x) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def _r(x, nd=4):
+    v = _f(x)
+    return None if v is None else round(v, nd)
+
+
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    if len(s) == 1:
+        return s[0]
+    pos = q * (len(s) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def step_stats(doc: dict) -> dict:
+    """Median, spread and noise of the full steps' durations (ms), from the document's steps."""
+    steps = [s for s in doc.get("steps") or [] if isinstance(s, dict) and _f(s.get("duration_ms")) is not None]
+    full = [s for s in steps if not s.get("partial")] or steps
+    durs = [float(s["duration_ms"]) for s in full]
+    summ = doc.get("summary") or {}
+    if not durs:   # an old or hand-made JSON without steps: the summary's numbers only
+        med = _f(summ.get("median_step_ms"))
+        return {"n": int(summ.get("full_steps") or 0), "median_ms": _r(med), "min_ms": _r(summ.get("min_step_ms")),
+                "max_ms": _r(summ.get("max_step_ms")), "mad_ms": None, "iqr_ms": None, "noise_ms": None,
+                "durations_ms": []}
+    med = _median(durs)
+    mad = _median([abs(d - med) for d in durs])
+    return {
+        "n": len(durs),
+        "median_ms": _r(med),
+        "min_ms": _r(min(durs)),
+        "max_ms": _r(max(durs)),
+        "mad_ms": _r(mad),
+        "iqr_ms": _r(_quantile(durs, 0.75) - _quantile(durs, 0.25)),
+        # Robust standard deviation: 1.4826 x MAD (equals the std for normal noise).
+        "noise_ms": _r(1.4826 * mad) if len(durs) >= 2 else None,
+        "durations_ms": [_r(d) for d in durs],
+    }
+
+
+def _fmt_ms(v: float) -> str:
+    v = abs(v)
+    if v >= 100:
+        return f"{v:.1f} ms"
+    if v >= 1:
+        return f"{v:.2f} ms"
+    if v >= 0.01:
+        return f"{v:.3f} ms"
+    return f"{v * 1000:.1f} us"
+
+
+def step_change(b: dict, a: dict) -> dict:
+    """The headline: median step before vs after, and whether the change beats the noise."""
+    mb, ma = _f(b["median_ms"]), _f(a["median_ms"])
+    if mb is None or ma is None:
+        return {"delta_ms": None, "delta_pct": None, "direction": "unknown", "significance": "unknown",
+                "noise_ms": None, "sentence": "step times are missing on one side: cannot compare"}
+    delta = ma - mb
+    pct = 100 * delta / mb if mb else None
+    noises = [n for n in (_f(b["noise_ms"]), _f(a["noise_ms"])) if n is not None]
+    floor = max(NOISE_FLOOR_MS, NOISE_FLOOR_REL * max(mb, ma))
+    noise = max(noises) if noises else None
+    direction = "faster" if delta < 0 else ("slower" if delta > 0 else "same")
+    pct_s = f" ({abs(pct):.0f}%)" if pct is not None and abs(pct) >= 1 else \
+        (f" ({abs(pct):.1f}%)" if pct is not None else "")
+    if len(noises) < 2 or min(b["n"], a["n"]) < 2:
+        significance = "unknown"
+        tail = ("noise unknown: a side has fewer than 2 full steps, so a change cannot be told from "
+                "step-to-step noise")
+        if abs(delta) <= floor:
+            direction = "same"
+    else:
+        limit = max(NOISE_K * noise, floor)
+        overlap = not (_f(a["max_ms"]) < _f(b["min_ms"]) or _f(a["min_ms"]) > _f(b["max_ms"]))
+        if abs(delta) <= limit:
+            significance = "within_noise"
+            tail = f"within the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
+        elif abs(delta) > WELL_K * max(noise, floor) and not overlap:
+            significance = "well_beyond_noise"
+            tail = f"well beyond the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
+        else:
+            significance = "beyond_noise"
+            tail = (f"beyond the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
+                    + (", though the before and after step-time ranges overlap" if overlap else ""))
+    if direction == "same" or (significance == "within_noise" and abs(delta) <= floor):
+        sentence = f"no change in the median step ({_fmt_ms(mb)} -> {_fmt_ms(ma)}), {tail}"
+    else:
+        sentence = f"{direction} by {_fmt_ms(delta)}{pct_s}, {tail}"
+    return {"delta_ms": _r(delta), "delta_pct": _r(pct, 2), "direction": direction,
+            "significance": significance, "noise_ms": _r(noise), "noise_floor_ms": _r(floor),
+            "sentence": sentence}
+
+
+# --------------------------------------------------------------------------- causes and findings
+
+def _cause_names() -> tuple[str, ...]:
+    try:
+        from .analyses.attribution import CAUSES
+        return tuple(CAUSES)
+    except Exception:  # pragma: no cover
+        return ()
+
+
+def _status(b: float, a: float, rel: float, min_ms: float) -> str:
+    d = a - b
+    if abs(d) >= max(rel * max(abs(a), abs(b)), min_ms):
+        return "grown" if d > 0 else "shrunk"
+    return "unchanged"
+
+
+def compare_causes(db: dict, da: dict) -> list[dict]:
+    """Per finding kind / idle cause: cost per step before and after, and what happened to it."""
+    causes = _cause_names()
+    rows = []
+
+    def index(doc):
+        major = {f["kind"]: f for f in doc.get("findings") or [] if isinstance(f, dict) and "kind" in f}
+        minor = {f["kind"]: f for f in doc.get("minor_findings") or [] if isinstance(f, dict) and "kind" in f}
+        idle = (doc.get("summary") or {}).get("idle_by_cause_ms_median_per_step") or {}
+        return major, minor, idle
+
+    mb, nb, ib = index(db)
+    ma, na, ia = index(da)
+    kinds = list(dict.fromkeys([*mb, *ma, *nb, *na, *causes, *ib, *ia]))
+
+    def cost(kind, major, minor, idle):
+        f = major.get(kind) or minor.get(kind)
+        if f is not None and _f(f.get("measured_cost_ms_per_step")) is not None:
+            return float(f["measured_cost_ms_per_step"]), "finding"
+        v = _f(idle.get(kind))
+        return (v if v is not None else 0.0), ("idle_by_cause" if kind in idle else "none")
+
+    for k in kinds:
+        cb, src_b = cost(k, mb, nb, ib)
+        ca, src_a = cost(k, ma, na, ia)
+        rep_b = "finding" if k in mb else ("minor" if k in nb else None)
+        rep_a = "finding" if k in ma else ("minor" if k in na else None)
+        if rep_b == "finding" and rep_a != "finding":
+            status = "resolved"
+            how = "gone" if rep_a is None else "below threshold"
+        elif rep_a == "finding" and rep_b != "finding":
+            status, how = "new", None
+        else:
+            status, how = _status(cb, ca, CAUSE_REL, CAUSE_MIN_MS), None
+            if status == "unchanged" and cb == 0 and ca == 0:
+                status = "absent"
+        if status == "absent":
+            continue
+        fb, fa = mb.get(k) or nb.get(k), ma.get(k) or na.get(k)
+        rows.append({
+            "kind": k,
+            "status": status,
+            "resolved_how": how,
+            "before_ms_per_step": _r(cb),
+            "after_ms_per_step": _r(ca),
+            "delta_ms_per_step": _r(ca - cb),
+            "reported_before": rep_b,
+            "reported_after": rep_a,
+            "is_idle_cause": k in causes,
+            "estimated_savings_ms_before": _r((mb.get(k) or {}).get("estimated_savings_ms")),
+            "title_before": (fb or {}).get("title"),
+            "title_after": (fa or {}).get("title"),
+            "fix": (fb or fa or {}).get("fix"),
+        })
+    order = {"new": 0, "grown": 1, "resolved": 2, "shrunk": 3, "unchanged": 4}
+    rows.sort(key=lambda r: (order.get(r["status"], 9),
+                             -max(r["before_ms_per_step"] or 0, r["after_ms_per_step"] or 0)))
+    return rows
+
+
+# --------------------------------------------------------------------------- kernels and ops
+
+def _aggregate(rows: list[dict], key_fn, ms_key: str, count_key: str, label_fn) -> dict:
+    out: dict = {}
+    for r in rows or []:
+        if not isinstance(r, dict):
+            continue
+        k = key_fn(r)
+        e = out.setdefault(k, {"label": label_fn(r), "ms": 0.0, "count": 0.0, "names": []})
+        e["ms"] += _f(r.get(ms_key)) or 0.0
+        e["count"] += _f(r.get(count_key)) or 0.0
+        raw = r.get("name") or r.get("op")
+        if raw is not None and raw not in e["names"] and len(e["names"]) < 5:
+            e["names"].append(raw)
+    return out
+
+
+def _table_diff(before: dict, after: dict, complete_b: bool, complete_a: bool, floor_b: float,
+                floor_a: float) -> tuple[list[dict], dict]:
+    rows = []
+    for key in dict.fromkeys([*before, *after]):
+        b, a = before.get(key), after.get(key)
+        mb = b["ms"] if b else 0.0
+        ma = a["ms"] if a else 0.0
+        if b and not a:
+            status = "removed" if complete_a else "dropped from the top list"
+        elif a and not b:
+            status = "added" if complete_b else "entered the top list"
+        else:
+            s = _status(mb, ma, KERNEL_REL, KERNEL_MIN_MS)
+            status = {"grown": "slower", "shrunk": "faster"}.get(s, "unchanged")
+        e = b or a
+        rows.append({
+            "key": key if isinstance(key, str) else list(key),
+            "label": e["label"],
+            "status": status,
+            "before_ms_per_step": _r(mb) if b else (None if not complete_b else 0.0),
+            "after_ms_per_step": _r(ma) if a else (None if not complete_a else 0.0),
+            "delta_ms_per_step": _r(ma - mb),
+            "before_count_per_step": _r(b["count"], 2) if b else 0.0,
+            "after_count_per_step": _r(a["count"], 2) if a else 0.0,
+            "names_before": b["names"] if b else [],
+            "names_after": a["names"] if a else [],
+            # A row missing from a truncated top-50 table took at most the smallest listed time.
+            "bound_note": (f"after: below {floor_a:.3f} ms (not in the top list)" if b and not a and not complete_a
+                           else f"before: below {floor_b:.3f} ms (not in the top list)" if a and not b and not complete_b
+                           else None),
+        })
+    rows.sort(key=lambda r: -abs(r["delta_ms_per_step"] or 0))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    totals = {
+        "before_ms_per_step": _r(sum(e["ms"] for e in before.values())),
+        "after_ms_per_step": _r(sum(e["ms"] for e in after.values())),
+    }
+    for st in ("added", "removed", "faster", "slower"):
+        sel = [r for r in rows if r["status"] == st]
+        totals[f"{st}_delta_ms_per_step"] = _r(sum(r["delta_ms_per_step"] or 0 for r in sel))
+    return rows, {"counts": counts, **totals}
+
+
+def compare_kernels(sb: Side, sa: Side) -> dict:
+    key = lambda r: normalize_kernel(r.get("name", ""), r.get("kind", "kernel"))  # noqa: E731
+    kb = _aggregate(sb.doc.get("top_kernels"), key, "ms_per_step", "count_per_step", key)
+    ka = _aggregate(sa.doc.get("top_kernels"), key, "ms_per_step", "count_per_step", key)
+    fb = min((e["ms"] for e in kb.values()), default=0.0)
+    fa = min((e["ms"] for e in ka.values()), default=0.0)
+    rows, summary = _table_diff(kb, ka, sb.full_tables, sa.full_tables, fb, fa)
+    return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
+            "complete": {"before": sb.full_tables, "after": sa.full_tables},
+            "normalization": "memcpy/memset exact; kernels: drop return type, argument list and template "
+                             "arguments, keep up to 3 distinctive identifiers from the template arguments"}
+
+
+def _op_label(r: dict) -> str:
+    d = r.get("input_dims") or ""
+    return f"{r.get('op', '')} {d}".strip()
+
+
+def compare_ops(sb: Side, sa: Side) -> dict:
+    key = lambda r: (str(r.get("op", "")), str(r.get("input_dims") or ""))  # noqa: E731
+    ob = _aggregate(sb.doc.get("top_ops"), key, "gpu_ms_per_step", "kernels_per_step", _op_label)
+    oa = _aggregate(sa.doc.get("top_ops"), key, "gpu_ms_per_step", "kernels_per_step", _op_label)
+    fb = min((e["ms"] for e in ob.values()), default=0.0)
+    fa = min((e["ms"] for e in oa.values()), default=0.0)
+    rows, summary = _table_diff(ob, oa, sb.full_tables, sa.full_tables, fb, fa)
+    for r in rows:
+        r["op"], r["input_dims"] = r["key"]
+    return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
+            "complete": {"before": sb.full_tables, "after": sa.full_tables}}
+
+
+# --------------------------------------------------------------------------- like for like
+
+TOP_OPS_FOR_SHAPES = 5
+
+
+def _shape_mismatch(db: dict, da: dict) -> dict | None:
+    """The first of the before trace's top ops (by GPU time, with recorded shapes) that the after
+    trace runs only with other input shapes: a sign of a different batch size or model."""
+    def by_op(doc):
+        out: dict[str, list[tuple[str, float]]] = {}
+        for r in doc.get("top_ops") or []:
+            if isinstance(r, dict) and r.get("input_dims") and r.get("op") != "(no op)":
+                out.setdefault(r["op"], []).append((str(r["input_dims"]), _f(r.get("gpu_ms_per_step")) or 0.0))
+        return out
+    ob, oa = by_op(db), by_op(da)
+    ranked = sorted(ob, key=lambda op: -max(ms for _, ms in ob[op]))
+    checked = 0
+    for op in ranked:
+        if op not in oa:
+            continue
+        checked += 1
+        shapes_b = {d for d, _ in ob[op]}
+        shapes_a = {d for d, _ in oa[op]}
+        if not shapes_b & shapes_a:
+            top_b = max(ob[op], key=lambda x: x[1])[0]
+            top_a = max(oa[op], key=lambda x: x[1])[0]
+            return {"op": op, "before": top_b, "after": top_a}
+        if checked >= TOP_OPS_FOR_SHAPES:
+            break
+    return None
+
+
+def comparability(db: dict, da: dict) -> list[str]:
+    """Reasons the two traces may not be like for like (empty when none is seen)."""
+    out = []
+    tb, ta = db.get("trace") or {}, da.get("trace") or {}
+    for key, what in (("gpu", "GPUs"), ("torch_version", "torch versions"),
+                      ("cuda_runtime_version", "CUDA runtime versions"), ("world_size", "world sizes"),
+                      ("step_source", "step definitions")):
+        vb, va = tb.get(key), ta.get(key)
+        if vb not in (None, "", "unknown GPU") and va not in (None, "", "unknown GPU") and vb != va:
+            out.append(f"different {what}: {vb} before, {va} after")
+    mm = _shape_mismatch(db, da)
+    if mm:
+        out.append(f"input shapes of the top ops differ (different batch size or model?): {mm['op']} ran on "
+                   f"{mm['before']} before and on {mm['after']} after")
+    for label, doc in (("before", db), ("after", da)):
+        s = doc.get("summary") or {}
+        if (s.get("full_steps") or 0) < 2:
+            out.append(f"the {label} trace has {s.get('full_steps') or 0} full step(s): its step time is one sample")
+    return out
+
+
+# --------------------------------------------------------------------------- the diff
+
+def _side_summary(s: Side, st: dict) -> dict:
+    d = s.doc
+    t = d.get("trace") or {}
+    summ = d.get("summary") or {}
+    return {
+        "file": s.path,
+        "source": s.source,
+        "trace_file": t.get("file"),
+        "gpu": t.get("gpu"),
+        "torch_version": t.get("torch_version"),
+        "cuda_runtime_version": t.get("cuda_runtime_version"),
+        "step_source": t.get("step_source"),
+        "steps": summ.get("steps"),
+        "full_steps": summ.get("full_steps"),
+        "verdict": d.get("verdict"),
+        "healthy": d.get("healthy"),
+        "step_time": st,
+        "median_gpu_busy_ms": _r(summ.get("median_gpu_busy_ms")),
+        "median_gpu_idle_ms": _r(summ.get("median_gpu_idle_ms")),
+        "gpu_idle_pct": _r(summ.get("gpu_idle_pct"), 1),
+        "findings": [f.get("kind") for f in d.get("findings") or [] if isinstance(f, dict)],
+        "representative_step": d.get("representative_step"),
+        "warnings": list(s.warnings) + list(t.get("warnings") or [] if s.source == "json" else []),
+    }
+
+
+def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) -> tuple[str, list[str]]:
+    """The one-line answer, and the notes that keep it honest."""
+    notes = []
+    head = f"Median step: {change['sentence']}."
+    resolved = [c for c in causes if c["status"] in ("resolved", "shrunk") and c["reported_before"] == "finding"]
+    new = [c for c in causes if c["status"] in ("new", "grown") and c["reported_after"] == "finding"]
+    if change["direction"] == "slower" and change["significance"] in ("beyond_noise", "well_beyond_noise") \
+            and resolved:
+        slower = [r for r in kernels["rows"] if r["status"] in ("slower", "added")
+                  and (r["delta_ms_per_step"] or 0) > 0][:3]
+        what = "; ".join(f"{r['label'][:80]} +{r['delta_ms_per_step']:.3f} ms" for r in slower)
+        notes.append(f"The step got slower even though {', '.join(c['kind'] for c in resolved)} "
+                     f"{'was' if len(resolved) == 1 else 'were'} reduced: the change cost more elsewhere"
+                     + (f" (GPU time that grew: {what})" if what else "") + ".")
+    if change["direction"] == "faster" and change["significance"] in ("beyond_noise", "well_beyond_noise"):
+        for c in resolved:
+            est = c.get("estimated_savings_ms_before")
+            if est:
+                notes.append(f"{c['kind']} was estimated to save {est:.3f} ms per step; the measured median "
+                             f"step changed by {change['delta_ms']:+.3f} ms.")
+                break
+    if change["significance"] == "within_noise" and resolved:
+        notes.append(f"{', '.join(c['kind'] for c in resolved)} went down, but the step time did not change "
+                     "beyond noise: that cause was not on the critical path, or something else filled the time.")
+    if new:
+        notes.append("New or larger after the change: " + ", ".join(
+            f"{c['kind']} ({c['after_ms_per_step']:.3f} ms/step)" for c in new) + ".")
+    if like:
+        notes.insert(0, "The comparison may not be like for like: " + "; ".join(like) + ".")
+    return head, notes
+
+
+def compare(before: Side, after: Side) -> dict:
+    """The whole diff as plain data (JSON-able). See the module docstring."""
+    db, da = before.doc, after.doc
+    stb, sta = step_stats(db), step_stats(da)
+    change = step_change(stb, sta)
+    causes = compare_causes(db, da)
+    kernels = compare_kernels(before, after)
+    ops = compare_ops(before, after)
+    like = comparability(db, da)
+    head, notes = _headline(change, causes, kernels, like)
+    sb, sa = db.get("summary") or {}, da.get("summary") or {}
+    gpu = {}
+    for k in ("median_gpu_busy_ms", "median_gpu_idle_ms"):
+        vb, va = _f(sb.get(k)), _f(sa.get(k))
+        gpu[k] = {"before": _r(vb), "after": _r(va),
+                  "delta": _r(va - vb) if vb is not None and va is not None else None}
+    findings = {st: [c["kind"] for c in causes if c["status"] == st and
+                     (c["reported_before"] or c["reported_after"])]
+                for st in ("resolved", "new", "grown", "shrunk", "unchanged")}
+    timeline_note = None
+    if before.source == "json" or after.source == "json":
+        which = " and ".join(lbl for lbl, s in (("before", before), ("after", after)) if s.source == "json")
+        timeline_note = (f"No timeline for the {which} side: it is an analyze --json output, which has no "
+                         "events; give the trace file to see it.")
+    if not before.full_tables or not after.full_tables:
+        notes.append("A side is an analyze --json output: its kernel and op tables hold only the top 50, so a "
+                     "kernel missing there may still run, below the listed times.")
+    return {
+        "schema_version": DIFF_SCHEMA_VERSION,
+        "kind": "traceinsight.diff",
+        "headline": head,
+        "notes": notes,
+        "like_for_like": not like,
+        "comparability_warnings": like,
+        "before": _side_summary(before, stb),
+        "after": _side_summary(after, sta),
+        "step_time": {"before": stb, "after": sta, **change},
+        "gpu": gpu,
+        "causes": causes,
+        "findings": findings,
+        "kernels": kernels,
+        "ops": ops,
+        "timeline_note": timeline_note,
+        "method": {
+            "noise": f"noise = 1.4826 x MAD of full-step durations (robust std), the larger of the two; a change "
+                     f"is within noise below {NOISE_K:g} x noise (floor {NOISE_FLOOR_MS} ms or "
+                     f"{100 * NOISE_FLOOR_REL:g}% of the step), well beyond it above {WELL_K:g} x noise with "
+                     "non-overlapping step-time ranges",
+            "causes": f"cost per step = the finding's measured cost (median per full step) or the idle time "
+                      f"attributed to the cause; grown/shrunk when the change is >= {100 * CAUSE_REL:g}% and "
+                      f">= {CAUSE_MIN_MS} ms; resolved = reported before, gone or below the report threshold "
+                      "after",
+            "kernels": f"GPU ms per full step by normalized kernel name; faster/slower when the change is >= "
+                       f"{100 * KERNEL_REL:g}% and >= {KERNEL_MIN_MS} ms",
+        },
+    }
+
+
+def diff_files(before: str | Path, after: str | Path) -> tuple[dict, Side, Side]:
+    sb = load_side(before)
+    sa = load_side(after)
+    return compare(sb, sa), sb, sa
+
+
+__all__ = ["Side", "load_side", "side_from_analysis", "compare", "diff_files", "normalize_kernel",
+           "step_stats", "step_change", "looks_like_analysis_json"]
