@@ -128,7 +128,7 @@ class Recorder:
         from torch.profiler import ProfilerAction, ProfilerActivity, profile, schedule
 
         self.torch = torch
-        self._profile = profile
+        self._profile = _lean_profile_class(torch, profile)
         self._schedule = schedule
         self._RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
         self.cfg = cfg
@@ -221,7 +221,14 @@ class Recorder:
         prof = self.prof
         if prof is None:
             return
-        with self._quiet:
+        try:
+            changes = prof.schedule(prof.step_num + 1) != prof.current_action
+        except Exception:
+            changes = True
+        if changes:  # Kineto starts/stops (and talks) only when the schedule's phase changes
+            with self._quiet:
+                prof.step()
+        else:
             prof.step()
         if self.mode in self.traces:  # the window is complete and exported
             self._stop_current()
@@ -379,6 +386,35 @@ class Recorder:
                 detail = ("no optimizer step or nn.Module forward call: the whole run was recorded")
             return ("whole_run", self.traces["probe"], detail)
         return (None, None, "nothing was recorded")
+
+
+def _lean_profile_class(torch, profile):
+    """torch.profiler.profile that does not import torch._inductor (and dynamo) to start.
+
+    prepare_trace() asks ``hasattr(torch, "_inductor")`` to read one inductor setting, and
+    torch's lazy ``__getattr__`` imports inductor and dynamo for that: seconds of start-up,
+    and modules the script would not have under plain python. If the script has not
+    imported inductor, that setting is moot; the question is answered "no" instead.
+    """
+    class LeanProfile(profile):
+        def prepare_trace(self):
+            lazy = torch.__dict__.get("__getattr__")
+            if lazy is None or "torch._inductor" in sys.modules:
+                return super().prepare_trace()
+
+            def no_inductor(name):
+                if name == "_inductor":
+                    raise AttributeError(name)
+                return lazy(name)
+
+            torch.__getattr__ = no_inductor
+            try:
+                return super().prepare_trace()
+            finally:
+                torch.__getattr__ = lazy
+
+    LeanProfile.__name__ = LeanProfile.__qualname__ = "profile"
+    return LeanProfile
 
 
 def _has_state(module):

@@ -44,7 +44,7 @@ DIFF_SCHEMA_VERSION = 1
 
 # A step-time change is "within noise" below NOISE_K x the larger of the two traces' step-to-step
 # noise (1.4826 x MAD of full-step durations, a robust standard deviation), and "well beyond" it above
-# WELL_K x the noise when the two step-time ranges [min, max] do not overlap either.
+# WELL_K x the noise when the middle halves of the two step-time samples (quartiles) do not overlap either.
 NOISE_K = 2.0
 WELL_K = 5.0
 # Noise floor: step times in the JSON are rounded to 1 us, and a 0.2% change is not worth a claim.
@@ -66,13 +66,13 @@ ROW_LIMIT = 200   # rows per table kept in the diff document (sorted by |change|
 
 _ANON = re.compile(r"\(anonymous namespace\)::")
 _LAMBDA = re.compile(r"\{[^{}]*\}")
-_IDENT = re.compile(r"[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)*")
+_IDENT = re.compile(r"(?<![\w])[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)*")
 _PLAIN_TYPE = re.compile(
     r"^(?:void|bool|char|short|int|long|float|double|half|unsigned|signed|const|volatile|true|false|auto|"
     r"size_t|ptrdiff_t|u?int\d+_t|__half|__nv_bfloat16|__nv_fp8\w*|Half|BFloat16|Float8\w*|complex|"
     r"(?:u?char|u?short|u?int|u?long|longlong|float|double|half|bfloat16|__half|__nv_bfloat16)\d+)$")
 _GENERIC = {
-    "Array", "detail", "TensorIteratorBase", "OffsetCalculator", "TrivialOffsetCalculator", "IntDivider",
+    "Array", "array", "detail", "TensorIteratorBase", "OffsetCalculator", "TrivialOffsetCalculator", "IntDivider",
     "LoadWithoutCast", "StoreWithoutCast", "LoadWithCast", "StoreWithCast", "policies", "unroll",
     "vectorized", "multi_outputs_unroll", "memory", "type", "operator", "lambda", "std", "tuple",
     "pair", "c10", "at", "native", "Scalar", "ScalarType", "integral_constant", "enable_if",
@@ -148,8 +148,8 @@ def normalize_kernel(name: str, kind: str = "kernel") -> str:
                     continue
             cur.append(ch)
         i += 1
-    if depth > 0:      # a name cut short inside its template arguments
-        templates.append((len(base), "".join(cur)))
+    if depth > 0:      # a name cut short inside its template arguments: drop a half identifier
+        templates.append((len(base), re.sub(r"[\w:]+$", "", "".join(cur))))
     b = "".join(base).strip()
     # Drop a return type: "void x", "std::enable_if<...>::type internal::gemvx::kernel" -> the last word.
     cut = b.rfind(" ")
@@ -178,6 +178,9 @@ class Side:
     analysis: Any = None           # pipeline.Analysis for a trace
     full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
     warnings: list[str] = field(default_factory=list)
+    # How long after the last full step ended (on the CPU) the GPU finished the work launched in the
+    # full steps (ms); None when unknown (JSON side, no steps). Large: the CPU ran ahead of the GPU.
+    gpu_lag_ms: float | None = None
 
 
 def _peek(path: Path, n: int = 65536) -> bytes:
@@ -219,6 +222,8 @@ def load_analysis_json(path: Path) -> dict:
         raise TraceError(path, f"not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(doc, dict):
         raise TraceError(path, "not a Kineto trace nor a traceinsight analyze --json output")
+    if doc.get("kind") == "traceinsight.diff":
+        raise TraceError(path, "a traceinsight diff output; give a trace or an analyze --json output")
     if "traces" in doc and "findings" not in doc:
         n = len(doc["traces"]) if isinstance(doc["traces"], list) else "several"
         raise TraceError(path, f"an analyze --json output of {n} traces; diff compares one trace per side "
@@ -255,7 +260,30 @@ def side_from_analysis(a, path: str | None = None) -> Side:
     doc["top_kernels"] = pipeline.kernel_table(a, limit=10**9)
     doc["top_ops"] = pipeline.op_table(a, limit=10**9)
     return Side(path=path or str(a.model.path), source="trace", doc=doc, analysis=a, full_tables=True,
-                warnings=list(a.model.warnings))
+                warnings=list(a.model.warnings), gpu_lag_ms=gpu_lag_ms(a))
+
+
+def gpu_lag_ms(a) -> float | None:
+    """GPU finish of the work launched inside the full steps, minus the end of the last full step (ms).
+
+    When the CPU runs ahead of the GPU (no sync per step, a deep launch queue), ProfilerStep windows
+    time how fast the CPU queued the work, not the GPU's pace, and the step-time change can mislead.
+    """
+    import numpy as np
+    m = a.model
+    if not m.has_gpu or m.step_source != "ProfilerStep":
+        return None
+    fs = a.full_steps
+    if fs.empty:
+        return None
+    s0, s1 = float(fs["start"].min()), float(fs["end"].max())
+    g = m.gpu
+    launcher = g["launcher"].to_numpy()
+    lts = np.where(launcher >= 0, m.cpu["ts"].to_numpy()[np.maximum(launcher, 0)], np.nan)
+    sel = (launcher >= 0) & (lts >= s0) & (lts < s1)
+    if not sel.any():
+        return None
+    return round(max(0.0, float(g["end"].to_numpy()[sel].max()) - s1) / 1000, 4)
 
 
 # --------------------------------------------------------------------------- statistics
@@ -300,7 +328,8 @@ def step_stats(doc: dict) -> dict:
     if not durs:   # an old or hand-made JSON without steps: the summary's numbers only
         med = _f(summ.get("median_step_ms"))
         return {"n": int(summ.get("full_steps") or 0), "median_ms": _r(med), "min_ms": _r(summ.get("min_step_ms")),
-                "max_ms": _r(summ.get("max_step_ms")), "mad_ms": None, "iqr_ms": None, "noise_ms": None,
+                "max_ms": _r(summ.get("max_step_ms")), "mad_ms": None, "q1_ms": None, "q3_ms": None,
+                "iqr_ms": None, "noise_ms": None,
                 "durations_ms": []}
     med = _median(durs)
     mad = _median([abs(d - med) for d in durs])
@@ -310,6 +339,8 @@ def step_stats(doc: dict) -> dict:
         "min_ms": _r(min(durs)),
         "max_ms": _r(max(durs)),
         "mad_ms": _r(mad),
+        "q1_ms": _r(_quantile(durs, 0.25)),
+        "q3_ms": _r(_quantile(durs, 0.75)),
         "iqr_ms": _r(_quantile(durs, 0.75) - _quantile(durs, 0.25)),
         # Robust standard deviation: 1.4826 x MAD (equals the std for normal noise).
         "noise_ms": _r(1.4826 * mad) if len(durs) >= 2 else None,
@@ -350,7 +381,8 @@ def step_change(b: dict, a: dict) -> dict:
             direction = "same"
     else:
         limit = max(NOISE_K * noise, floor)
-        overlap = not (_f(a["max_ms"]) < _f(b["min_ms"]) or _f(a["min_ms"]) > _f(b["max_ms"]))
+        # Overlap of the middle halves (quartiles): one odd step (the first one often is) does not count.
+        overlap = not (_f(a["q3_ms"]) < _f(b["q1_ms"]) or _f(a["q1_ms"]) > _f(b["q3_ms"]))
         if abs(delta) <= limit:
             significance = "within_noise"
             tail = f"within the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
@@ -360,7 +392,8 @@ def step_change(b: dict, a: dict) -> dict:
         else:
             significance = "beyond_noise"
             tail = (f"beyond the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
-                    + (", though the before and after step-time ranges overlap" if overlap else ""))
+                    + (", though the middle halves of the before and after step times overlap" if overlap
+                       else ""))
     if direction == "same" or (significance == "within_noise" and abs(delta) <= floor):
         sentence = f"no change in the median step ({_fmt_ms(mb)} -> {_fmt_ms(ma)}), {tail}"
     else:
@@ -416,7 +449,7 @@ def compare_causes(db: dict, da: dict) -> list[dict]:
         rep_a = "finding" if k in ma else ("minor" if k in na else None)
         if rep_b == "finding" and rep_a != "finding":
             status = "resolved"
-            how = "gone" if rep_a is None else "below threshold"
+            how = "gone" if rep_a is None else "below the report threshold"
         elif rep_a == "finding" and rep_b != "finding":
             status, how = "new", None
         else:
@@ -437,6 +470,7 @@ def compare_causes(db: dict, da: dict) -> list[dict]:
             "reported_after": rep_a,
             "is_idle_cause": k in causes,
             "estimated_savings_ms_before": _r((mb.get(k) or {}).get("estimated_savings_ms")),
+            "rank_before": (list(mb).index(k) + 1) if k in mb else None,
             "title_before": (fb or {}).get("title"),
             "title_after": (fa or {}).get("title"),
             "fix": (fb or fa or {}).get("fix"),
@@ -617,11 +651,13 @@ def _side_summary(s: Side, st: dict) -> dict:
         "gpu_idle_pct": _r(summ.get("gpu_idle_pct"), 1),
         "findings": [f.get("kind") for f in d.get("findings") or [] if isinstance(f, dict)],
         "representative_step": d.get("representative_step"),
+        "gpu_lag_ms": s.gpu_lag_ms,
         "warnings": list(s.warnings) + list(t.get("warnings") or [] if s.source == "json" else []),
     }
 
 
-def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) -> tuple[str, list[str]]:
+def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str],
+              sides: tuple[Side, Side]) -> tuple[str, list[str]]:
     """The one-line answer, and the notes that keep it honest."""
     notes = []
     head = f"Median step: {change['sentence']}."
@@ -635,19 +671,25 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) 
         notes.append(f"The step got slower even though {', '.join(c['kind'] for c in resolved)} "
                      f"{'was' if len(resolved) == 1 else 'were'} reduced: the change cost more elsewhere"
                      + (f" (GPU time that grew: {what})" if what else "") + ".")
-    if change["direction"] == "faster" and change["significance"] in ("beyond_noise", "well_beyond_noise"):
-        for c in resolved:
-            est = c.get("estimated_savings_ms_before")
-            if est:
-                notes.append(f"{c['kind']} was estimated to save {est:.3f} ms per step; the measured median "
-                             f"step changed by {change['delta_ms']:+.3f} ms.")
-                break
+    if resolved and change["delta_ms"] is not None:
+        # The before trace's top-ranked finding that went down: its estimate vs what was measured.
+        c = min(resolved, key=lambda c: c.get("rank_before") or 99)
+        est = c.get("estimated_savings_ms_before")
+        if est:
+            notes.append(f"{c['kind']} ({c['resolved_how'] or c['status']}) was estimated to save "
+                         f"{est:.3f} ms per step; the median step changed by {change['delta_ms']:+.3f} ms.")
     if change["significance"] == "within_noise" and resolved:
         notes.append(f"{', '.join(c['kind'] for c in resolved)} went down, but the step time did not change "
                      "beyond noise: that cause was not on the critical path, or something else filled the time.")
     if new:
         notes.append("New or larger after the change: " + ", ".join(
             f"{c['kind']} ({c['after_ms_per_step']:.3f} ms/step)" for c in new) + ".")
+    for label, s in zip(("before", "after"), sides):
+        med = _f((s.doc.get("summary") or {}).get("median_step_ms"))
+        if s.gpu_lag_ms is not None and med and s.gpu_lag_ms > 0.5 * med:
+            notes.insert(0, f"In the {label} trace the GPU finished the steps' work {s.gpu_lag_ms:.2f} ms after the "
+                            "last step ended on the CPU: the CPU ran ahead of the GPU, so its step windows time how "
+                            "fast work was queued, not the GPU's pace; check the GPU time tables below.")
     if like:
         notes.insert(0, "The comparison may not be like for like: " + "; ".join(like) + ".")
     return head, notes
@@ -662,7 +704,7 @@ def compare(before: Side, after: Side) -> dict:
     kernels = compare_kernels(before, after)
     ops = compare_ops(before, after)
     like = comparability(db, da)
-    head, notes = _headline(change, causes, kernels, like)
+    head, notes = _headline(change, causes, kernels, like, (before, after))
     sb, sa = db.get("summary") or {}, da.get("summary") or {}
     gpu = {}
     for k in ("median_gpu_busy_ms", "median_gpu_idle_ms"):
@@ -700,7 +742,7 @@ def compare(before: Side, after: Side) -> dict:
             "noise": f"noise = 1.4826 x MAD of full-step durations (robust std), the larger of the two; a change "
                      f"is within noise below {NOISE_K:g} x noise (floor {NOISE_FLOOR_MS} ms or "
                      f"{100 * NOISE_FLOOR_REL:g}% of the step), well beyond it above {WELL_K:g} x noise with "
-                     "non-overlapping step-time ranges",
+                     "non-overlapping quartile ranges",
             "causes": f"cost per step = the finding's measured cost (median per full step) or the idle time "
                       f"attributed to the cause; grown/shrunk when the change is >= {100 * CAUSE_REL:g}% and "
                       f">= {CAUSE_MIN_MS} ms; resolved = reported before, gone or below the report threshold "

@@ -6,7 +6,8 @@ Nodes
   ("step", n)  the end of step n on the thread that owns the ProfilerStep ranges.
 Edges (attribute `kind`)
   cpu_order    consecutive calls on one thread; `host_us` and `feed_us` split the CPU time between them
-               into host work that launches nothing and work that feeds the GPU (dispatch, Python).
+               into host work that launches nothing and work that feeds the GPU (dispatch, Python);
+               `input_us` is the input pipeline's part of host_us.
   launch       runtime call -> the GPU activity it issued; `latency_us` from call start to GPU start.
   stream       consecutive activities on one (device, stream); `gap_us` between them.
   sync         GPU activity -> the blocking call that waited for it (stream/device/event sync). A call
@@ -28,6 +29,7 @@ from .host import HostActivity
 from .model import TraceModel
 
 SYNC_TOL_US = 50.0
+WAKE_US = 100.0   # a helper thread idle (in no op) this long between calls was parked, then woken
 
 
 def step_window(model: TraceModel, max_steps: int = 6) -> pd.DataFrame:
@@ -44,13 +46,17 @@ def step_window(model: TraceModel, max_steps: int = 6) -> pd.DataFrame:
 
 def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> nx.DiGraph:
     cpu, gpu = model.cpu, model.gpu
-    t0, t1 = float(steps["start"].min()), float(steps["end"].max())
+    # The CPU side of the steps: the calls the loop made, and its step markers.
+    t0, t1 = float(steps["cpu_start"].min()), float(steps["cpu_end"].max())
     G = nx.DiGraph(t0=t0, t1=t1, steps=[int(s) for s in steps["step"]],
-                   step_starts=[float(x) for x in steps["start"]],
+                   step_starts=[float(x) for x in steps["cpu_start"]],
                    launch_latency_us=launch_latency_us(model))
     rt = cpu[(cpu["kind"] == "runtime") & (cpu["ts"] >= t0) & (cpu["ts"] < t1)]
     launched = gpu[gpu["launcher"].isin(rt.index)]
-    unlaunched = gpu[(gpu["launcher"] < 0) & (gpu["ts"] >= t0) & (gpu["ts"] < t1)]
+    # Work with no launch in the window that runs while the window's work does: a backlog from
+    # earlier steps (the GPU lags), CUDA-graph replays, other processes. It holds its stream's place.
+    t_gpu = max(t1, float(launched["end"].max())) if len(launched) else t1
+    unlaunched = gpu[~gpu.index.isin(launched.index) & (gpu["end"] > t0) & (gpu["ts"] < t_gpu)]
     g = pd.concat([launched, unlaunched]).sort_values("ts", kind="stable")
 
     for i, r in zip(rt.index, rt.itertuples(index=False)):
@@ -65,13 +71,13 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     loop_thread = step_rows["thread"].mode().iloc[0] if len(step_rows) else (
         rt["thread"].mode().iloc[0] if len(rt) else "")
     for s in steps.itertuples():
-        G.add_node(("step", int(s.step)), ts=s.end, dur=0.0, end=s.end, thread=loop_thread,
+        G.add_node(("step", int(s.step)), ts=s.cpu_end, dur=0.0, end=s.cpu_end, thread=loop_thread,
                    rkind="marker", name=f"end of step {s.step}")
     # The window's start, so the host work before the first call is an edge a fix can shrink.
     G.add_node(("start", 0), ts=t0, dur=0.0, end=t0, thread=loop_thread, rkind="marker",
                name="start of the window")
 
-    _cpu_order(G, host)
+    _cpu_order(G, host, loop_thread)
     _launch_edges(G, g, cpu)
     _stream_edges(G, g)
     _sync_edges(G, model, rt, g)
@@ -79,29 +85,48 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     return G
 
 
-def _cpu_order(G: nx.DiGraph, host: HostActivity) -> None:
+def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
+    """Consecutive calls on a thread. A helper thread (autograd's backward thread) that sat idle
+    between calls was woken by the loop thread: its next call hangs off the loop thread's latest call
+    instead, so a fix that speeds up the loop also moves the helper thread's work."""
     rows = [(d["thread"], d["ts"], d["end"], n) for n, d in G.nodes(data=True) if n[0] in ("cpu", "step", "start")]
     rows.sort(key=lambda x: (x[0], x[1]))
     by_thread: dict[str, list] = {}
     for r in rows:
         by_thread.setdefault(r[0], []).append(r)
+    loop = by_thread.get(loop_thread, [])
+    loop_ts = np.array([r[1] for r in loop])
     for th, rs in by_thread.items():
         if len(rs) < 2:
             continue
         a = np.array([r[2] for r in rs[:-1]])
         b = np.array([max(r[1], p[2]) for p, r in zip(rs[:-1], rs[1:])])
         host_us = host.host_time(th, a, b)
+        covered = host.covered_time(th, a, b)
+        inp = host.input_time(th, a, b)
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
+            if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):
+                j = int(np.searchsorted(loop_ts, r[1], side="right")) - 1
+                if j >= 0 and loop[j][3] != r[3]:
+                    src = loop[j]
+                    G.add_edge(src[3], r[3], kind="cpu_order", host_us=0.0, input_us=0.0,
+                               feed_us=max(0.0, r[1] - src[2]), wake=True)
+                    continue
             h = float(min(gap, host_us[k]))
-            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h)
+            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
+                       input_us=float(min(h, inp[k])))
 
 
 def _launch_edges(G: nx.DiGraph, g: pd.DataFrame, cpu: pd.DataFrame) -> None:
+    """latency_us: launch call start -> GPU start, capped at the typical launch latency. A longer
+    delay is queueing behind earlier work (the stream edge already says so), not launch cost."""
+    cap = G.graph["launch_latency_us"]
+    cpu_ts = cpu["ts"].to_numpy()
     for j, lr, ts in zip(g.index, g["launcher"].to_numpy(), g["ts"].to_numpy()):
         if lr >= 0 and ("cpu", lr) in G:
             G.add_edge(("cpu", int(lr)), ("gpu", j), kind="launch",
-                       latency_us=max(0.0, float(ts - cpu.at[int(lr), "ts"])))
+                       latency_us=min(cap, max(0.0, float(ts - cpu_ts[int(lr)]))))
 
 
 def _stream_edges(G: nx.DiGraph, g: pd.DataFrame) -> None:

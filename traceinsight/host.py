@@ -10,6 +10,8 @@ Definitions (kept simple on purpose, stated in the report):
                  inside a launching op: data loading, preprocessing, CPU math, logging, ...
   bare stretch   time covered by no op at all (pure Python). Short ones between launching ops are
                  framework overhead (launch_overhead); long ones (>= BARE_HOST_US) are host work.
+  input work     host ranges of the input pipeline (DataLoader, collate, pin_memory): the part of host
+                 work a CUDA graph of the step would not remove.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ import pandas as pd
 
 from .model import TraceModel, merged_intervals
 
-BARE_HOST_US = 200.0
+BARE_HOST_US = 1000.0
 HOST_OP_US = 50.0
+INPUT_NAMES = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
 FEEDS_GPU = ("launch", "memcpy", "memset")
 
 
@@ -87,10 +90,16 @@ class HostActivity:
         self.host_rows = (((is_aten & substantial) | (is_ann & ~under)) & ~self.launching)
         is_op = is_aten | (is_ann & ~self.launching)
         self.threads: dict[str, ThreadActivity] = {}
+        self.cover: dict[str, ThreadActivity] = {}
+        self.input: dict[str, ThreadActivity] = {}
+        input_rows = self.host_rows & cpu["name"].str.contains(INPUT_NAMES, regex=True).to_numpy()
         ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
         for th in np.unique(thread):
             sel = thread == th
             cs, ce = merged_intervals(ts[sel & is_op], end[sel & is_op])
+            self.cover[th] = ThreadActivity(cs, ce, _cum(cs, ce))
+            is_, ie = merged_intervals(ts[sel & input_rows], end[sel & input_rows])
+            self.input[th] = ThreadActivity(is_, ie, _cum(is_, ie))
             # Long stretches covered by no op at all: Python doing its own work.
             bare_s = np.concatenate([[-np.inf], ce])
             bare_e = np.concatenate([cs, [np.inf]])
@@ -107,6 +116,24 @@ class HostActivity:
         ta = self.threads.get(thread)
         if ta is None:
             return np.where(b - a >= BARE_HOST_US, b - a, 0.0)
+        return overlap_many(ta.s, ta.e, ta.cum, a, b)
+
+    def input_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Input-pipeline time within each [a_k, b_k) on a thread."""
+        a = np.asarray(a, dtype=float)
+        b = np.maximum(np.asarray(b, dtype=float), a)
+        ta = self.input.get(thread)
+        if ta is None:
+            return np.zeros(len(a))
+        return overlap_many(ta.s, ta.e, ta.cum, a, b)
+
+    def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Time inside ops (any op or non-launching annotation) within each [a_k, b_k) on a thread."""
+        a = np.asarray(a, dtype=float)
+        b = np.maximum(np.asarray(b, dtype=float), a)
+        ta = self.cover.get(thread)
+        if ta is None:
+            return np.zeros(len(a))
         return overlap_many(ta.s, ta.e, ta.cum, a, b)
 
     def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:

@@ -154,6 +154,7 @@ def build_model(raw: RawTrace) -> TraceModel:
     cpu = _nest(cpu)
     gpu = _link_launches(cpu, gpu)
     steps, step_source = _steps(cpu, gpu)
+    steps = _mark_partial(_gpu_aware_bounds(steps, cpu, gpu), step_source)
     if steps.empty:
         warnings.append("no ProfilerStep annotations: the whole trace is analysed as one window")
     gaps = _gaps(gpu, steps)
@@ -327,13 +328,45 @@ def _steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         steps = pd.DataFrame({"step": [0], "start": [0.0], "end": [float(max(ends))]})
         source = "whole trace"
     steps["dur"] = steps["end"] - steps["start"]
+    return steps, source
+
+
+def _mark_partial(steps: pd.DataFrame, source: str) -> pd.DataFrame:
     steps["partial"] = False
     if source == "ProfilerStep" and len(steps) >= 2:
         # The profiler often cuts the last step short when it stops; it would skew the medians.
         med = steps["dur"].iloc[:-1].median()
         if steps["dur"].iloc[-1] < 0.5 * med:
             steps.loc[steps.index[-1], "partial"] = True
-    return steps, source
+    return steps
+
+
+def _gpu_aware_bounds(steps: pd.DataFrame, cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """Move step boundaries to where the GPU finished the previous step's work, when it lags.
+
+    When the GPU is the bottleneck the CPU runs steps ahead: ProfilerStep ranges on the CPU are short
+    and say nothing about the real step time. A step's window starts at the later of its CPU start
+    and the end of the GPU work the previous step issued, and ends where the next one starts; so a
+    step lasts as long as its slower side. The CPU ranges stay in cpu_start / cpu_end.
+    """
+    steps = steps.copy()
+    steps["cpu_start"], steps["cpu_end"] = steps["start"], steps["end"]
+    if gpu.empty or len(steps) == 0 or (gpu["launcher"] < 0).all():
+        return steps
+    g = gpu[gpu["launcher"] >= 0]
+    lts = cpu["ts"].to_numpy()[g["launcher"].to_numpy()]
+    cs, ce = steps["cpu_start"].to_numpy(), steps["cpu_end"].to_numpy()
+    k = np.searchsorted(cs, lts, side="right") - 1
+    inside = (k >= 0) & (lts < ce[np.maximum(k, 0)])
+    done = pd.Series(g["end"].to_numpy()[inside]).groupby(k[inside]).max()
+    gpu_done = np.full(len(steps), -np.inf)
+    gpu_done[done.index.to_numpy()] = done.to_numpy()
+    start = cs.copy()
+    start[1:] = np.maximum(cs[1:], gpu_done[:-1])
+    end = np.append(start[1:], max(ce[-1], gpu_done[-1]))
+    steps["start"], steps["end"] = start, end
+    steps["dur"] = steps["end"] - steps["start"]
+    return steps
 
 
 def merged_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

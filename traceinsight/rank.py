@@ -61,11 +61,19 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 vals.append(max(0.0, base.median_us - whatif.simulate(whatif.apply(compiled, t, bw)).median_us))
             f.savings_bound_us = (min(vals), max(vals))
             f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
+        elif f.kind == "host_bound" and f.estimated_savings_us > f.lost_per_step_us:
+            # Removing host work also lets later launches go out sooner, but the replay removes all
+            # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
+            f.savings_bound_us = (f.lost_per_step_us, f.estimated_savings_us)
+            f.estimated_savings_us = f.lost_per_step_us
+            f.estimate_note = ("measured idle during host work; replaying with all host work removed "
+                               "gives the upper end of the range")
         elif f.kind == "layout_permute":
             f.savings_bound_us = (0.0, f.estimated_savings_us)
             f.estimate_note += ("; NHWC convolutions may pick faster or slower kernels, which the "
                                 "trace cannot show: treat as an upper bound")
-    findings.sort(key=lambda f: -f.estimated_savings_us)
+    # profiler_overhead is about the measurement, not the program: it goes after every real fix.
+    findings.sort(key=lambda f: (f.kind == "profiler_overhead", -f.estimated_savings_us))
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0]
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if f.kind not in NOT_REPLAYED and f.transform]
@@ -84,8 +92,15 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     return {"findings": findings, "minor": minor, "whatif": info}
 
 
+IDLE_KINDS = {"launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "collective_wait"}
+
+
 def _significant(f: Finding, median_step: float) -> bool:
+    """Worth a ticket: the estimate clears the bar, and for idle causes so does the measured idle."""
+    bar = max(MIN_US, MIN_SHARE * median_step)
     if f.kind == "profiler_overhead":
         return f.lost_per_step_us >= 0.05 * median_step
+    if f.kind in IDLE_KINDS and f.lost_per_step_us < bar:
+        return False
     v = f.estimated_savings_us if not math.isnan(f.estimated_savings_us) else f.lost_per_step_us
-    return v >= max(MIN_US, MIN_SHARE * median_step)
+    return v >= bar

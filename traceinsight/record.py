@@ -54,6 +54,7 @@ import typer
 PROG = "traceinsight record"
 EXIT_USAGE = 2
 BOOT = Path(__file__).resolve().with_name("_record_boot.py")
+TRACE_SUFFIX = ".pt.trace.json.gz"
 REPORT_NAMES = {"html": "report.html", "markdown": "report.md", "json": "report.json"}
 INSTALL_HINT = ("traceinsight record needs PyTorch, which is not importable here: "
                 "pip install 'traceinsight-gpu[record]' (or install torch for your platform)")
@@ -216,9 +217,10 @@ def _write_trace(raw: Path, dest: Path, meta: dict) -> Path:
                 break
             rest += more
         sep = b"" if rest.lstrip().startswith(b"}") else b","
-        name, suffix = dest.name.split(".", 1)
+        name = dest.name[:-len(TRACE_SUFFIX)] if dest.name.endswith(TRACE_SUFFIX) else dest.name
+        suffix = TRACE_SUFFIX if dest.name.endswith(TRACE_SUFFIX) else ""
         for n in range(1, 1000):
-            target = dest if n == 1 else dest.with_name(f"{name}-{n}.{suffix}")
+            target = dest if n == 1 else dest.with_name(f"{name}-{n}{suffix}")
             try:
                 out = gzip.open(target, "xb", compresslevel=6)
             except FileExistsError:
@@ -277,7 +279,7 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
     else:
         _check_script(script)
         stem = _slug(Path(script).stem)
-    trace_name = f"{stem}.pt.trace.json.gz"
+    trace_name = stem + TRACE_SUFFIX
     out_dir, created = _prepare_out_dir(out_dir, stem, trace_name)
     work_dir = None
     try:
@@ -406,7 +408,7 @@ def record_command(
     module: bool = typer.Option(False, "-m", "--module",
                                 help="SCRIPT is a module name: run it like `python -m SCRIPT`."),
     out_dir: Optional[Path] = typer.Option(
-        None, "--out-dir", "-o", file_okay=False,
+        None, "--out-dir", "-o",
         help="Output folder (default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/)."),
     skip: int = typer.Option(1, "--skip", min=0,
                              help="Steps to skip before the warmup (the profiler's 'wait')."),

@@ -63,6 +63,7 @@ class Compiled:
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
+        self.input = np.zeros(n)
         self.feed = np.zeros(n)
         self.lpred = np.full(n, -1, dtype=np.int64)
         self.latency = np.zeros(n)
@@ -79,6 +80,7 @@ class Compiled:
             if k == "cpu_order":
                 self.cpred[b], self.csucc[a] = a, b
                 self.host[b], self.feed[b] = d["host_us"], d["feed_us"]
+                self.input[b] = d.get("input_us", 0.0)
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
             elif k == "stream":
@@ -138,7 +140,9 @@ def apply(c: Compiled, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT
     gpu_idx = np.flatnonzero(c.is_gpu)
     is_launch = np.array([r == "launch" for r in c.rkind], dtype=bool)
     if transform.get("cuda_graph"):
+        # A graph of the whole step replays without Python or dispatch; the input pipeline stays.
         s.feed[cpu_idx] = 0.0
+        s.host[cpu_idx] = c.input[cpu_idx]
         s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
         s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
         s.dur[is_launch] = 0.0

@@ -34,18 +34,22 @@ def is_collective(names: pd.Series) -> np.ndarray:
 
 
 def launch_latency_us(model: TraceModel) -> float:
-    """Typical launch call -> kernel start delay, from kernels whose stream was idle at launch."""
+    """Typical launch call -> GPU start delay, from activities whose stream was idle at launch.
+
+    Queued work (stream still busy with anything, linked or not) says nothing about launch latency.
+    Bounded to [20, 100] us: beyond that a delay is a dependency, not the cost of a launch.
+    """
     g = model.gpu
-    g = g[g["launcher"] >= 0]
     if g.empty:
         return 20.0
-    lt = model.cpu["ts"].to_numpy()[g["launcher"].to_numpy()]
+    prev_end = g.sort_values("ts", kind="stable").groupby(["device", "stream"])["end"].shift(1)
+    prev_end = prev_end.reindex(g.index).to_numpy()
+    linked = g["launcher"].to_numpy() >= 0
+    lt = np.where(linked, model.cpu["ts"].to_numpy()[np.maximum(g["launcher"].to_numpy(), 0)], np.nan)
     delay = g["ts"].to_numpy() - lt
-    prev_end = g.groupby(["device", "stream"])["end"].shift(1).to_numpy()
-    idle = ~(prev_end > lt)  # NaN (first on stream) counts as idle
-    d = delay[idle & (delay >= 0)]
-    med = float(np.median(d)) if len(d) else 10.0
-    return max(20.0, 2.0 * med)
+    idle = linked & (prev_end < lt) & (delay >= 0)
+    med = float(np.median(delay[idle])) if idle.any() else 10.0
+    return float(min(100.0, max(20.0, 2.0 * med)))
 
 
 def blocking_calls(model: TraceModel) -> pd.DataFrame:

@@ -57,6 +57,14 @@ class Context:
         ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
         return np.where(ok, st["step"].to_numpy()[np.maximum(k, 0)], -1)
 
+    def cpu_step_of(self, ts: np.ndarray) -> np.ndarray:
+        """Step number of each CPU timestamp by the ProfilerStep ranges themselves (-1 outside)."""
+        st = self.model.steps
+        starts, ends = st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()
+        k = np.searchsorted(starts, ts, side="right") - 1
+        ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
+        return np.where(ok, st["step"].to_numpy()[np.maximum(k, 0)], -1)
+
     def gpu_in_full_steps(self, rows: pd.DataFrame) -> pd.DataFrame:
         return rows[np.isin(self.step_of(rows["ts"].to_numpy()), self.full_steps)]
 

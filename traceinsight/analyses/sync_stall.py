@@ -54,7 +54,12 @@ def _blocking_finding(ctx: Context, cause: str) -> list[Finding]:
                  "call": call, "per_step": round(d["count"] / ctx.n_full, 2),
                  "idle_ms_per_step": round(d["idle_us"] / ctx.n_full / 1000, 3)}
                 for (op, src, call), d in sites[:8]]
-    blockers = sorted({b for b, _ in rows})
+    # The fix removes the sync from the op, every time it runs: unblock every blocking call made under
+    # the ops that stalled the GPU, not only the ones that happened to drain the queue.
+    from .attribution import blocking_calls
+    site_ops = {top_op(cpu, b) for b, _ in rows}
+    blocks = blocking_calls(ctx.model)
+    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
     if cause == "sync_stall":
         first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
         fixes = []

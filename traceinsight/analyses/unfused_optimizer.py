@@ -20,7 +20,7 @@ def analyze(ctx: Context) -> list[Finding]:
     regions = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("Optimizer.step#")]
     if regions.empty or gpu.empty:
         return []
-    regions = regions.assign(step=ctx.step_of(regions["ts"].to_numpy()))
+    regions = regions.assign(step=ctx.cpu_step_of(regions["ts"].to_numpy()))
     regions = regions[np.isin(regions["step"], ctx.full_steps)]
     if regions.empty:
         return []

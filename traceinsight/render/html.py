@@ -48,6 +48,17 @@ def _fmt(v, nd: int = 3) -> str:
     return str(v)
 
 
+def cuda_version(v) -> str | None:
+    """Kineto writes CUDA versions as integers, 1000 * major + 10 * minor: 12040 -> "12.4"."""
+    if v is None or v == "":
+        return None
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{n // 1000}.{(n % 1000) // 10}" if n >= 1000 else str(n)
+
+
 def _label(key: str) -> str:
     words = str(key).replace("_", " ")
     for unit, full in ((" pct", " %"), (" ms", " (ms)"), (" us", " (us)")):
@@ -193,6 +204,8 @@ def _trace_ctx(a, i: int, max_items: int) -> dict:
         "timeline_json": Markup(dumps_for_script(tl)) if tl else None,
         "timeline": tl,
         "rep_step": representative_step(a),
+        "cuda_runtime": cuda_version(t.get("cuda_runtime_version")),
+        "cuda_driver": cuda_version(t.get("cuda_driver_version")),
     }
 
 

@@ -8,22 +8,25 @@
  *   render(container, data, opts) -> Timeline
  *       Draws into `container` (an empty block element). opts (all optional):
  *         domain: [t0_us, t1_us]   initial and "reset" view (default [0, data.duration_us])
- *         rowHeight: 16, labelWidth: 200 (px)
+ *         rowHeight: 18, labelWidth: 200 (px)
  *         legend: true             draw the color legend under the canvas
  *         title: ""                a caption above the canvas
  *   group() -> Group               a shared time axis: group.add(timeline) syncs the view of every
  *                                  member on zoom/pan (use a common `domain` for aligned timelines).
  *   renderAll(root = document)     renders every element with class "ti-timeline" and attribute
- *                                  data-timeline-src="<id of a <script type="application/json">>";
+ *                                  data-timeline-src="ID", ID being the id of a script element of type
+ *                                  application/json holding the data;
  *                                  elements with the same data-timeline-group share one Group.
  *                                  data-timeline-domain="t0,t1" sets opts.domain. Returns the
  *                                  Timelines. Called automatically on DOMContentLoaded.
+ *   instances                      every Timeline rendered so far, in order.
  *   Timeline: .setView(t0, t1), .getView() -> [t0, t1], .resetView(), .redraw(), .itemsDrawn,
- *             .data, .container. After each draw the container gets data-items-drawn="<N>"
+ *             .data, .container, .pointFor(rowIndex, itemIndex) -> {x, y, name} (viewport
+ *             coordinates of an item's visible middle, or null). After each draw the container gets data-items-drawn="<N>"
  *             (rectangles drawn in the current view) and data-ready="1".
  * Interaction: wheel zooms around the cursor, drag pans, double-click resets, hover shows a
  * tooltip (name, start, duration, row). Every trace string is drawn with fillText or set with
- * textContent; nothing from the data goes through innerHTML.
+ * textContent; no HTML is ever parsed from the data.
  */
 (function () {
   "use strict";
@@ -32,6 +35,7 @@
 
   function fmtUs(us) {
     var a = Math.abs(us);
+    if (a === 0) return "0";
     if (a >= 1e6) return (us / 1e6).toFixed(3) + " s";
     if (a >= 1000) return (us / 1000).toFixed(3) + " ms";
     if (a >= 1) return us.toFixed(1) + " us";
@@ -84,7 +88,7 @@
     opts = opts || {};
     this.container = container;
     this.data = data;
-    this.rowHeight = opts.rowHeight || 16;
+    this.rowHeight = opts.rowHeight || 18;
     this.labelWidth = opts.labelWidth || 200;
     var dur = Math.max(data.duration_us || 0, 1e-3);
     this.domain = opts.domain ? [opts.domain[0], opts.domain[1]] : [0, dur];
@@ -213,7 +217,8 @@
     for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
       var x = Math.round(this._xOf(t, W)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 6); ctx.lineTo(x, H); ctx.stroke();
-      ctx.fillText(fmtUs(Math.abs(t) < step / 1e6 ? 0 : t), x + 3, AXIS_H / 2 - 2);
+      var tl = fmtUs(Math.abs(t) < step / 1e6 ? 0 : t), tw = ctx.measureText(tl).width;
+      ctx.fillText(tl, x + 3 + tw > W ? x - 3 - tw : x + 3, AXIS_H / 2 - 2);
     }
     ctx.strokeStyle = "#999";
     ctx.beginPath(); ctx.moveTo(L, AXIS_H - 0.5); ctx.lineTo(W, AXIS_H - 0.5); ctx.stroke();
@@ -310,8 +315,10 @@
     tip.style.display = "block";
     var W = this.wrap.clientWidth || 800;
     var tw = tip.offsetWidth || 300;
+    var th = tip.offsetHeight || 60, H = this.canvas.clientHeight || 200;
     tip.style.left = Math.max(0, Math.min(mx + 12, W - tw - 4)) + "px";
-    tip.style.top = (my + 14) + "px";
+    // Below the pointer when it fits inside the timeline, else above it.
+    tip.style.top = (my + 14 + th <= H ? my + 14 : Math.max(0, my - th - 10)) + "px";
   };
 
   Timeline.prototype._bind = function () {
@@ -375,7 +382,25 @@
     this.members.forEach(function (m) { if (m !== src) m.setView(v[0], v[1], true); });
   };
 
-  function render(container, data, opts) { return new Timeline(container, data, opts); }
+  // Client (viewport) coordinates of the middle of the visible part of item `i` of row `rowIndex`,
+  // or null when it is out of view: lets tests and other code point at an item.
+  Timeline.prototype.pointFor = function (rowIndex, i) {
+    var R = this.rows[rowIndex];
+    if (!R || !R.items[i]) return null;
+    var it = R.items[i], W = this.wrap.clientWidth || 800;
+    var a = Math.max(this._xOf(it[0], W), this.labelWidth), b = Math.min(this._xOf(it[0] + it[1], W), W);
+    if (b < a) return null;
+    var r = this.canvas.getBoundingClientRect();
+    return {x: r.left + (a + b) / 2, y: r.top + AXIS_H + rowIndex * this.rowHeight + this.rowHeight / 2,
+            name: this.data.names[it[2]] || ""};
+  };
+
+  var instances = [];
+  function render(container, data, opts) {
+    var tl = new Timeline(container, data, opts);
+    instances.push(tl);
+    return tl;
+  }
 
   function renderAll(root) {
     root = root || document;
@@ -403,7 +428,7 @@
   }
 
   window.TraceInsightTimeline = {
-    render: render, renderAll: renderAll, group: function () { return new Group(); },
+    render: render, renderAll: renderAll, group: function () { return new Group(); }, instances: instances,
     formatUs: fmtUs, version: 1
   };
   if (document.readyState === "loading") {

@@ -1,0 +1,72 @@
+"""Predicted vs measured: does the what-if estimate match what the fix really did?
+
+For each workload with a fixed version, analyze the "before" trace, take the estimate of the finding
+the fix addresses, and compare the predicted step time after the fix with the measured one (both
+un-profiled: the prediction scales the measured before-time by the predicted saving fraction).
+
+    python sample_traces/validate.py            # prints the Markdown table
+    python sample_traces/validate.py --write    # also writes sample_traces/validation.md
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from traceinsight.pipeline import analyze_file, to_dict  # noqa: E402
+
+
+def rows() -> list[dict]:
+    man = json.loads((HERE / "manifest.json").read_text())
+    by = {(t["workload"], t["variant"]): t for t in man["traces"]}
+    out = []
+    for (wl, variant), before in sorted(by.items()):
+        if variant != "before" or (wl, "after") not in by:
+            continue
+        after = by[(wl, "after")]
+        d = to_dict(analyze_file(HERE / before["file"]))
+        kind = before["expected_kind"]
+        f = next((x for x in d["findings"] if x["kind"] == kind), None)
+        rank = [x["kind"] for x in d["findings"]].index(kind) + 1 if f else None
+        before_ms = before["step_time_ms"]["median_ms"]
+        after_ms = after["step_time_ms"]["median_ms"]
+        trace_ms = d["summary"]["median_step_ms"]
+        frac = (f["estimated_savings_ms"] / trace_ms) if f and trace_ms else 0.0
+        pred_after = before_ms * (1 - frac)
+        pred_speedup = before_ms / pred_after if pred_after > 0 else float("inf")
+        meas_speedup = before_ms / after_ms
+        out.append({
+            "workload": wl, "kind": kind, "rank": rank, "top": d["findings"][0]["kind"] if d["findings"] else "-",
+            "before_ms": before_ms, "after_ms": after_ms, "pred_after_ms": round(pred_after, 3),
+            "meas_speedup": round(meas_speedup, 2), "pred_speedup": round(pred_speedup, 2),
+            "speedup_err_pct": round(100 * (pred_speedup - meas_speedup) / meas_speedup, 1),
+            "range_ms": f["savings_range_ms"] if f else None,
+        })
+    return out
+
+
+def table(rs: list[dict]) -> str:
+    lines = ["| workload | finding (rank; top) | before ms | after ms (measured) | after ms (predicted) | "
+             "speedup measured | speedup predicted | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rs:
+        lines.append(f"| {r['workload']} | `{r['kind']}` ({r['rank'] or 'not found'}; top `{r['top']}`) | "
+                     f"{r['before_ms']:.3f} | {r['after_ms']:.3f} | {r['pred_after_ms']:.3f} | "
+                     f"{r['meas_speedup']:.2f}x | {r['pred_speedup']:.2f}x | {r['speedup_err_pct']:+.0f}% |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    rs = rows()
+    text = table(rs)
+    print(text)
+    if "--write" in sys.argv:
+        man = json.loads((HERE / "manifest.json").read_text())
+        head = (f"# What-if validation\n\nMeasured on {man.get('gpu')} (torch {man.get('torch')}, CUDA "
+                f"{man.get('cuda')}); un-profiled step times from manifest.json. Predicted = measured before "
+                "x (1 - estimated saving / profiled median step). Regenerate: "
+                "`python sample_traces/validate.py --write`.\n\n")
+        (HERE / "validation.md").write_text(head + text + "\n")
