@@ -178,9 +178,6 @@ class Side:
     analysis: Any = None           # pipeline.Analysis for a trace
     full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
     warnings: list[str] = field(default_factory=list)
-    # How long after the last full step ended (on the CPU) the GPU finished the work launched in the
-    # full steps (ms); None when unknown (JSON side, no steps). Large: the CPU ran ahead of the GPU.
-    gpu_lag_ms: float | None = None
 
 
 def _peek(path: Path, n: int = 65536) -> bytes:
@@ -213,7 +210,7 @@ def looks_like_analysis_json(head: bytes) -> bool:
     return h[:1] == b"{" and bool(_ANALYSIS_HEAD.search(h)) and b'"traceEvents"' not in h
 
 
-def load_analysis_json(path: Path) -> dict:
+def load_analysis_json(path: Path) -> dict | None:
     from .load import read_bytes
     data, _ = read_bytes(path)
     try:
@@ -222,6 +219,8 @@ def load_analysis_json(path: Path) -> dict:
         raise TraceError(path, f"not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(doc, dict):
         raise TraceError(path, "not a Kineto trace nor a traceinsight analyze --json output")
+    if "traceEvents" in doc:
+        return None        # a trace after all (its "traceEvents" came late): the caller analyzes it
     if doc.get("kind") == "traceinsight.diff":
         raise TraceError(path, "a traceinsight diff output; give a trace or an analyze --json output")
     if "traces" in doc and "findings" not in doc:
@@ -247,7 +246,8 @@ def load_side(path: str | Path) -> Side:
                                "per side")
     if looks_like_analysis_json(_peek(path)):
         doc = load_analysis_json(path)
-        return Side(path=str(path), source="json", doc=doc, analysis=None, full_tables=False)
+        if doc is not None:
+            return Side(path=str(path), source="json", doc=doc, analysis=None, full_tables=False)
     from . import pipeline
     a = pipeline.analyze_file(path)
     return side_from_analysis(a, str(path))
@@ -260,30 +260,7 @@ def side_from_analysis(a, path: str | None = None) -> Side:
     doc["top_kernels"] = pipeline.kernel_table(a, limit=10**9)
     doc["top_ops"] = pipeline.op_table(a, limit=10**9)
     return Side(path=path or str(a.model.path), source="trace", doc=doc, analysis=a, full_tables=True,
-                warnings=list(a.model.warnings), gpu_lag_ms=gpu_lag_ms(a))
-
-
-def gpu_lag_ms(a) -> float | None:
-    """GPU finish of the work launched inside the full steps, minus the end of the last full step (ms).
-
-    When the CPU runs ahead of the GPU (no sync per step, a deep launch queue), ProfilerStep windows
-    time how fast the CPU queued the work, not the GPU's pace, and the step-time change can mislead.
-    """
-    import numpy as np
-    m = a.model
-    if not m.has_gpu or m.step_source != "ProfilerStep":
-        return None
-    fs = a.full_steps
-    if fs.empty:
-        return None
-    s0, s1 = float(fs["start"].min()), float(fs["end"].max())
-    g = m.gpu
-    launcher = g["launcher"].to_numpy()
-    lts = np.where(launcher >= 0, m.cpu["ts"].to_numpy()[np.maximum(launcher, 0)], np.nan)
-    sel = (launcher >= 0) & (lts >= s0) & (lts < s1)
-    if not sel.any():
-        return None
-    return round(max(0.0, float(g["end"].to_numpy()[sel].max()) - s1) / 1000, 4)
+                warnings=list(a.model.warnings))
 
 
 # --------------------------------------------------------------------------- statistics
@@ -406,11 +383,8 @@ def step_change(b: dict, a: dict) -> dict:
 # --------------------------------------------------------------------------- causes and findings
 
 def _cause_names() -> tuple[str, ...]:
-    try:
-        from .analyses.attribution import CAUSES
-        return tuple(CAUSES)
-    except Exception:  # pragma: no cover
-        return ()
+    from .analyses.attribution import CAUSES
+    return tuple(CAUSES)
 
 
 def _status(b: float, a: float, rel: float, min_ms: float) -> str:
@@ -435,16 +409,16 @@ def compare_causes(db: dict, da: dict) -> list[dict]:
     ma, na, ia = index(da)
     kinds = list(dict.fromkeys([*mb, *ma, *nb, *na, *causes, *ib, *ia]))
 
-    def cost(kind, major, minor, idle):
+    def cost(kind, major, minor, idle) -> float:
         f = major.get(kind) or minor.get(kind)
         if f is not None and _f(f.get("measured_cost_ms_per_step")) is not None:
-            return float(f["measured_cost_ms_per_step"]), "finding"
+            return float(f["measured_cost_ms_per_step"])
         v = _f(idle.get(kind))
-        return (v if v is not None else 0.0), ("idle_by_cause" if kind in idle else "none")
+        return v if v is not None else 0.0
 
     for k in kinds:
-        cb, src_b = cost(k, mb, nb, ib)
-        ca, src_a = cost(k, ma, na, ia)
+        cb = cost(k, mb, nb, ib)
+        ca = cost(k, ma, na, ia)
         rep_b = "finding" if k in mb else ("minor" if k in nb else None)
         rep_a = "finding" if k in ma else ("minor" if k in na else None)
         if rep_b == "finding" and rep_a != "finding":
@@ -525,9 +499,9 @@ def _table_diff(before: dict, after: dict, complete_b: bool, complete_a: bool, f
             "names_before": b["names"] if b else [],
             "names_after": a["names"] if a else [],
             # A row missing from a truncated top-50 table took at most the smallest listed time.
-            "bound_note": (f"after: below {floor_a:.3f} ms (not in the top list)" if b and not a and not complete_a
-                           else f"before: below {floor_b:.3f} ms (not in the top list)" if a and not b and not complete_b
-                           else None),
+            "bound_note": (f"after: at most {_fmt_ms(floor_a)} (not in the top list)" if b and not a and not complete_a
+                           else f"before: at most {_fmt_ms(floor_b)} (not in the top list)" if a and not b
+                           and not complete_b else None),
         })
     rows.sort(key=lambda r: -abs(r["delta_ms_per_step"] or 0))
     counts: dict[str, int] = {}
@@ -543,15 +517,24 @@ def _table_diff(before: dict, after: dict, complete_b: bool, complete_a: bool, f
     return rows, {"counts": counts, **totals}
 
 
+# analyze --json keeps the top 50 kernels and ops (pipeline.kernel_table / op_table): a shorter list is whole.
+JSON_TABLE_LIMIT = 50
+
+
+def _complete(s: Side, key: str) -> bool:
+    return s.full_tables or len(s.doc.get(key) or []) < JSON_TABLE_LIMIT
+
+
 def compare_kernels(sb: Side, sa: Side) -> dict:
-    key = lambda r: normalize_kernel(r.get("name", ""), r.get("kind", "kernel"))  # noqa: E731
+    key = lambda r: normalize_kernel(r.get("name", ""), r.get("kind", "kernel"))
     kb = _aggregate(sb.doc.get("top_kernels"), key, "ms_per_step", "count_per_step", key)
     ka = _aggregate(sa.doc.get("top_kernels"), key, "ms_per_step", "count_per_step", key)
     fb = min((e["ms"] for e in kb.values()), default=0.0)
     fa = min((e["ms"] for e in ka.values()), default=0.0)
-    rows, summary = _table_diff(kb, ka, sb.full_tables, sa.full_tables, fb, fa)
+    cb, ca = _complete(sb, "top_kernels"), _complete(sa, "top_kernels")
+    rows, summary = _table_diff(kb, ka, cb, ca, fb, fa)
     return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
-            "complete": {"before": sb.full_tables, "after": sa.full_tables},
+            "complete": {"before": cb, "after": ca},
             "normalization": "memcpy/memset exact; kernels: drop return type, argument list and template "
                              "arguments, keep up to 3 distinctive identifiers from the template arguments"}
 
@@ -562,16 +545,17 @@ def _op_label(r: dict) -> str:
 
 
 def compare_ops(sb: Side, sa: Side) -> dict:
-    key = lambda r: (str(r.get("op", "")), str(r.get("input_dims") or ""))  # noqa: E731
+    key = lambda r: (str(r.get("op", "")), str(r.get("input_dims") or ""))
     ob = _aggregate(sb.doc.get("top_ops"), key, "gpu_ms_per_step", "kernels_per_step", _op_label)
     oa = _aggregate(sa.doc.get("top_ops"), key, "gpu_ms_per_step", "kernels_per_step", _op_label)
     fb = min((e["ms"] for e in ob.values()), default=0.0)
     fa = min((e["ms"] for e in oa.values()), default=0.0)
-    rows, summary = _table_diff(ob, oa, sb.full_tables, sa.full_tables, fb, fa)
+    cb, ca = _complete(sb, "top_ops"), _complete(sa, "top_ops")
+    rows, summary = _table_diff(ob, oa, cb, ca, fb, fa)
     for r in rows:
         r["op"], r["input_dims"] = r["key"]
     return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
-            "complete": {"before": sb.full_tables, "after": sa.full_tables}}
+            "complete": {"before": cb, "after": ca}}
 
 
 # --------------------------------------------------------------------------- like for like
@@ -620,10 +604,6 @@ def comparability(db: dict, da: dict) -> list[str]:
     if mm:
         out.append(f"input shapes of the top ops differ (different batch size or model?): {mm['op']} ran on "
                    f"{mm['before']} before and on {mm['after']} after")
-    for label, doc in (("before", db), ("after", da)):
-        s = doc.get("summary") or {}
-        if (s.get("full_steps") or 0) < 2:
-            out.append(f"the {label} trace has {s.get('full_steps') or 0} full step(s): its step time is one sample")
     return out
 
 
@@ -651,13 +631,11 @@ def _side_summary(s: Side, st: dict) -> dict:
         "gpu_idle_pct": _r(summ.get("gpu_idle_pct"), 1),
         "findings": [f.get("kind") for f in d.get("findings") or [] if isinstance(f, dict)],
         "representative_step": d.get("representative_step"),
-        "gpu_lag_ms": s.gpu_lag_ms,
         "warnings": list(s.warnings) + list(t.get("warnings") or [] if s.source == "json" else []),
     }
 
 
-def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str],
-              sides: tuple[Side, Side]) -> tuple[str, list[str]]:
+def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) -> tuple[str, list[str]]:
     """The one-line answer, and the notes that keep it honest."""
     notes = []
     head = f"Median step: {change['sentence']}."
@@ -684,12 +662,6 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str],
     if new:
         notes.append("New or larger after the change: " + ", ".join(
             f"{c['kind']} ({c['after_ms_per_step']:.3f} ms/step)" for c in new) + ".")
-    for label, s in zip(("before", "after"), sides):
-        med = _f((s.doc.get("summary") or {}).get("median_step_ms"))
-        if s.gpu_lag_ms is not None and med and s.gpu_lag_ms > 0.5 * med:
-            notes.insert(0, f"In the {label} trace the GPU finished the steps' work {s.gpu_lag_ms:.2f} ms after the "
-                            "last step ended on the CPU: the CPU ran ahead of the GPU, so its step windows time how "
-                            "fast work was queued, not the GPU's pace; check the GPU time tables below.")
     if like:
         notes.insert(0, "The comparison may not be like for like: " + "; ".join(like) + ".")
     return head, notes
@@ -704,7 +676,7 @@ def compare(before: Side, after: Side) -> dict:
     kernels = compare_kernels(before, after)
     ops = compare_ops(before, after)
     like = comparability(db, da)
-    head, notes = _headline(change, causes, kernels, like, (before, after))
+    head, notes = _headline(change, causes, kernels, like)
     sb, sa = db.get("summary") or {}, da.get("summary") or {}
     gpu = {}
     for k in ("median_gpu_busy_ms", "median_gpu_idle_ms"):
@@ -716,10 +688,19 @@ def compare(before: Side, after: Side) -> dict:
                 for st in ("resolved", "new", "grown", "shrunk", "unchanged")}
     timeline_note = None
     if before.source == "json" or after.source == "json":
-        which = " and ".join(lbl for lbl, s in (("before", before), ("after", after)) if s.source == "json")
-        timeline_note = (f"No timeline for the {which} side: it is an analyze --json output, which has no "
-                         "events; give the trace file to see it.")
-    if not before.full_tables or not after.full_tables:
+        both = before.source == "json" and after.source == "json"
+        which = "before and after sides: they are analyze --json outputs" if both else \
+            f"{'before' if before.source == 'json' else 'after'} side: it is an analyze --json output"
+        timeline_note = (f"No timeline for the {which}, which {'hold' if both else 'holds'} no events; give "
+                         f"the trace file{'s' if both else ''} to see {'them' if both else 'it'}.")
+    for label, doc in (("before", db), ("after", da)):
+        total = sum(_f(r.get("gpu_ms_per_step")) or 0.0 for r in doc.get("top_ops") or [] if isinstance(r, dict))
+        no_op = sum(_f(r.get("gpu_ms_per_step")) or 0.0 for r in doc.get("top_ops") or []
+                    if isinstance(r, dict) and r.get("op") == "(no op)")
+        if total > 0 and no_op > 0.5 * total:
+            notes.append(f"In the {label} trace most GPU time ({100 * no_op / total:.0f}%) has no op that launched it "
+                         "(a CUDA graph replay, or work from another process): compare the kernels, not the ops.")
+    if not all(kernels["complete"].values()) or not all(ops["complete"].values()):
         notes.append("A side is an analyze --json output: its kernel and op tables hold only the top 50, so a "
                      "kernel missing there may still run, below the listed times.")
     return {

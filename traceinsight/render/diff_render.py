@@ -22,6 +22,7 @@ STATUS_STYLE = {
     "new": "red", "grown": "red", "slower": "red", "added": "yellow",
     "unchanged": "dim", "dropped from the top list": "dim", "entered the top list": "dim",
 }
+TIMELINE_ITEMS = 12_000
 SIG_WORDS = {"within_noise": "within noise", "beyond_noise": "beyond noise",
              "well_beyond_noise": "well beyond noise", "unknown": "noise unknown"}
 
@@ -35,6 +36,8 @@ def _v(x, nd=3) -> str:
         return str(x)
     if math.isnan(x):
         return "-"
+    if abs(x) >= 1000 and nd > 1:
+        nd = 1
     return f"{x:.{nd}f}"
 
 
@@ -180,7 +183,8 @@ def _timelines(d: dict, sides) -> dict | None:
         from .timeline import dumps_for_script, static_asset, timeline_data
     except ImportError:   # pragma: no cover - the timeline module is part of the package
         return None
-    tl = [timeline_data(s.analysis) for s in sides]
+    # Two timelines on one page: half the usual item budget each keeps the page light.
+    tl = [timeline_data(s.analysis, max_items=TIMELINE_ITEMS) for s in sides]
     span = max(float(t.get("duration_us") or 0) for t in tl) or 1.0
     # dumps_for_script escapes < > & (and U+2028/9): safe as the text of a <script> element.
     return {"before": Markup(dumps_for_script(tl[0])), "after": Markup(dumps_for_script(tl[1])),

@@ -22,7 +22,7 @@ timeline_data(analysis, step=None, max_items=MAX_ITEMS) -> dict
       "labels": {"idle:launch_overhead": "idle: launch overhead", ...},  # legend text per class
       "names": ["aten::mm", ...],        # string table, indexed by item[2]; untrusted text
       "rows": [                          # top to bottom
-        {"id": "cpu:123/456", "group": "cpu", "label": "thread 456 (pt_main_thread) ops",
+        {"id": "cpu:123/456:ops", "group": "cpu", "label": "pt_main_thread 456 ops",
          "items": [[start_us, dur_us, name_id, class_id, n_events], ...]},   # sorted by start
         {"id": "idle:0", "group": "idle", "device": 0, "label": "GPU 0 idle (by cause)", ...},
         {"id": "gpu:0/7", "group": "gpu", "device": 0, "stream": 7, "label": "GPU 0 stream 7", ...},
@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -154,10 +155,16 @@ def _pick_step(analysis, step):
     return (int(r["step"]) if has_steps else None), float(r["start"]), float(r["end"])
 
 
+_THREAD_NAME = re.compile(r"^thread (-?\d+) \((.+)\)$")
+
+
 def _thread_label(model, pid: str, tid: str) -> str:
+    """Short row label: Kineto's "thread 123 (pt_main_thread)" becomes "pt_main_thread 123"."""
     for k, v in model.thread_names.items():
         if str(k[0]) == pid and str(k[1]) == tid and v:
-            return str(v).strip()
+            v = str(v).strip()
+            m = _THREAD_NAME.match(v)
+            return f"{m.group(2)} {m.group(1)}" if m else v
     return f"thread {tid}"
 
 
