@@ -78,7 +78,7 @@ def analyze(
         check_writable([output, json_out, markdown], files, force)
         analyses = []
         for f in files:
-            analyses.append(_with_progress(f, lambda f=f: pipeline.analyze_file(f)))
+            analyses.append(_with_progress(f, lambda f=f: _analyze_one(pipeline, f)))
         for a in analyses:
             for w in a.model.warnings:
                 typer.echo(f"traceinsight: warning: {a.model.path}: {w}", err=True)
@@ -90,6 +90,19 @@ def analyze(
                 typer.echo(f"wrote {label}: {p}", err=True)
 
     run_guarded(go)
+
+
+def _analyze_one(pipeline, path: Path):
+    """Analyze one file; an unexpected failure still names the file it came from."""
+    try:
+        return pipeline.analyze_file(path)
+    except (TraceError, UsageError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        if os.environ.get("TRACEINSIGHT_DEBUG"):
+            raise
+        raise TraceError(path, f"could not analyze it ({type(exc).__name__}: {exc}); "
+                               "set TRACEINSIGHT_DEBUG=1 for details and please report it") from None
 
 
 def _with_progress(path: Path, fn):

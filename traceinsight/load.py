@@ -128,10 +128,15 @@ def read_bytes(path: Path) -> tuple[bytes, list[str]]:
     return data, warnings
 
 
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
 def load_trace(path: str | os.PathLike) -> RawTrace:
     path = Path(path)
     data, warnings = read_bytes(path)
     file_bytes = len(data)
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark some editors write
+        data = data[3:]
     stripped = data.lstrip()
     if not stripped:
         raise TraceError(path, "file is empty")
@@ -139,18 +144,15 @@ def load_trace(path: str | os.PathLike) -> RawTrace:
     if first not in (b"{", b"["):
         raise TraceError(path, "not JSON (a Kineto trace starts with '{' or '[')")
     _check_nesting(path, stripped)
+    counts = _Lenient()
     try:
-        trace = _decode(stripped, first)
-    except msgspec.ValidationError as exc:
-        raise TraceError(path, f"not a Kineto trace: {exc}") from None
-    except msgspec.DecodeError as exc:
-        repaired = _repair_truncated(stripped, first)
-        if repaired is None:
-            raise TraceError(path, f"not valid JSON ({exc})") from None
-        trace, kept = repaired
-        dropped = len(stripped) - kept
-        warnings.append(f"trace is cut off (killed mid-write?): dropped the last {dropped:,} bytes "
-                        f"after {len(trace.traceEvents):,} complete events")
+        trace = _decode_or_repair(path, stripped, first, warnings, counts)
+    except RecursionError:
+        raise TraceError(path, "nesting too deep: not a trace") from None
+    if counts.bad_entries:
+        warnings.append(f"skipped {counts.bad_entries} entries of traceEvents that are not event objects")
+    if counts.bad_fields:
+        warnings.append(f"ignored {counts.bad_fields} fields of an unexpected type")
     if not isinstance(trace, TraceFile):
         raise TraceError(path, "not a Kineto trace")
     if not trace.traceEvents:
@@ -165,10 +167,98 @@ def load_trace(path: str | os.PathLike) -> RawTrace:
                     distributed=dist, meta=meta, warnings=warnings, file_bytes=file_bytes)
 
 
-def _decode(text: bytes, first: bytes) -> TraceFile:
-    if first == b"[":
-        return TraceFile(traceEvents=_ARRAY_DECODER.decode(text))
-    return _OBJECT_DECODER.decode(text)
+def _decode_or_repair(path, text: bytes, first: bytes, warnings: list[str], counts) -> TraceFile:
+    """Decode; a file cut off mid-write is repaired, trailing junk ignored, anything else refused."""
+    try:
+        return _decode(text, first, counts)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, f"not a Kineto trace: {exc}") from None
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+        m = _BYTE.search(msg)
+        pos = int(m.group(1)) if m else None
+        if "trailing characters" in msg and pos is not None:
+            # msgspec's byte offset is one past the first extra byte.
+            try:
+                trace = _decode(text[:pos - 1], first, counts)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise TraceError(path, f"not valid JSON ({exc})") from None
+            warnings.append(f"ignored {len(text) - pos + 1:,} bytes of trailing data after the JSON document")
+            return trace
+        if "truncated" in msg or (pos is not None and pos >= len(text)):
+            repaired = _repair_truncated(text, first, counts)
+            if repaired is None:
+                raise TraceError(path, f"not valid JSON ({exc})") from None
+            trace, kept = repaired
+            warnings.append(f"trace is cut off (killed mid-write?): dropped the last {len(text) - kept:,} "
+                            f"bytes after {len(trace.traceEvents):,} complete events")
+            return trace
+        raise TraceError(path, f"not valid JSON ({exc})") from None
+
+
+class _Lenient:
+    """Counts what the lenient decode had to drop, for the warning."""
+
+    def __init__(self):
+        self.bad_fields = 0
+        self.bad_entries = 0
+
+    def scrub(self, d: dict, typ) -> dict:
+        """The keys of d that convert to typ's fields on their own."""
+        out = {}
+        for k, v in d.items():
+            try:
+                msgspec.convert({k: v}, typ, strict=False)
+                out[k] = v
+            except msgspec.ValidationError:
+                self.bad_fields += 1
+        return out
+
+    def event(self, e) -> Event | None:
+        if not isinstance(e, dict):
+            self.bad_entries += 1
+            return None
+        try:
+            return msgspec.convert(e, Event, strict=False)
+        except msgspec.ValidationError:
+            pass
+        e = dict(e)
+        args = e.pop("args", None)
+        e = self.scrub(e, Event)
+        if isinstance(args, dict):
+            e["args"] = self.scrub(args, Args)
+        elif args is not None:
+            self.bad_fields += 1
+        return msgspec.convert(e, Event, strict=False)
+
+    def trace(self, text: bytes) -> TraceFile:
+        doc = msgspec.json.decode(text)   # a DecodeError here still means truncated / not JSON
+        if isinstance(doc, list):
+            doc = {"traceEvents": doc}
+        if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents", []), list):
+            raise msgspec.ValidationError("expected an object with a traceEvents array, or an array of events")
+        events = [ev for ev in (self.event(e) for e in doc.get("traceEvents", [])) if ev is not None]
+        top = {k: v for k, v in doc.items() if k != "traceEvents"}
+        devs = top.pop("deviceProperties", [])
+        top = self.scrub(top, TraceFile)
+        if isinstance(devs, list):
+            top["deviceProperties"] = [msgspec.convert(self.scrub(d, DeviceProps), DeviceProps, strict=False)
+                                       for d in devs if isinstance(d, dict)]
+        else:
+            self.bad_fields += 1
+        tf = msgspec.convert(top, TraceFile, strict=False)
+        tf.traceEvents = events
+        return tf
+
+
+def _decode(text: bytes, first: bytes, counts: _Lenient | None = None) -> TraceFile:
+    """The fast typed decode; if one field has an odd type, a lenient one that drops only that field."""
+    try:
+        if first == b"[":
+            return TraceFile(traceEvents=_ARRAY_DECODER.decode(text))
+        return _OBJECT_DECODER.decode(text)
+    except msgspec.ValidationError:
+        return (counts or _Lenient()).trace(text)
 
 
 def _check_nesting(path: Path, text: bytes) -> None:
@@ -182,24 +272,29 @@ def _check_nesting(path: Path, text: bytes) -> None:
             raise TraceError(path, f"nesting deeper than {_MAX_TEXT_NESTING} levels: not a trace")
 
 
-# An event boundary inside traceEvents: the close of one event object, a comma, the open of the next.
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+# Where a complete event ends (its '}' then a comma or the end of the data), and where the events
+# array itself closed (the cut fell in the metadata Kineto writes after it).
+_EVENT_END = re.compile(rb"\}(?=\s*(?:,|$))")
+_ARRAY_END = re.compile(rb"\}\s*\](?=\s*(?:,|$))")
 
 
-def _repair_truncated(text: bytes, first: bytes, max_tries: int = 40):
+def _repair_truncated(text: bytes, first: bytes, counts: _Lenient | None = None, max_tries: int = 40):
     """Cut a trace that ends mid-write at its last complete event and close the brackets.
 
-    Returns (trace, bytes kept) or None. We try the last few event boundaries from the end: a killed
-    writer leaves at most one partial event, but a boundary-looking '},{' may sit inside args.
+    Returns (trace, bytes kept) or None. We try the last few candidate ends from the end: a killed
+    writer leaves at most one partial event, but a '}' followed by a comma may sit inside args.
     """
-    closer = b"]" if first == b"[" else b"]}"
     tail_start = max(0, len(text) - (8 << 20))
     tail = text[tail_start:]
-    ends = [tail_start + m.start() + 1 for m in _BOUNDARY.finditer(tail)]
-    for end in reversed(ends[-max_tries:]):
+    closer = b"]" if first == b"[" else b"]}"
+    cands = [(tail_start + m.end(), closer) for m in _EVENT_END.finditer(tail)]
+    if first == b"{":
+        cands += [(tail_start + m.end(), b"}") for m in _ARRAY_END.finditer(tail)]
+    cands.sort()
+    for end, close in reversed(cands[-max_tries:]):
         try:
-            return _decode(text[:end] + closer, first), end
-        except (msgspec.DecodeError, msgspec.ValidationError):
+            return _decode(text[:end] + close, first, counts), end
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             continue
     return None
 

@@ -30,6 +30,7 @@ _LAUNCH = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleL
 _SYNC = re.compile(r"(StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|"
                    r"ThreadSynchronize|^cudaFree|^hipFree|^cuMemFree)")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_LEGACY_ANNOTATION = re.compile(r"^(ProfilerStep#\d+$|Optimizer\.(step|zero_grad)#)")
 _MEMCPY_NAME = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
 
 
@@ -100,6 +101,12 @@ def _num(x, default=np.nan):
 
 
 def _int_or(x, default=-1):
+    v = _to_int(x, default)
+    # Ids live in int64 columns; a number beyond that range is not an id we can use.
+    return v if -2**63 <= v < 2**63 else default
+
+
+def _to_int(x, default=-1):
     if x is None:
         return default
     if isinstance(x, int):
@@ -155,7 +162,7 @@ def build_model(raw: RawTrace) -> TraceModel:
     gpu = _link_launches(cpu, gpu)
     steps, step_source = _steps(cpu, gpu)
     steps = _mark_partial(_gpu_aware_bounds(steps, cpu, gpu), step_source)
-    if steps.empty:
+    if step_source == "whole trace":
         warnings.append("no ProfilerStep annotations: the whole trace is analysed as one window")
     gaps = _gaps(gpu, steps)
     steps = _step_gpu_accounting(steps, gpu, gaps)
@@ -197,10 +204,12 @@ def _cpu_table(rows) -> pd.DataFrame:
                                 dtype=np.int64),
         "input_dims": [_dims(a.input_dims) if a is not None and a.input_dims is not None else ""
                        for a in args],
-        "python_id": np.array([a.python_id if a is not None and a.python_id is not None else -1
-                               for a in args], dtype=np.int64),
+        "python_id": np.array([_int_or(a.python_id) if a is not None else -1 for a in args], dtype=np.int64),
     })
     df["dur"] = df["dur"].clip(lower=0)
+    # PyTorch 1.8-1.9 wrote step and optimizer ranges as plain `Operator` events.
+    legacy = (df["cat"] == "Operator") & df["name"].str.match(_LEGACY_ANNOTATION)
+    df.loc[legacy, "kind"] = "annotation"
     is_rt = df["kind"].to_numpy() == "runtime"
     rk = np.full(len(df), "", dtype=object)
     rk[is_rt] = [runtime_kind(n) for n in df["name"].to_numpy()[is_rt]]
@@ -251,9 +260,11 @@ def _nest(cpu: pd.DataFrame) -> pd.DataFrame:
     breaking the tree; `parent` is a row index into the returned table, -1 at top level.
     """
     # Longer ranges first at equal start, so a parent precedes its children; runtime calls last.
+    # Equal ranges (aten::detach and detach): the outer op has the smaller External id, so the order,
+    # and the tree, do not depend on the order of events in the file.
     order_kind = (cpu["kind"] == "runtime").astype(np.int8)
-    cpu = cpu.assign(_k=order_kind).sort_values(["pid", "tid", "ts", "dur", "_k"],
-                                                 ascending=[True, True, True, False, True],
+    cpu = cpu.assign(_k=order_kind).sort_values(["pid", "tid", "ts", "dur", "_k", "ext_id", "name"],
+                                                 ascending=[True, True, True, False, True, True, True],
                                                  kind="stable").drop(columns="_k")
     cpu = cpu.reset_index(drop=True)
     ts = cpu["ts"].to_numpy()
