@@ -28,6 +28,9 @@ _env = Environment(loader=PackageLoader("traceinsight", "templates"),
 # The whole page stays well under 5 MB: timeline items per report, shared by its traces.
 ITEMS_PER_REPORT = 60_000
 MIN_ITEMS_PER_TRACE = 2_000
+# Long traces: the chart averages consecutive steps beyond this many bars; the table shows the first rows.
+MAX_BARS = 240
+MAX_STEP_ROWS = 1000
 
 
 def _fmt(v, nd: int = 3) -> str:
@@ -59,12 +62,12 @@ def cuda_version(v) -> str | None:
     return f"{n // 1000}.{(n % 1000) // 10}" if n >= 1000 else str(n)
 
 
+_WORDS = {"pct": "%", "mb": "MB", "gb": "GB", "kb": "KB", "gbps": "GB/s", "cpu": "CPU", "gpu": "GPU"}
+
+
 def _label(key: str) -> str:
-    words = str(key).replace("_", " ")
-    for unit, full in ((" pct", " %"), (" ms", " (ms)"), (" us", " (us)")):
-        if words.endswith(unit):
-            words = words[: -len(unit)] + full
-    return words.replace(" ms ", " ms ").strip()
+    """evidence keys for people: "achieved_gb_per_s" -> "achieved GB per s"."""
+    return " ".join(_WORDS.get(w.lower(), w) for w in str(key).split("_") if w).strip()
 
 
 def _scalar(v) -> bool:
@@ -96,7 +99,9 @@ def evidence_blocks(ev) -> list[dict]:
                 blocks.append({"type": "list", "title": title, "items": [_cell(x) for x in v]})
         elif isinstance(v, dict):
             if all(_scalar(x) for x in v.values()):
-                blocks.append({"type": "table", "title": title, "columns": ["name", "value"],
+                unit = next((u for w, u in (("count", "count"), ("_ms", "ms"), ("_us", "us"), ("pct", "%"))
+                             if w in str(k)), "value")
+                blocks.append({"type": "table", "title": title, "columns": ["name", unit],
                                "rows": [[str(a), _fmt(b)] for a, b in v.items()]})
             elif all(isinstance(x, dict) for x in v.values()):
                 cols = []
@@ -127,7 +132,7 @@ def _cell(v) -> str:
 
 def breakdown_chart(d: dict, width: int = 960, height: int = 260) -> dict:
     """Stacked bars per step (GPU busy + idle by cause, ms), as coordinates for inline SVG."""
-    steps = d["steps"]
+    steps = _binned_steps(d["steps"], MAX_BARS)
     left, right, top, bottom = 56, 10, 10, 34
     pw, ph = width - left - right, height - top - bottom
     if not steps:
@@ -145,6 +150,7 @@ def breakdown_chart(d: dict, width: int = 960, height: int = 260) -> dict:
         x = left + i * slot + (slot - bw) / 2
         y = top + ph
         segs = []
+        what = f"steps {s['step']}-{s['last']} (mean of {s['n']})" if s.get("n", 1) > 1 else f"step {s['step']}"
         parts = [("GPU busy", s["gpu_busy_ms"] or 0.0, BUSY_COLOR)] + \
             [(c, (s["idle_by_cause_ms"] or {}).get(c) or 0.0, CAUSE_COLORS[c]) for c in CAUSES]
         for name, v, col in parts:
@@ -153,8 +159,8 @@ def breakdown_chart(d: dict, width: int = 960, height: int = 260) -> dict:
             h = ph * v / nice
             y -= h
             segs.append({"x": round(x, 2), "y": round(y, 2), "w": round(bw, 2), "h": round(h, 2), "color": col,
-                         "title": f"step {s['step']}: {name} {_fmt(v)} ms"})
-        tip = (f"step {s['step']}{' (partial, not in medians)' if s['partial'] else ''}: "
+                         "title": f"{what}: {name} {_fmt(v)} ms"})
+        tip = (f"{what}{' (partial, not in medians)' if s['partial'] else ''}: "
                f"{_fmt(s['duration_ms'])} ms; GPU busy {_fmt(s['gpu_busy_ms'])} ms, idle {_fmt(s['gpu_idle_ms'])} ms")
         bars.append({"segs": segs, "partial": s["partial"], "title": tip,
                      "label": str(s["step"]) if i % label_every == 0 else "",
@@ -163,7 +169,28 @@ def breakdown_chart(d: dict, width: int = 960, height: int = 260) -> dict:
                      "outline_h": round(ph * (s["duration_ms"] or 0) / nice, 2)})
     ticks = [{"y": round(top + ph - ph * f, 2), "label": _fmt(nice * f)} for f in (0, 0.25, 0.5, 0.75, 1.0)]
     return {"bars": bars, "ticks": ticks, "width": width, "height": height, "left": left, "top": top,
-            "plot_w": pw, "plot_h": ph, "axis_y": top + ph}
+            "plot_w": pw, "plot_h": ph, "axis_y": top + ph, "per_bar": steps[0].get("n", 1)}
+
+
+def _binned_steps(steps: list[dict], max_bars: int) -> list[dict]:
+    """At most max_bars bars: consecutive steps averaged per bar when there are more steps."""
+    if len(steps) <= max_bars:
+        return steps
+    k = math.ceil(len(steps) / max_bars)
+    out = []
+    for i in range(0, len(steps), k):
+        grp = steps[i:i + k]
+        n = len(grp)
+
+        def mean(key, sub=None):
+            vals = [(x[key] or {}).get(sub) if sub else x[key] for x in grp]
+            return sum(v or 0.0 for v in vals) / n
+        out.append({"step": grp[0]["step"], "last": grp[-1]["step"], "n": n,
+                    "partial": any(x["partial"] for x in grp),
+                    "duration_ms": mean("duration_ms"), "gpu_busy_ms": mean("gpu_busy_ms"),
+                    "gpu_idle_ms": mean("gpu_idle_ms"),
+                    "idle_by_cause_ms": {c: mean("idle_by_cause_ms", c) for c in CAUSES}})
+    return out
 
 
 def step_bar(d: dict) -> dict | None:
@@ -200,6 +227,7 @@ def _trace_ctx(a, i: int, max_items: int) -> dict:
         "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["findings"]],
         "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["minor_findings"]],
         "chart": breakdown_chart(d),
+        "step_rows": d["steps"][:MAX_STEP_ROWS],
         "step_bar": step_bar(d),
         "timeline_json": Markup(dumps_for_script(tl)) if tl else None,
         "timeline": tl,

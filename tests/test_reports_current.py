@@ -1,0 +1,48 @@
+"""The committed example reports (reports/) match what the current code generates, byte for byte."""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "reports"
+
+
+def _load():
+    # A plain import (not from a file spec): make_reports runs a process pool, whose workers must
+    # be able to import the module by name; multiprocessing hands them our sys.path.
+    if str(REPORTS) not in sys.path:
+        sys.path.insert(0, str(REPORTS))
+    return importlib.import_module("make_reports")
+
+
+def test_reports_are_current(tmp_path):
+    committed = sorted(REPORTS.glob("*.html"))
+    if not committed:
+        pytest.skip("reports/ has no html yet (run python reports/make_reports.py)")
+    mk = _load()
+    srcs = mk.sources()
+    # A committed report whose trace is absent here (external traces not checked out) is skipped;
+    # every sample trace must have its report.
+    missing = [s.name for s in srcs if s.parent == mk.SAMPLES and not (REPORTS / f"{mk.stem(s)}.html").exists()]
+    assert not missing, f"no committed report for {missing}: run python reports/make_reports.py"
+    have = [s for s in srcs if (REPORTS / f"{mk.stem(s)}.html").exists()]   # in sources() order
+    assert have, "no committed report has its trace here"
+    mk.make(tmp_path, traces=have)
+    stale = []
+    for src in have:
+        for ext in ("html", "md"):
+            name = f"{mk.stem(src)}.{ext}"
+            new = (tmp_path / name).read_bytes()
+            old = (REPORTS / name).read_bytes() if (REPORTS / name).exists() else b""
+            if new != old:
+                stale.append(name)
+    assert not stale, f"out of date (run python reports/make_reports.py): {stale}"
+    for src in have:
+        page = (tmp_path / f"{mk.stem(src)}.html").read_text(encoding="utf-8")
+        assert str(ROOT) not in page and str(ROOT.parent) not in page, "no absolute paths in reports"
+    if len(have) == len(srcs):
+        assert (tmp_path / "README.md").read_bytes() == (REPORTS / "README.md").read_bytes()
