@@ -80,7 +80,16 @@ class _QuietKineto:
     def __init__(self):
         self._tmp = None
 
+    # torch.profiler's own warnings about how it is driven, not about the script:
+    # --warmup 0 is the user's choice; torch 2.11 warns about acc_events on any first start
+    _WARNINGS = (r"Profiler won't be using warmup", r"(Warning: )?Profiler clears events")
+
     def __enter__(self):
+        import warnings
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        for message in self._WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
         self._saved = None
         try:
             sys.stderr.flush()
@@ -100,6 +109,7 @@ class _QuietKineto:
         return self
 
     def __exit__(self, *exc):
+        self._warnings.__exit__(*exc)
         if self._saved is None:
             return False
         try:
@@ -175,19 +185,27 @@ class Recorder:
                       record_shapes=self.cfg["record_shapes"],
                       profile_memory=self.cfg["profile_memory"],
                       with_stack=self.cfg["with_stack"])
-        if scheduled:
-            kwargs["schedule"] = self._schedule(wait=self.cfg["skip"], warmup=self.cfg["warmup"],
-                                                active=self.cfg["steps"], repeat=1)
-        import warnings
-        with warnings.catch_warnings():
-            # "Profiler won't be using warmup": --warmup 0 is the user's explicit choice.
-            warnings.filterwarnings("ignore", message=".*warmup.*")
+        with self._quiet:
+            if scheduled:
+                # A new session never records from its first step: it is started in the same
+                # hook that stopped the previous one, inside record_function ranges (the
+                # optimizer's own "Optimizer.step#..." at least) that began under that one,
+                # and Kineto would close those with the dead session's context (a crash in
+                # the next garbage collection). With --skip 0 --warmup 0, one step waits.
+                wait = self.cfg["skip"] if (self.cfg["skip"] or self.cfg["warmup"]) else 1
+                kwargs["schedule"] = self._schedule(
+                    wait=wait, warmup=self.cfg["warmup"], active=self.cfg["steps"], repeat=1)
             prof = self._profile(**kwargs)
-            with self._quiet:
-                prof.start()
+            prof.start()
         return prof
 
     def start(self):
+        import warnings
+        # our global module hooks are the "global hooks" torch.compile warns about; the
+        # depth count already ignores the extra OptimizedModule call, so the script's user
+        # should not see a warning that plain python would not give
+        warnings.filterwarnings("ignore", category=UserWarning,
+                                message=r"Using `torch\.compile\(module\)` when there are global hooks")
         self.prof = self._new_profile("probe", scheduled=False)
         self._arm_cap()
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -353,7 +371,9 @@ class Recorder:
         try:
             self._stop_current()
         except Exception as exc:
-            self.warnings.append("stopping the profiler failed: " + _describe(exc))
+            msg = "traceinsight record: stopping the profiler failed: " + _describe(exc)
+            self.warnings.append(msg)
+            print(msg, file=sys.stderr)
         for handle in self._fwd_handles + ([self._opt_handle] if self._opt_handle else []):
             try:
                 handle.remove()
@@ -463,7 +483,7 @@ def _fresh_main():
 
 
 def _load_script(script):
-    path = os.path.abspath(script)
+    path = os.path.join(os.getcwd(), script)  # like python: cwd + path, not normalized
     with io.open_code(path) as f:
         source = f.read()
     try:
@@ -518,44 +538,48 @@ def main():
         sys.path.insert(0, os.getcwd() if cfg["module"]
                         else os.path.dirname(os.path.realpath(script)))
 
-    recorder = None
-    try:
-        try:
-            import torch
-        except BaseException as exc:
-            raise SetupError("PyTorch could not be imported (%s): pip install 'traceinsight-gpu[record]'"
-                             % _describe(exc))
-        status["torch_version"] = str(torch.__version__)
-        recorder = Recorder(torch, cfg, work_dir)
-        status["cuda"] = recorder.cuda
-        recorder.start()
-    except SetupError as exc:
+    def setup_error(exc):
         status["setup_error"] = str(exc)
         _write_status(work_dir, status)
-        raise SystemExit(2)
+        return SystemExit(2)
+
+    def script_failed(exc):
+        if not isinstance(exc, SystemExit):
+            status["exception"] = _describe(exc)
+            status["interrupted"] = isinstance(exc, KeyboardInterrupt)
+            _print_exception(exc)  # before the (slow) export: python prints it first too
+
+    # Find and compile the code first, as python does before running any of it (-m imports
+    # the parent packages here): a module that is not there costs no torch import.
+    try:
+        run = _load_module(script) if cfg["module"] else _load_script(script)
+    except SetupError as exc:
+        return setup_error(exc)
+    except BaseException as exc:  # noqa: B902 - a parent package's own error
+        script_failed(exc)
+        _write_status(work_dir, status)
+        return exc
+    status["argv"] = list(sys.argv)
+
+    try:
+        import torch
+    except BaseException as exc:  # noqa: B902
+        return setup_error("PyTorch could not be imported (%s): pip install "
+                           "'traceinsight-gpu[record]'" % _describe(exc))
+    status["torch_version"] = str(torch.__version__)
+    recorder = Recorder(torch, cfg, work_dir)
+    status["cuda"] = recorder.cuda
+    try:
+        recorder.start()
+    except Exception as exc:
+        return setup_error("torch.profiler could not start: %s" % _describe(exc))
 
     outcome = None
     try:
-        run = _load_module(script) if cfg["module"] else _load_script(script)
-        status["argv"] = list(sys.argv)
         run()
-    except SetupError as exc:
-        recorder.disabled = True
-        try:
-            recorder._disarm_cap()
-            recorder._stop_current()
-        except BaseException:
-            pass
-        status["setup_error"] = str(exc)
-        _write_status(work_dir, status)
-        raise SystemExit(2)
-    except SystemExit as exc:
+    except BaseException as exc:  # noqa: B902 - SystemExit, KeyboardInterrupt too, like python
         outcome = exc
-    except BaseException as exc:  # noqa: B902 - KeyboardInterrupt included, like python
-        outcome = exc
-        status["exception"] = _describe(exc)
-        status["interrupted"] = isinstance(exc, KeyboardInterrupt)
-        _print_exception(exc)  # before the (slow) export, as python prints it first
+        script_failed(exc)
 
     if os.getpid() != recorder.pid:  # a fork of the script came back through here
         return outcome

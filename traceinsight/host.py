@@ -76,7 +76,7 @@ class HostActivity:
         kind = cpu["kind"].to_numpy()
         is_aten = kind == "op"
         # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
-        big = cpu["name"].str.startswith("ProfilerStep#").to_numpy() | (
+        big = model.cpu_match(r"^ProfilerStep#") | (
             (kind == "annotation") & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
         is_ann = (kind == "annotation") & ~big
         self.launching = mark_launching(cpu)
@@ -92,7 +92,7 @@ class HostActivity:
         self.threads: dict[str, ThreadActivity] = {}
         self.cover: dict[str, ThreadActivity] = {}
         self.input: dict[str, ThreadActivity] = {}
-        input_rows = self.host_rows & cpu["name"].str.contains(INPUT_NAMES, regex=True).to_numpy()
+        input_rows = self.host_rows & model.cpu_match(INPUT_NAMES)
         ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
         for th in np.unique(thread):
             sel = thread == th

@@ -72,6 +72,14 @@ class TraceModel:
     n_flows: int = 0
     step_source: str = "ProfilerStep"
 
+    def gpu_match(self, pattern: str, flags: int = 0) -> np.ndarray:
+        """Boolean per gpu row: its name matches the regex (searched once per distinct name)."""
+        return _match_names(self, "gpu", pattern, flags)
+
+    def cpu_match(self, pattern: str, flags: int = 0) -> np.ndarray:
+        """Boolean per cpu row: its name matches the regex (searched once per distinct name)."""
+        return _match_names(self, "cpu", pattern, flags)
+
     @property
     def has_gpu(self) -> bool:
         return len(self.gpu) > 0
@@ -87,6 +95,17 @@ class TraceModel:
     def step_stats(self) -> pd.DataFrame:
         """Per step: duration, and GPU busy/idle per device (full steps only for medians)."""
         return self.steps
+
+
+def _match_names(model: "TraceModel", table: str, pattern: str, flags: int) -> np.ndarray:
+    # A million events carry a few thousand distinct names: factorize once, search the distinct ones.
+    cache = model.__dict__.setdefault("_name_codes", {})
+    if table not in cache:
+        cache[table] = pd.factorize(getattr(model, table)["name"], sort=False)
+    codes, uniques = cache[table]
+    rx = re.compile(pattern, flags)
+    hit = np.fromiter((bool(rx.search(str(u))) for u in uniques), dtype=bool, count=len(uniques))
+    return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
 def _num(x, default=np.nan):
@@ -197,24 +216,43 @@ def _cpu_table(rows) -> pd.DataFrame:
         "name": pd.Series(name, dtype=object),
         "cat": pd.Series(cat, dtype=object),
         "kind": kind,
-        "ts": np.array([_num(e.ts) for e in rows], dtype=float),
-        "dur": np.array([_num(e.dur, 0.0) for e in rows], dtype=float),
-        "ext_id": np.array([_int_or(a.external_id) if a is not None else -1 for a in args], dtype=np.int64),
-        "correlation": np.array([_int_or(a.correlation) if a is not None else -1 for a in args],
-                                dtype=np.int64),
+        "ts": _floats([e.ts for e in rows], np.nan),
+        "dur": _floats([e.dur for e in rows], 0.0),
+        "ext_id": _ids(args, "external_id"),
+        "correlation": _ids(args, "correlation"),
         "input_dims": [_dims(a.input_dims) if a is not None and a.input_dims is not None else ""
                        for a in args],
-        "python_id": np.array([_int_or(a.python_id) if a is not None else -1 for a in args], dtype=np.int64),
+        "python_id": _ids(args, "python_id"),
     })
     df["dur"] = df["dur"].clip(lower=0)
     # PyTorch 1.8-1.9 wrote step and optimizer ranges as plain `Operator` events.
-    legacy = (df["cat"] == "Operator") & df["name"].str.match(_LEGACY_ANNOTATION)
-    df.loc[legacy, "kind"] = "annotation"
+    op_rows = np.flatnonzero((df["cat"] == "Operator").to_numpy())
+    if len(op_rows):
+        legacy = df["name"].iloc[op_rows].str.match(_LEGACY_ANNOTATION).to_numpy()
+        df.loc[op_rows[legacy], "kind"] = "annotation"
     is_rt = df["kind"].to_numpy() == "runtime"
     rk = np.full(len(df), "", dtype=object)
     rk[is_rt] = [runtime_kind(n) for n in df["name"].to_numpy()[is_rt]]
     df["rkind"] = rk
     return df
+
+
+def _ids(args, field: str) -> np.ndarray:
+    """An int64 column from an optional args field; -1 where missing or unusable. Fast path for ints."""
+    vals = [getattr(a, field) if a is not None else None for a in args]
+    try:
+        return np.array([v if type(v) is int else -1 for v in vals], dtype=np.int64) if all(
+            type(v) is int or v is None for v in vals) else np.array([_int_or(v) for v in vals], dtype=np.int64)
+    except OverflowError:
+        return np.array([_int_or(v) for v in vals], dtype=np.int64)
+
+
+def _floats(vals, default: float) -> np.ndarray:
+    """A float column; numbers pass straight through, anything else goes through _num."""
+    try:
+        return np.array([v if v is not None else default for v in vals], dtype=float)
+    except (TypeError, ValueError):
+        return np.array([_num(v, default) for v in vals], dtype=float)
 
 
 def _dims(d) -> str:
@@ -237,19 +275,26 @@ def _gpu_table(rows) -> pd.DataFrame:
         "stream": np.array(stream, dtype=np.int64),
         "name": pd.Series(names, dtype=object),
         "kind": pd.Series(kind, dtype=object),
-        "ts": np.array([_num(e.ts) for e in rows], dtype=float),
-        "dur": np.array([_num(e.dur, 0.0) for e in rows], dtype=float),
-        "correlation": np.array([_int_or(a.correlation) if a is not None else -1 for a in args],
-                                dtype=np.int64),
-        "ext_id": np.array([_int_or(a.external_id) if a is not None else -1 for a in args], dtype=np.int64),
-        "bytes": np.array([_num(a.bytes, 0) if a is not None else 0 for a in args], dtype=float),
+        "ts": _floats([e.ts for e in rows], np.nan),
+        "dur": _floats([e.dur for e in rows], 0.0),
+        "correlation": _ids(args, "correlation"),
+        "ext_id": _ids(args, "external_id"),
+        "bytes": _floats([a.bytes if a is not None else 0 for a in args], 0.0),
     })
     df["dur"] = df["dur"].clip(lower=0)
-    copy = df["name"].astype(str).str.extract(_MEMCPY_NAME)
-    df["copy_dir"] = copy[0].fillna("")
-    df["copy_src"] = copy[1].fillna("")
-    df["copy_dst"] = copy[2].fillna("")
-    df["pageable"] = (df["kind"] == "memcpy") & df["name"].astype(str).str.contains("Pageable", regex=False)
+    # Only copies have a direction and host memory kind; parse each distinct copy name once.
+    is_copy = (df["kind"] == "memcpy").to_numpy()
+    for col in ("copy_dir", "copy_src", "copy_dst"):
+        df[col] = ""
+    df["pageable"] = False
+    if is_copy.any():
+        codes, uniques = pd.factorize(df["name"].to_numpy()[is_copy])
+        parsed = [_MEMCPY_NAME.search(str(u)) for u in uniques]
+        for k, col in enumerate(("copy_dir", "copy_src", "copy_dst")):
+            vals = np.array([(m.group(k + 1) or "") if m else "" for m in parsed], dtype=object)
+            df.loc[is_copy, col] = vals[codes]
+        pg = np.array(["Pageable" in str(u) for u in uniques], dtype=bool)
+        df.loc[is_copy, "pageable"] = pg[codes]
     return df.sort_values(["ts", "dur"], kind="stable").reset_index(drop=True)
 
 

@@ -28,6 +28,16 @@ where a process cannot signal itself, 130). A script killed by another signal N 
 128 + N. ``record``'s own errors (no torch, script or module not found, not a Python
 script, out-dir unusable) give 2 with one line on stderr. Analysis failures only warn.
 
+Where the script's world still differs from plain python: ``torch`` is already imported
+when the script starts; torch.profiler and its hooks are there (global module forward
+hooks only until the window is decided); ``sys.orig_argv`` shows the recorder's command
+line; ``-mMODULE`` must be written ``-m MODULE``. A script that ends through
+``os._exit()`` or a hard crash leaves no trace. Recording starts with the script (the
+whole-run candidate) and is replaced by the step window at the first step, so the
+iteration before the first optimizer step (or the first forward call) is never in a
+step window; with ``--skip 0 --warmup 0`` one more step waits (a new profiler session
+must not record from inside record_function ranges the previous session opened).
+
 This module does not import torch (``analyze`` must work without it).
 """
 from __future__ import annotations
@@ -168,15 +178,25 @@ def _run_child(config: dict) -> int:
     cmd = [sys.executable, *_interpreter_flags(), str(BOOT), json.dumps(config)]
     in_main = threading.current_thread() is threading.main_thread()
     saved = {}
-    proc = subprocess.Popen(cmd, close_fds=False)
     try:
-        if in_main:
-            # Ctrl-C reaches the child (same process group): it saves the trace; we wait.
-            saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
-            if hasattr(signal, "SIGTERM"):
-                saved[signal.SIGTERM] = signal.signal(
-                    signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
-        return proc.wait()
+        proc = subprocess.Popen(cmd, close_fds=False)
+    except OSError as exc:
+        raise RecordError(f"cannot start {sys.executable}: {exc}") from None
+    try:
+        while True:
+            try:
+                if in_main and not saved:
+                    # Ctrl-C reaches the child too (same process group): it keeps its trace
+                    # and ends as python would; we wait for it. (Not ignored before Popen:
+                    # an ignored SIGINT is inherited, and python would then never raise
+                    # KeyboardInterrupt in the script.)
+                    saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+                    if hasattr(signal, "SIGTERM"):  # `kill` of record reaches the script
+                        saved[signal.SIGTERM] = signal.signal(
+                            signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+                return proc.wait()
+            except KeyboardInterrupt:  # only before SIGINT was ignored: the child got it too
+                continue
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
@@ -313,7 +333,11 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
 
         raw = work_dir / status["trace"]
         window = status.get("window")
-        steps_recorded = _count_steps(raw) if window != "whole_run" else 0
+        try:
+            steps_recorded = _count_steps(raw) if window != "whole_run" else 0
+        except OSError as exc:
+            _say(f"error: the profiler's trace could not be read: {exc}")
+            return final
         argv = status.get("argv") or [script, *script_args]
         meta = {
             "script": script,
@@ -347,6 +371,9 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
             old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # finish writing it
         try:
             trace_path = _write_trace(raw, out_dir / trace_name, meta)
+        except (OSError, RecordError) as exc:  # the script's exit status still stands
+            _say(f"error: the trace could not be written: {exc}")
+            return final
         finally:
             if old_int is not None:
                 signal.signal(signal.SIGINT, old_int)

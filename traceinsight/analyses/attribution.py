@@ -17,6 +17,8 @@ activity (the launch edge of the graph):
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -28,9 +30,12 @@ CAUSES = ("launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "col
 BLOCK_TOL_US = 50.0
 
 
-def is_collective(names: pd.Series) -> np.ndarray:
-    return names.str.contains(r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather",
-                              case=False, regex=True).to_numpy()
+COLLECTIVE = r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather"
+
+
+def is_collective(model: TraceModel) -> np.ndarray:
+    """Boolean per gpu row: a collective (NCCL / RCCL) kernel."""
+    return model.gpu_match(COLLECTIVE, re.I)
 
 
 def launch_latency_us(model: TraceModel) -> float:
@@ -96,7 +101,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     launcher = np.where(has_next, gpu["launcher"].to_numpy()[nxt_safe], -1)
     coll = np.zeros(len(gaps), dtype=bool)
     if len(gpu):
-        coll = has_next & is_collective(gpu["name"])[nxt_safe]
+        coll = has_next & is_collective(model)[nxt_safe]
     linked = launcher >= 0
     lsafe = np.where(linked, launcher, 0)
     lt = np.where(linked, cpu["ts"].to_numpy()[lsafe], np.nan)

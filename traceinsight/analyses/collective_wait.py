@@ -9,7 +9,7 @@ def analyze(ctx: Context) -> list[Finding]:
     lost = ctx.per_step_median(ctx.per_step["collective_wait"])
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
     from .attribution import is_collective
-    coll = g[is_collective(g["name"])] if len(g) else g
+    coll = g[is_collective(ctx.model)[g.index.to_numpy()]] if len(g) else g
     ev = {"idle_ms_per_step": round(lost / 1000, 3),
           "collective_kernels_per_step": round(len(coll) / ctx.n_full, 1),
           "collective_ms_per_step": round(float(coll["dur"].sum()) / ctx.n_full / 1000, 3),

@@ -28,9 +28,10 @@ def tensor_core_arch(ctx: Context) -> int | None:
 
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
-    k = gpu[gpu["kind"] == "kernel"]
-    names = k["name"]
-    fp32 = k[names.str.contains(GEMM) & names.str.contains(FP32_SIMT) & ~names.str.contains(TENSOR_CORE)]
+    m = ctx.model
+    sel = ((gpu["kind"] == "kernel").to_numpy() & m.gpu_match(GEMM.pattern, re.I)
+           & m.gpu_match(FP32_SIMT.pattern, re.I) & ~m.gpu_match(TENSOR_CORE.pattern, re.I))
+    fp32 = gpu[sel]
     arch = tensor_core_arch(ctx)
     if fp32.empty or arch is None:
         return []

@@ -15,7 +15,7 @@ PERMUTE = r"nchwToNhwc|nhwcToNchw|NchwToNhwc|NhwcToNchw|nchw2nhwc|nhwc2nchw|NCHW
 
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
-    k = gpu[(gpu["kind"] == "kernel") & gpu["name"].str.contains(PERMUTE, regex=True)]
+    k = gpu[(gpu["kind"] == "kernel").to_numpy() & ctx.model.gpu_match(PERMUTE)]
     if k.empty:
         return []
     k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))

@@ -17,22 +17,30 @@ FUSED_GPU_SHARE = 0.2
 
 def analyze(ctx: Context) -> list[Finding]:
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
-    regions = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("Optimizer.step#")]
+    regions = cpu[(cpu["kind"] == "annotation").to_numpy() & ctx.model.cpu_match(r"^Optimizer\.step#")]
     if regions.empty or gpu.empty:
         return []
     regions = regions.assign(step=ctx.cpu_step_of(regions["ts"].to_numpy()))
-    regions = regions[np.isin(regions["step"], ctx.full_steps)]
+    regions = regions[np.isin(regions["step"], ctx.full_steps)].sort_values("ts")
     if regions.empty:
         return []
+    # Each launched GPU activity -> the optimizer region (same thread) its launch call fell in.
     launched = gpu[gpu["launcher"] >= 0]
-    lts = cpu["ts"].to_numpy()[launched["launcher"].to_numpy()]
-    lth = cpu["thread"].to_numpy()[launched["launcher"].to_numpy()]
+    lrow = launched["launcher"].to_numpy()
+    lts, lth = cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
+    fused = ctx.model.gpu_match(FUSED)[launched.index.to_numpy()]
     rows = []
-    for r in regions.itertuples():
-        sel = (lts >= r.ts) & (lts < r.end) & (lth == r.thread)
-        k = launched[sel]
-        rows.append((r.step, r.dur, len(k), float(k["dur"].sum()),
-                     bool(k["name"].str.contains(FUSED, regex=True).any())))
+    for th, regs in regions.groupby("thread"):
+        on = lth == th
+        r0, r1 = regs["ts"].to_numpy(), regs["end"].to_numpy()
+        k = np.searchsorted(r0, lts[on], side="right") - 1
+        inside = (k >= 0) & (lts[on] < r1[np.maximum(k, 0)])
+        dur = launched["dur"].to_numpy()[on][inside]
+        kk = k[inside]
+        for i, r in enumerate(regs.itertuples()):
+            sel = kk == i
+            rows.append((r.step, r.dur, int(sel.sum()), float(dur[sel].sum()),
+                         bool(fused[on][inside][sel].any())))
     n_kernels = np.median([r[2] for r in rows])
     if any(r[4] for r in rows) or n_kernels < 40:
         return []
