@@ -135,12 +135,11 @@ class Recorder:
     """Owns the profiler sessions and the hooks that step them (main thread only)."""
 
     def __init__(self, torch, cfg, work_dir):
-        from torch.profiler import ProfilerAction, ProfilerActivity, profile, schedule
+        from torch.profiler import ProfilerActivity, profile, schedule
 
         self.torch = torch
         self._profile = _lean_profile_class(torch, profile)
         self._schedule = schedule
-        self._RECORDING = (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
         self.cfg = cfg
         self.work_dir = work_dir
         self.cuda = bool(torch.cuda.is_available())
@@ -260,7 +259,7 @@ class Recorder:
                 and os.getpid() == self.pid)
 
     def _on_optimizer_step(self, optimizer, args, kwargs):
-        if not self._here():
+        if self._is_compiling() or not self._here():  # never put our side effects in a graph
             return
         try:
             primary = self.primary_opt() if self.primary_opt is not None else None
@@ -328,7 +327,7 @@ class Recorder:
         if seconds <= 0 or sig is None or signal.getsignal(sig) is not signal.SIG_DFL:
             return
         # The timer thread may not touch the profiler (its state is the main thread's):
-        # it asks the main thread to run _cap_now through a simulated signal
+        # it asks the main thread to run _cap_handler through a simulated signal
         # (_thread.interrupt_main sends nothing to the OS; no EINTR in the script).
         self._old_alarm = signal.signal(sig, self._cap_fn)
         import _thread
@@ -396,9 +395,10 @@ class Recorder:
         if "probe" in self.traces:
             if self.mode != "probe":
                 detail = ("the script ended before the step window was reached (%s); this is the "
-                          "run from the script's start to its first %s" % (
+                          "run from the script's start to its first %s%s" % (
                               plan, "optimizer step" if self.mode == "optimizer"
-                              else "outermost forward call"))
+                              else "outermost forward call",
+                              " (at most its first %g s)" % cfg["max_seconds"] if self.capped else ""))
             elif self.capped:
                 detail = ("no optimizer step or nn.Module forward call: the run was recorded from "
                           "the script's start for its first %g s (--max-seconds)" % cfg["max_seconds"])
@@ -489,7 +489,7 @@ def _load_script(script):
     try:
         code = compile(source, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
-        raise SetupError("%s is not a Python script (%s)" % (script, _describe(exc)))
+        raise SetupError("%s is not a Python script (%s)" % (script, _describe(exc))) from None
 
     def run():
         from importlib.machinery import SourceFileLoader
@@ -506,7 +506,7 @@ def _load_module(name):
     try:
         mod_name, spec, code = runpy._get_module_details(name, _ModuleNotFound)
     except _ModuleNotFound as exc:
-        raise SetupError(str(exc) or "No module named %s" % name)
+        raise SetupError(str(exc) or "No module named %s" % name) from None
     sys.argv[0] = spec.origin
 
     def run():

@@ -458,7 +458,7 @@ def record_command(
                           max_seconds=max_seconds, analyze=analyze)
     except RecordError as exc:
         _say(f"error: {exc}")
-        raise typer.Exit(EXIT_USAGE)
+        raise typer.Exit(EXIT_USAGE) from None
     if code == -signal.SIGINT:
         _exit_like_sigint()
     raise typer.Exit(code)

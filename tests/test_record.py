@@ -1,0 +1,436 @@
+"""`traceinsight record`: run a user's script unchanged under torch.profiler.
+
+Every test goes through the real command line (`python -m traceinsight record ...`) in a
+subprocess and checks real outputs: the gzipped trace and its "traceinsight_record" key,
+exit statuses, stderr. The scripts it runs live in tests/record_scripts/. CPU torch is
+enough; tests that need it are skipped without it (except the no-torch ones).
+"""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent / "record_scripts"
+REPO = Path(__file__).resolve().parent.parent
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="needs torch (pip install torch, CPU is enough)")
+
+
+def _env(**extra: str) -> dict:
+    env = dict(os.environ)
+    # the traceinsight under test, wherever pytest runs from
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    env.update(extra)
+    return env
+
+
+def record(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120
+           ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "traceinsight", "record", *args], cwd=cwd,
+                          env=env or _env(), capture_output=True, text=True, timeout=timeout)
+
+
+def record_via(code: str, *args: str, cwd: Path, env: dict | None = None
+               ) -> subprocess.CompletedProcess:
+    """Run the CLI's main() after `code` (to simulate a missing torch, a failing analysis)."""
+    wrapper = (f"import sys\n{code}\nsys.argv = ['traceinsight', 'record'] + sys.argv[1:]\n"
+               "from traceinsight.cli import main\nmain()\n")
+    return subprocess.run([sys.executable, "-c", wrapper, *args], cwd=cwd, env=env or _env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+def load_trace(out_dir: Path) -> dict:
+    traces = sorted(out_dir.glob("*.pt.trace.json.gz"))
+    assert len(traces) == 1, list(out_dir.iterdir())
+    with gzip.open(traces[0], "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def step_events(trace: dict) -> list[dict]:
+    steps = [e for e in trace["traceEvents"] if e.get("ph") == "X"
+             and e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+    return sorted(steps, key=lambda e: e["ts"])
+
+
+def ops_in(trace: dict, step: dict, name: str) -> int:
+    """How many `name` events start inside the step's interval (CPU side)."""
+    lo, hi = step["ts"], step["ts"] + step["dur"]
+    return sum(1 for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"] == name
+               and e.get("cat") in ("cpu_op", "user_annotation") and lo <= e["ts"] < hi)
+
+
+def one_clean_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("traceinsight record: "), lines[0]
+    return lines[0]
+
+
+# -- the script sees what plain python would give it --------------------------------------------
+
+@needs_torch
+def test_argv_name_cwd_and_path_pass_through(tmp_path):
+    report = tmp_path / "seen.json"
+    script = os.path.relpath(SCRIPTS / "echo_argv.py", tmp_path)  # relative stays relative
+    script_args = ["--out-dir", "x", "--help", "--", "-m", "y", "a b"]
+    # record's own options before the script; after it, everything (--out-dir, --help, --,
+    # -m) is the script's
+    r = record("--no-analyze", script, *script_args, cwd=tmp_path,
+               env=_env(RECORD_TEST_REPORT=str(report)))
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(report.read_text())
+    assert seen["argv"] == [script, *script_args]
+    assert seen["name"] == "__main__"
+    assert seen["main_module_is_me"]
+    assert seen["cwd"] == str(tmp_path)
+    assert seen["path0"] == str(SCRIPTS)  # the script's folder, as python sets it
+    assert Path(seen["file"]).resolve() == SCRIPTS / "echo_argv.py"
+    assert not seen["traceinsight_imported"]  # the script does not run inside traceinsight
+    assert not (tmp_path / "x").exists()
+
+    # exactly what plain python gives
+    plain_report = tmp_path / "plain.json"
+    subprocess.run([sys.executable, script, *script_args], cwd=tmp_path,
+                   env=_env(RECORD_TEST_REPORT=str(plain_report)), check=True)
+    plain = json.loads(plain_report.read_text())
+    for key in ("argv", "name", "cwd", "path0", "file", "main_module_is_me"):
+        assert seen[key] == plain[key], key
+
+    # default output: a new folder named after the script, printed
+    (folder,) = [p for p in tmp_path.iterdir() if p.name.startswith("traceinsight-echo_argv-")]
+    assert folder.name in r.stderr
+    meta = load_trace(folder)["traceinsight_record"]
+    assert meta["window"] == "whole_run"  # no optimizer, no module: the whole run
+    assert meta["steps_recorded"] == 0
+    assert meta["argv"] == [script, *script_args] and meta["script"] == script
+
+
+def test_default_out_dir_is_new_every_time(tmp_path, monkeypatch):
+    from traceinsight import record as rec
+
+    monkeypatch.chdir(tmp_path)
+    first, created1 = rec._prepare_out_dir(None, "train", "train.pt.trace.json.gz")
+    second, created2 = rec._prepare_out_dir(None, "train", "train.pt.trace.json.gz")
+    assert created1 and created2 and first != second  # same second: a -2 suffix
+    assert first.name.startswith("traceinsight-train-") and second.is_dir()
+
+
+# -- windowing ----------------------------------------------------------------------------------
+
+@needs_torch
+def test_training_script_gets_optimizer_step_windows_and_a_report(tmp_path):
+    out = tmp_path / "out"
+    r = record("--out-dir", str(out), "--skip", "1", "--warmup", "1", "--steps", "3",
+               str(SCRIPTS / "train.py"), "--iters", "8", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "done 8" in r.stdout  # the script's own output is untouched
+    trace = load_trace(out)
+    meta = trace["traceinsight_record"]
+    assert meta["window"] == "optimizer_steps"
+    assert meta["optimizer"] == "SGD"
+    assert meta["steps_recorded"] == 3
+    assert meta["exit_code"] == 0 and meta["interrupted"] is False and meta["exception"] is None
+    assert meta["argv"] == [str(SCRIPTS / "train.py"), "--iters", "8"]
+    assert meta["cuda"] is False or meta["activities"] == ["CPU", "CUDA"]
+    assert meta["torch_version"]
+    assert (meta["with_stack"], meta["profile_memory"], meta["record_shapes"]) == (False, False, False)
+
+    steps = step_events(trace)
+    assert [s["name"] for s in steps] == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
+    for step in steps:  # one training iteration per step
+        assert ops_in(trace, step, "aten::mse_loss") == 1, step["name"]
+        assert ops_in(trace, step, "Optimizer.step#SGD.step") == 1, step["name"]
+
+    # the analysis ran beside the trace, or failed with one warning line; never a traceback
+    assert "Traceback" not in r.stderr
+    if not (out / "report.html").exists():
+        assert "warning: analysis failed" in r.stderr
+    else:
+        assert (out / "report.json").exists() and (out / "report.md").exists()
+
+
+@needs_torch
+def test_inference_script_steps_on_outermost_forward_calls_only(tmp_path):
+    out = tmp_path / "out"
+    r = record("--no-analyze", "-o", str(out), str(SCRIPTS / "infer.py"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = load_trace(out)
+    meta = trace["traceinsight_record"]
+    assert meta["window"] == "forward_calls"
+    assert meta["forward_module"] == "Sequential"
+    steps = step_events(trace)
+    assert len(steps) >= 2 and meta["steps_recorded"] == len(steps) == 3
+    # Sequential(Linear, ReLU, Linear): nested module calls do not end a step, so each
+    # step holds both linears and the softmax of one outer call
+    for step in steps:
+        assert ops_in(trace, step, "aten::linear") == 2, step["name"]
+        assert ops_in(trace, step, "aten::softmax") == 1, step["name"]
+    assert any("forward" in note for note in meta["overhead_notes"])
+
+
+@needs_torch
+def test_no_module_no_optimizer_records_the_run_capped_by_max_seconds(tmp_path):
+    out = tmp_path / "out"
+    r = record("--no-analyze", "--max-seconds", "0.3", "--with-stack", "-o", str(out),
+               str(SCRIPTS / "plain_ops.py"), "1.5", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "plain True" in r.stdout  # the script ran to its end after the cap
+    trace = load_trace(out)
+    meta = trace["traceinsight_record"]
+    assert meta["window"] == "whole_run" and meta["capped"] is True
+    assert step_events(trace) == []
+    assert any(e.get("name") == "aten::mm" for e in trace["traceEvents"])
+    assert meta["with_stack"] is True
+    assert any("with_stack" in note for note in meta["overhead_notes"])
+
+
+@needs_torch
+def test_module_form_runs_like_python_dash_m(tmp_path):
+    report = tmp_path / "seen.json"
+    out = tmp_path / "out"
+    r = record("-o", str(out), "--no-analyze", "-m", "rpkg.tool", "--report", str(report),
+               "--steps", "9", cwd=SCRIPTS)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(report.read_text())
+    assert seen["argv"] == [str(SCRIPTS / "rpkg" / "tool.py"), "--report", str(report),
+                            "--steps", "9"]
+    assert seen["name"] == "__main__" and seen["spec"] == "rpkg.tool"
+    assert seen["cwd"] == str(SCRIPTS) and seen["path0"] == str(SCRIPTS)
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["module"] is True and meta["script"] == "rpkg.tool"
+    assert meta["window"] == "optimizer_steps" and meta["optimizer"] == "Adam"
+    assert meta["steps_recorded"] == 3  # --steps 9 after the module was the script's
+
+
+# -- however the script ends, the trace is kept and the exit status is python's -----------------
+
+@needs_torch
+def test_crash_mid_run_keeps_the_trace_exit_1_and_the_traceback(tmp_path):
+    out = tmp_path / "out"
+    r = record("--no-analyze", "-o", str(out), "--steps", "10", str(SCRIPTS / "train.py"),
+               "--iters", "8", "--crash-at", "5", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "Traceback (most recent call last):" in r.stderr
+    assert 'train.py", line' in r.stderr and "ValueError: boom at step 5" in r.stderr
+    assert "_record_boot" not in r.stderr and "runpy" not in r.stderr  # the script's frames only
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["exit_code"] == 1 and meta["exception"] == "ValueError: boom at step 5"
+    assert meta["interrupted"] is False
+    # the window (10 steps) was cut short: what was recorded so far is there
+    assert meta["window"] == "optimizer_steps" and 1 <= meta["steps_recorded"] < 10
+
+
+@needs_torch
+def test_sys_exit_code_is_kept_and_a_failing_analysis_only_warns(tmp_path):
+    out = tmp_path / "out"
+    boom = ("import types, traceinsight\n"  # a pipeline whose analysis blows up
+            "def boom(*a, **k):\n    raise RuntimeError('analysis exploded')\n"
+            "p = types.ModuleType('traceinsight.pipeline')\n"
+            "p.analyze_to_files = boom\n"
+            "sys.modules['traceinsight.pipeline'] = traceinsight.pipeline = p")
+    # --skip 0 --warmup 0 also guards a crash seen once: a session started recording inside
+    # the optimizer's record_function that began under the previous session
+    r = record_via(boom, "--skip", "0", "--warmup", "0", "-o", str(out), str(SCRIPTS / "train.py"),
+                   "--iters", "8", "--exit-at", "6", "--exit-code", "3", cwd=tmp_path)
+    assert r.returncode == 3, r.stderr
+    assert "Traceback" not in r.stderr
+    warnings = [l for l in r.stderr.splitlines() if "analysis failed" in l]
+    assert len(warnings) == 1 and "analysis exploded" in warnings[0]
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["exit_code"] == 3 and meta["exception"] is None and meta["interrupted"] is False
+    assert meta["window"] == "optimizer_steps" and meta["steps_recorded"] == 3
+
+
+@needs_torch
+def test_keyboard_interrupt_keeps_the_trace_and_ends_like_python(tmp_path):
+    out = tmp_path / "out"
+    r = record("--no-analyze", "-o", str(out), str(SCRIPTS / "train.py"), "--iters", "8",
+               "--interrupt-at", "4", cwd=tmp_path)
+    plain = subprocess.run([sys.executable, str(SCRIPTS / "train.py"), "--iters", "8",
+                            "--interrupt-at", "4"], capture_output=True, text=True, env=_env())
+    # python dies by SIGINT after an uncaught KeyboardInterrupt (-2 for subprocess, 130 in a
+    # shell); record ends the same way (and where python cannot, as on some GPU sandboxes
+    # once torch's threads run, it gives what python gives)
+    assert plain.stderr.strip().endswith("KeyboardInterrupt")
+    assert r.returncode == plain.returncode
+    assert r.returncode in (-signal.SIGINT, 130, 1)
+    assert 'train.py", line' in r.stderr and "raise KeyboardInterrupt" in r.stderr
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["interrupted"] is True
+    assert meta["exit_code"] == (130 if plain.returncode == -signal.SIGINT else plain.returncode)
+    assert meta["exception"] == "KeyboardInterrupt"
+    assert meta["window"] == "optimizer_steps" and meta["steps_recorded"] >= 2
+
+
+@needs_torch
+def test_tracebacks_are_printed_exactly_as_python_prints_them(tmp_path):
+    script = SCRIPTS / "interrupt.py"
+    r = record("--no-analyze", "-o", str(tmp_path / "out"), str(script), cwd=tmp_path)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           cwd=tmp_path)
+    assert r.returncode == plain.returncode
+    assert r.stdout == plain.stdout == "working\n"
+    # the same traceback, and only our one line after it
+    assert r.stderr.startswith(plain.stderr), (r.stderr, plain.stderr)
+    ours = r.stderr[len(plain.stderr):].strip().splitlines()
+    assert len(ours) == 1 and ours[0].startswith("traceinsight record: trace (whole run")
+    assert load_trace(tmp_path / "out")["traceinsight_record"]["interrupted"] is True
+
+
+# -- record's own errors: exit 2, one line, no traceback ----------------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("case", ["missing", "directory", "binary", "syntax"])
+def test_bad_scripts_are_refused_with_one_line(tmp_path, case):
+    target = {"missing": tmp_path / "nope.py", "directory": tmp_path,
+              "binary": tmp_path / "blob.py", "syntax": tmp_path / "broken.py"}[case]
+    if case == "binary":
+        target.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    if case == "syntax":
+        target.write_text("def f(:\n    pass\n")
+    r = record(str(target), "--x", cwd=tmp_path)
+    line = one_clean_error_line(r)
+    assert str(target) in line or target.name in line
+    assert not list(tmp_path.glob("traceinsight-*"))  # nothing left behind
+
+
+@needs_torch
+def test_module_not_found_is_refused_with_one_line(tmp_path):
+    r = record("-m", "no_such_pkg_for_traceinsight.mod", cwd=tmp_path)
+    line = one_clean_error_line(r)
+    assert "no_such_pkg_for_traceinsight" in line
+    assert not list(tmp_path.glob("traceinsight-*"))
+    assert "not a module name" in one_clean_error_line(record("-m", "a b", cwd=tmp_path))
+
+
+@needs_torch
+def test_unusable_out_dir_is_refused_with_one_line(tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    line = one_clean_error_line(record("-o", str(a_file / "sub"), str(SCRIPTS / "infer.py"),
+                                       cwd=tmp_path))
+    assert "out-dir" in line
+    one_clean_error_line(record("-o", str(a_file), str(SCRIPTS / "infer.py"), cwd=tmp_path))
+
+
+@needs_torch
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes anywhere")
+def test_read_only_out_dir_is_refused_with_one_line(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        line = one_clean_error_line(record("-o", str(ro), str(SCRIPTS / "infer.py"), cwd=tmp_path))
+        assert "not writable" in line
+    finally:
+        ro.chmod(0o700)
+
+
+@needs_torch
+def test_an_earlier_recording_is_never_overwritten(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    earlier = out / "infer.pt.trace.json.gz"
+    earlier.write_bytes(b"earlier")
+    line = one_clean_error_line(record("-o", str(out), str(SCRIPTS / "infer.py"), cwd=tmp_path))
+    assert "already holds a recording" in line
+    assert earlier.read_bytes() == b"earlier"
+
+
+def test_without_torch_record_says_how_to_install_it(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    r = record_via("sys.modules['torch'] = None", str(script), cwd=tmp_path)
+    line = one_clean_error_line(r)
+    assert "pip install" in line and "traceinsight-gpu[record]" in line
+    assert "hi" not in r.stdout
+
+
+def test_torch_that_fails_to_import_in_the_script_process_is_one_line(tmp_path):
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('simulated broken torch')\n")
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fake"), env["PYTHONPATH"]])
+    r = record(str(script), cwd=tmp_path, env=env)
+    line = one_clean_error_line(r)
+    assert "simulated broken torch" in line and "pip install" in line
+    assert not list(tmp_path.glob("traceinsight-*"))
+
+
+def test_record_module_does_not_import_torch():
+    code = ("import sys, traceinsight.record, traceinsight.cli\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env())
+
+
+def test_options_after_the_script_are_never_taken_by_record():
+    """The parser itself: stops at SCRIPT; -m takes the module as SCRIPT."""
+    import typer
+    from typer.testing import CliRunner
+
+    from traceinsight import record as rec
+
+    calls = []
+
+    def fake_run_record(script, script_args, **opts):
+        calls.append((script, script_args, opts))
+        return 0
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    original = rec.run_record
+    rec.run_record = fake_run_record
+    try:
+        rec.register(app)
+        runner = CliRunner()
+        res = runner.invoke(app, ["record", "--steps", "5", "-o", "d", "t.py", "--steps", "7",
+                                  "--out-dir", "x", "--help", "-m", "--", "z"])
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(app, ["record", "--with-stack", "-m", "pkg.mod", "--with-stack", "-v"])
+        assert res.exit_code == 0, res.output
+    finally:
+        rec.run_record = original
+    (s1, a1, o1), (s2, a2, o2) = calls
+    assert s1 == "t.py" and a1 == ["--steps", "7", "--out-dir", "x", "--help", "-m", "--", "z"]
+    assert o1["steps"] == 5 and str(o1["out_dir"]) == "d" and o1["module"] is False
+    assert s2 == "pkg.mod" and a2 == ["--with-stack", "-v"]
+    assert o2["module"] is True and o2["with_stack"] is True
+
+
+def _maybe_gpu() -> bool:
+    return HAVE_TORCH and (Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists())
+
+
+@pytest.mark.skipif(not _maybe_gpu(), reason="no NVIDIA GPU here")
+def test_cuda_activities_are_recorded_when_a_gpu_is_there(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no GPU")
+    out = tmp_path / "out"
+    r = record("--no-analyze", "-o", str(out), str(SCRIPTS / "gpu_train.py"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    trace = load_trace(out)
+    meta = trace["traceinsight_record"]
+    assert meta["cuda"] is True and meta["activities"] == ["CPU", "CUDA"]
+    assert meta["window"] == "optimizer_steps" and meta["steps_recorded"] == 3
+    steps = step_events(trace)
+    kernels = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    assert kernels, "no GPU kernels in the trace"
+    assert len(steps) == 3
