@@ -97,6 +97,12 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
     loop = by_thread.get(loop_thread, [])
     loop_ts = np.array([r[1] for r in loop])
     for th, rs in by_thread.items():
+        if th != loop_thread and len(loop):
+            # The helper thread's first call in the window was also set off by the loop thread.
+            j = int(np.searchsorted(loop_ts, rs[0][1], side="right")) - 1
+            if j >= 0:
+                G.add_edge(loop[j][3], rs[0][3], kind="cpu_order", host_us=0.0, input_us=0.0,
+                           feed_us=max(0.0, rs[0][1] - loop[j][2]), wake=True)
         if len(rs) < 2:
             continue
         a = np.array([r[2] for r in rs[:-1]])

@@ -222,7 +222,7 @@ def _gpu_rows(model, gaps, w0, w1, step, names: _Names) -> list[dict]:
     inwin = (end > w0) & (ts < w1)
     g = gpu[inwin]
     from ..analyses.attribution import is_collective
-    coll = is_collective(g["name"].astype(str)) if len(g) else np.zeros(0, dtype=bool)
+    coll = is_collective(model)[inwin] if len(g) else np.zeros(0, dtype=bool)
     kind = g["kind"].to_numpy()
     cls = np.where(kind == "memcpy", _CLS["memcpy"], np.where(kind == "memset", _CLS["memset"],
                    np.where(coll, _CLS["nccl"], _CLS["kernel"])))
