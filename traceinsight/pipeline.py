@@ -143,7 +143,35 @@ def trace_facts(model: TraceModel) -> dict:
         "profiler": {k: meta.get(k) for k in ("with_stack", "profile_memory", "record_shapes")
                      if meta.get(k) is not None} | ({"record": rec} if rec else {}),
         "warnings": list(model.warnings),
+        "recording": _recording_note(rec),
+        "profiler_note": profiler_note(model),
     }
+
+
+def _recording_note(rec: dict) -> str | None:
+    if not rec:
+        return None
+    where = "CPU and CUDA" if rec.get("cuda") else "CPU only (no GPU was available)"
+    detail = rec.get("window_detail") or rec.get("window")
+    return (f"traceinsight record of {rec.get('script')}: {rec.get('steps_recorded')} step(s) recorded, "
+            f"{where}; window: {detail}")
+
+
+def profiler_note(model: TraceModel) -> str:
+    """What the profiler's own options did to this trace's CPU times, in one sentence."""
+    n = max(1, len(model.steps))
+    py = int((model.cpu["kind"] == "python").sum())
+    mem = int(model.meta.get("n_memory_events", 0))
+    on = []
+    if py:
+        on.append(f"with_stack ({py / n:.0f} Python frames recorded per step)")
+    if mem:
+        on.append(f"profile_memory ({mem / n:.0f} allocation events per step)")
+    if not on:
+        return ("No Python stacks or memory events were recorded, so CPU times are close to an "
+                "unprofiled run (the profiler still adds about a microsecond per op).")
+    return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated, so "
+            "launch_overhead and host_bound estimates are upper bounds.")
 
 
 def representative_step(a: Analysis) -> int | None:

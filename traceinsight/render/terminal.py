@@ -20,6 +20,9 @@ def show(analyses, console: Console | None = None) -> None:
             f"{', last one partial' if t['partial_steps'] else ''}) | median step {s['median_step_ms']} ms "
             f"(min {s['min_step_ms']}, max {s['max_step_ms']}) | GPU busy {s['median_gpu_busy_ms']} ms, "
             f"idle {s['median_gpu_idle_ms']} ms per step (medians)"))
+        if t.get("recording"):
+            console.print(Text(t["recording"]))
+        console.print(Text(t["profiler_note"], style="dim"))
         idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v and v > 0.0005}
         if idle:
             console.print(Text("GPU idle by cause (median ms per step): " +
