@@ -67,7 +67,7 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
                    bytes=float(r.bytes))
 
     # Step markers on the thread that owns the ProfilerStep ranges (the training loop's thread).
-    step_rows = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("ProfilerStep#")]
+    step_rows = cpu[cpu["is_step"].to_numpy()]
     loop_thread = step_rows["thread"].mode().iloc[0] if len(step_rows) else (
         rt["thread"].mode().iloc[0] if len(rt) else "")
     for s in steps.itertuples():

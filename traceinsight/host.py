@@ -76,7 +76,7 @@ class HostActivity:
         kind = cpu["kind"].to_numpy()
         is_aten = kind == "op"
         # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
-        big = model.cpu_match(r"^ProfilerStep#") | (
+        big = cpu["is_step"].to_numpy() | (
             (kind == "annotation") & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
         is_ann = (kind == "annotation") & ~big
         self.launching = mark_launching(cpu)
@@ -138,10 +138,16 @@ class HostActivity:
 
     def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:
         """The host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
-        cpu = self.cpu
-        sel = self.host_rows & (cpu["thread"].to_numpy() == thread) & (cpu["ts"].to_numpy() < b) & (
-            cpu["end"].to_numpy() > a)
-        rows = cpu[sel]
+        if not hasattr(self, "_host_by_thread"):
+            h = self.cpu[self.host_rows]
+            self._host_by_thread = {th: g.sort_values("ts") for th, g in h.groupby("thread")}
+        h = self._host_by_thread.get(thread)
+        if h is None:
+            return []
+        # Host ranges are short next to a step: those starting before b and ending after a.
+        upto = np.searchsorted(h["ts"].to_numpy(), b, side="left")
+        rows = h.iloc[:upto]
+        rows = rows[rows["end"].to_numpy() > a]
         if rows.empty:
             return []
         ov = np.minimum(rows["end"], b) - np.maximum(rows["ts"], a)

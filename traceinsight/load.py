@@ -20,20 +20,20 @@ from .errors import TraceError
 Scalar = Union[int, float, str, None]
 
 
-class Args(msgspec.Struct, forbid_unknown_fields=False):
-    """The event args we use. Names with spaces are Kineto's own."""
+class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False):
+    """The event args we use. Names with spaces are Kineto's own. Only what the analysis reads is
+    declared: msgspec skips the rest without building Python objects (gc=False: a million of these
+    need not be tracked by the garbage collector, they hold no cycles)."""
     correlation: Union[int, str, None] = None
     external_id: Union[int, str, None] = msgspec.field(default=None, name="External id")
     stream: Union[int, str, None] = None
     device: Union[int, str, None] = None
     bytes: Union[int, float, None] = None
     bandwidth: Union[int, float, None] = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
+    # Kept as raw JSON bytes: only shown as text, so never worth building nested lists for.
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     python_id: Union[int, None] = msgspec.field(default=None, name="Python id")
     python_parent_id: Union[int, None] = msgspec.field(default=None, name="Python parent id")
-    grid: Any = None
-    block: Any = None
     wait_on_stream: Union[int, None] = None
     wait_on_event_corr: Union[int, None] = msgspec.field(
         default=None, name="wait_on_cuda_event_record_corr_id")
@@ -42,7 +42,7 @@ class Args(msgspec.Struct, forbid_unknown_fields=False):
     meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
 
 
-class Event(msgspec.Struct, forbid_unknown_fields=False):
+class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     ph: str = ""
     cat: Union[str, None] = None
     name: Union[str, int, float, None] = ""
@@ -137,16 +137,17 @@ def load_trace(path: str | os.PathLike) -> RawTrace:
     file_bytes = len(data)
     if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark some editors write
         data = data[3:]
-    stripped = data.lstrip()
-    if not stripped:
+    # msgspec accepts leading whitespace; stripping it would copy a 300 MB buffer.
+    lead = re.match(rb"\s*", data).end()
+    if lead == len(data):
         raise TraceError(path, "file is empty")
-    first = stripped[:1]
+    first = data[lead:lead + 1]
     if first not in (b"{", b"["):
         raise TraceError(path, "not JSON (a Kineto trace starts with '{' or '[')")
-    _check_nesting(path, stripped)
+    _check_nesting(path, data)
     counts = _Lenient()
     try:
-        trace = _decode_or_repair(path, stripped, first, warnings, counts)
+        trace = _decode_or_repair(path, data, first, warnings, counts)
     except RecursionError:
         raise TraceError(path, "nesting too deep: not a trace") from None
     if counts.bad_entries:
@@ -218,12 +219,19 @@ class _Lenient:
         if not isinstance(e, dict):
             self.bad_entries += 1
             return None
+        args0 = e.get("args")
+        if isinstance(args0, dict) and "Input Dims" in args0:
+            e = dict(e, args=dict(args0, **{"Input Dims": msgspec.Raw(msgspec.json.encode(args0["Input Dims"]))}))
         try:
             return msgspec.convert(e, Event, strict=False)
         except msgspec.ValidationError:
             pass
         e = dict(e)
         args = e.pop("args", None)
+        if isinstance(args, dict) and "Input Dims" in args:
+            # convert() will not build a Raw from a list; give it the bytes it would have decoded.
+            args = dict(args)
+            args["Input Dims"] = msgspec.Raw(msgspec.json.encode(args["Input Dims"]))
         e = self.scrub(e, Event)
         if isinstance(args, dict):
             e["args"] = self.scrub(args, Args)

@@ -178,6 +178,9 @@ def build_model(raw: RawTrace) -> TraceModel:
         gpu = gpu[np.isfinite(gpu["ts"])].reset_index(drop=True)
 
     cpu = _nest(cpu)
+    ann = np.flatnonzero((cpu["kind"] == "annotation").to_numpy())
+    cpu["is_step"] = False
+    cpu.loc[ann, "is_step"] = cpu["name"].iloc[ann].str.startswith("ProfilerStep#").to_numpy()
     gpu = _link_launches(cpu, gpu)
     steps, step_source = _steps(cpu, gpu)
     steps = _mark_partial(_gpu_aware_bounds(steps, cpu, gpu), step_source)
@@ -220,8 +223,7 @@ def _cpu_table(rows) -> pd.DataFrame:
         "dur": _floats([e.dur for e in rows], 0.0),
         "ext_id": _ids(args, "external_id"),
         "correlation": _ids(args, "correlation"),
-        "input_dims": [_dims(a.input_dims) if a is not None and a.input_dims is not None else ""
-                       for a in args],
+        "input_dims": [_dims(a.input_dims) if a is not None else "" for a in args],
         "python_id": _ids(args, "python_id"),
     })
     df["dur"] = df["dur"].clip(lower=0)
@@ -239,12 +241,14 @@ def _cpu_table(rows) -> pd.DataFrame:
 
 def _ids(args, field: str) -> np.ndarray:
     """An int64 column from an optional args field; -1 where missing or unusable. Fast path for ints."""
-    vals = [getattr(a, field) if a is not None else None for a in args]
+    vals = [-1 if a is None or getattr(a, field) is None else getattr(a, field) for a in args]
     try:
-        return np.array([v if type(v) is int else -1 for v in vals], dtype=np.int64) if all(
-            type(v) is int or v is None for v in vals) else np.array([_int_or(v) for v in vals], dtype=np.int64)
+        out = np.array(vals)
+        if out.dtype.kind == "i" or len(vals) == 0:
+            return out.astype(np.int64)
     except OverflowError:
-        return np.array([_int_or(v) for v in vals], dtype=np.int64)
+        pass
+    return np.array([_int_or(v) for v in vals], dtype=np.int64)
 
 
 def _floats(vals, default: float) -> np.ndarray:
@@ -255,11 +259,10 @@ def _floats(vals, default: float) -> np.ndarray:
         return np.array([_num(v, default) for v in vals], dtype=float)
 
 
-def _dims(d) -> str:
-    try:
-        return str(d)[:200]
-    except Exception:  # pragma: no cover - odd args are not worth failing on
-        return ""
+def _dims(raw) -> str:
+    """Input Dims as compact text (it arrives as raw JSON bytes)."""
+    b = bytes(raw)
+    return "" if not b or b == b"null" else b[:200].decode("utf-8", "replace")
 
 
 def _gpu_table(rows) -> pd.DataFrame:
@@ -312,31 +315,38 @@ def _nest(cpu: pd.DataFrame) -> pd.DataFrame:
                                                  ascending=[True, True, True, False, True, True, True],
                                                  kind="stable").drop(columns="_k")
     cpu = cpu.reset_index(drop=True)
-    ts = cpu["ts"].to_numpy()
-    end = (cpu["ts"] + cpu["dur"]).to_numpy()
-    thread = (cpu["pid"] + "/" + cpu["tid"]).to_numpy()
+    # Plain Python lists: this loop visits every CPU range once, numpy scalars would triple its cost.
+    ts = cpu["ts"].tolist()
+    end = (cpu["ts"] + cpu["dur"]).tolist()
+    pc, pu = pd.factorize(cpu["pid"])
+    tc, tu = pd.factorize(cpu["tid"])
+    codes, pairs = pd.factorize(pc.astype(np.int64) * max(1, len(tu)) + tc)
+    threads = [(pu[p // max(1, len(tu))], tu[p % max(1, len(tu))]) for p in pairs]
+    thread_code = codes.tolist()
     n = len(cpu)
-    parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int32)
+    parent = [-1] * n
+    depth = [0] * n
     stack: list[int] = []
     prev_thread = None
     eps = 0.001
     for i in range(n):
-        th = thread[i]
+        th = thread_code[i]
         if th != prev_thread:
             stack = []
             prev_thread = th
-        t = ts[i]
-        while stack and end[stack[-1]] <= t + eps:
+        t = ts[i] + eps
+        while stack and end[stack[-1]] <= t:
             stack.pop()
         if stack:
             p = stack[-1]
             parent[i] = p
             depth[i] = depth[p] + 1
         stack.append(i)
-    cpu["parent"] = parent
-    cpu["depth"] = depth
-    cpu["thread"] = thread
+    names = np.array([f"{p}/{t}" for p, t in threads], dtype=object)
+    cpu["parent"] = np.array(parent, dtype=np.int64)
+    cpu["depth"] = np.array(depth, dtype=np.int32)
+    cpu["thread"] = names[codes] if n else np.array([], dtype=object)
+    parent, depth = cpu["parent"].to_numpy(), cpu["depth"].to_numpy()
     cpu["top_op"] = _top_ops(parent, depth, cpu["kind"].to_numpy() == "op")
     return cpu
 
@@ -369,7 +379,7 @@ def _link_launches(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
 
 
 def _steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    ann = cpu[(cpu["kind"] == "annotation") & cpu["name"].str.startswith("ProfilerStep#")]
+    ann = cpu[cpu["is_step"].to_numpy()]
     if len(ann):
         num = ann["name"].str.extract(_STEP)[0]
         ann = ann[num.notna()]
@@ -458,10 +468,15 @@ def _gaps(gpu: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
             s = np.maximum(idle_s[lo:hi], w0)
             e = np.minimum(idle_e[lo:hi], w1)
             keep = e > s
-            frames.append(pd.DataFrame({"device": dev, "step": step, "start": s[keep], "end": e[keep]}))
+            frames.append((dev, step, s[keep], e[keep]))
     if not frames:
         return pd.DataFrame(columns=cols)
-    gaps = pd.concat(frames, ignore_index=True)
+    gaps = pd.DataFrame({
+        "device": np.concatenate([np.full(len(f[2]), f[0], dtype=np.int64) for f in frames]),
+        "step": np.concatenate([np.full(len(f[2]), f[1], dtype=np.int64) for f in frames]),
+        "start": np.concatenate([f[2] for f in frames]),
+        "end": np.concatenate([f[3] for f in frames]),
+    })
     gaps["dur"] = gaps["end"] - gaps["start"]
     gaps["next_gpu"] = -1
     gaps["prev_gpu"] = -1

@@ -282,7 +282,17 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
 
 
 def to_dict(a: Analysis) -> dict:
-    """The JSON output: stable field names; times in ms; per-step values are medians over full steps."""
+    """The JSON output: stable field names; times in ms; per-step values are medians over full steps.
+
+    Computed once per Analysis (every output reads it); treat the result as read-only.
+    """
+    cached = a.__dict__.get("_doc")
+    if cached is None:
+        cached = a.__dict__["_doc"] = _to_dict(a)
+    return cached
+
+
+def _to_dict(a: Analysis) -> dict:
     b = breakdown(a)
     fs = a.per_step
     return {

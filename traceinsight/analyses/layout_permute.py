@@ -29,8 +29,9 @@ def analyze(ctx: Context) -> list[Finding]:
     ops = pd.Series(dtype=float)
     linked = full[full["launcher"] >= 0]
     if len(linked):
-        from .base import top_op
-        names = [top_op(cpu, int(r)) for r in linked["launcher"]]
+        parent = cpu["parent"].to_numpy()[linked["launcher"].to_numpy()]
+        top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+        names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
         ops = linked["dur"].groupby(pd.Series(names, index=linked.index)).sum().sort_values(ascending=False)
     ev = {
         "kernels_per_step": round(len(full) / ctx.n_full, 1),

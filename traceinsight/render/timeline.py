@@ -184,7 +184,7 @@ def _cpu_rows(model, w0, w1, names: _Names) -> list[dict]:
     kind = cpu["kind"].to_numpy()
     idx = np.arange(len(cpu))
     is_top_op = (kind == "op") & (cpu["top_op"].to_numpy() == idx)
-    is_ann = (kind == "annotation") & ~cpu["name"].str.startswith("ProfilerStep#").to_numpy()
+    is_ann = (kind == "annotation") & ~cpu["is_step"].to_numpy()
     is_rt = kind == "runtime"
     rkind = cpu["rkind"].to_numpy()
     rt_cls = np.select([rkind == "launch", rkind == "sync", np.isin(rkind, ["memcpy", "memset"])],
@@ -194,7 +194,7 @@ def _cpu_rows(model, w0, w1, names: _Names) -> list[dict]:
     if threads.empty:
         return []
     # The thread with the step annotations (the training loop) first, then by activity.
-    main = cpu.loc[inwin & cpu["name"].str.startswith("ProfilerStep#").to_numpy(), "thread"]
+    main = cpu.loc[inwin & cpu["is_step"].to_numpy(), "thread"]
     counts = threads["thread"].value_counts()
     order = sorted(counts.index, key=lambda t: (0 if t in set(main) else 1, -counts[t], t))
     th_col = cpu["thread"].to_numpy()
