@@ -32,8 +32,6 @@ class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     bandwidth: Union[int, float, None] = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     # Kept as raw JSON bytes: only shown as text, so never worth building nested lists for.
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
-    python_id: Union[int, None] = msgspec.field(default=None, name="Python id")
-    python_parent_id: Union[int, None] = msgspec.field(default=None, name="Python parent id")
     wait_on_stream: Union[int, None] = None
     wait_on_event_corr: Union[int, None] = msgspec.field(
         default=None, name="wait_on_cuda_event_record_corr_id")

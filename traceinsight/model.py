@@ -223,8 +223,8 @@ def _cpu_table(rows) -> pd.DataFrame:
         "dur": _floats([e.dur for e in rows], 0.0),
         "ext_id": _ids(args, "external_id"),
         "correlation": _ids(args, "correlation"),
-        "input_dims": [_dims(a.input_dims) if a is not None else "" for a in args],
-        "python_id": _ids(args, "python_id"),
+        # Raw JSON bytes, turned into text only for the few ops a table shows (dims_text).
+        "input_dims": [a.input_dims if a is not None else b"" for a in args],
     })
     df["dur"] = df["dur"].clip(lower=0)
     # PyTorch 1.8-1.9 wrote step and optimizer ranges as plain `Operator` events.
@@ -241,7 +241,7 @@ def _cpu_table(rows) -> pd.DataFrame:
 
 def _ids(args, field: str) -> np.ndarray:
     """An int64 column from an optional args field; -1 where missing or unusable. Fast path for ints."""
-    vals = [-1 if a is None or getattr(a, field) is None else getattr(a, field) for a in args]
+    vals = [-1 if (v := (getattr(a, field) if a is not None else None)) is None else v for a in args]
     try:
         out = np.array(vals)
         if out.dtype.kind == "i" or len(vals) == 0:
@@ -259,8 +259,8 @@ def _floats(vals, default: float) -> np.ndarray:
         return np.array([_num(v, default) for v in vals], dtype=float)
 
 
-def _dims(raw) -> str:
-    """Input Dims as compact text (it arrives as raw JSON bytes)."""
+def dims_text(raw) -> str:
+    """Input Dims as compact text (the model keeps the raw JSON bytes)."""
     b = bytes(raw)
     return "" if not b or b == b"null" else b[:200].decode("utf-8", "replace")
 

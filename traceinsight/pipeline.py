@@ -216,7 +216,10 @@ def op_table(a: Analysis, limit: int = 50) -> list[dict]:
     parent = cpu["parent"].to_numpy()[g["launcher"].to_numpy()]
     top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
     names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
-    dims = np.where(top >= 0, cpu["input_dims"].to_numpy()[np.maximum(top, 0)], "")
+    from .model import dims_text
+    uniq, inv = np.unique(top, return_inverse=True)
+    col = cpu["input_dims"].to_numpy()
+    dims = np.array([dims_text(col[t]) if t >= 0 else "" for t in uniq], dtype=object)[inv]
     df = pd.DataFrame({"op": names, "input_dims": dims, "dur": g["dur"].to_numpy()})
     n = max(1, len(steps))
     agg = df.groupby(["op", "input_dims"]).agg(kernels=("dur", "size"), total=("dur", "sum"))
