@@ -206,6 +206,24 @@ def build_model(raw: RawTrace) -> TraceModel:
                       t0_us=t0, n_events=len(ev), n_flows=n_flows, step_source=step_source)
 
 
+def _threads(pids: list, tids: list):
+    """pid, tid and "pid/tid" as text, and each thread's rank in name order (a sort key that does
+    not depend on the order of events in the file). Work is done on distinct values only."""
+    pc, pu = pd.factorize(pd.Series(pids, dtype=object))
+    tc, tu = pd.factorize(pd.Series(tids, dtype=object))
+    nt = max(1, len(tu))
+    codes, pairs = pd.factorize(pc.astype(np.int64) * nt + tc)
+    names = np.array([f"{pu[p // nt]}/{tu[p % nt]}" for p in pairs], dtype=object)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[np.argsort(names, kind="stable")] = np.arange(len(names))
+    pid_text = np.array([str(u) for u in pu], dtype=object)
+    tid_text = np.array([str(u) for u in tu], dtype=object)
+    if len(pids) == 0:
+        empty = np.array([], dtype=object)
+        return empty, empty, empty, np.array([], dtype=np.int64)
+    return pid_text[pc], tid_text[tc], names[codes], rank[codes]
+
+
 def _cpu_table(rows) -> pd.DataFrame:
     name = [str(e.name) if e.name is not None else "" for e in rows]
     cat = [e.cat for e in rows]
@@ -213,9 +231,12 @@ def _cpu_table(rows) -> pd.DataFrame:
     kind = np.array(["runtime" if c in RUNTIME_CATS else
                      ("python" if c == "python_function" else
                       ("annotation" if c == "user_annotation" else "op")) for c in cat], dtype=object)
+    pid, tid, thread, thread_rank = _threads([e.pid for e in rows], [e.tid for e in rows])
     df = pd.DataFrame({
-        "pid": [str(e.pid) for e in rows],
-        "tid": [str(e.tid) for e in rows],
+        "pid": pid,
+        "tid": tid,
+        "thread": thread,
+        "thread_rank": thread_rank,
         "name": pd.Series(name, dtype=object),
         "cat": pd.Series(cat, dtype=object),
         "kind": kind,
@@ -310,19 +331,11 @@ def _nest(cpu: pd.DataFrame) -> pd.DataFrame:
     # Longer ranges first at equal start, so a parent precedes its children; runtime calls last.
     # Equal ranges (aten::detach and detach): the outer op has the smaller External id, so the order,
     # and the tree, do not depend on the order of events in the file.
-    order_kind = (cpu["kind"] == "runtime").astype(np.int8)
-    cpu = cpu.assign(_k=order_kind).sort_values(["pid", "tid", "ts", "dur", "_k", "ext_id", "name"],
-                                                 ascending=[True, True, True, False, True, True, True],
-                                                 kind="stable").drop(columns="_k")
-    cpu = cpu.reset_index(drop=True)
+    cpu = cpu.iloc[_nesting_order(cpu)].drop(columns="thread_rank").reset_index(drop=True)
     # Plain Python lists: this loop visits every CPU range once, numpy scalars would triple its cost.
     ts = cpu["ts"].tolist()
     end = (cpu["ts"] + cpu["dur"]).tolist()
-    pc, pu = pd.factorize(cpu["pid"])
-    tc, tu = pd.factorize(cpu["tid"])
-    codes, pairs = pd.factorize(pc.astype(np.int64) * max(1, len(tu)) + tc)
-    threads = [(pu[p // max(1, len(tu))], tu[p % max(1, len(tu))]) for p in pairs]
-    thread_code = codes.tolist()
+    thread_code = pd.factorize(cpu["thread"])[0].tolist()
     n = len(cpu)
     parent = [-1] * n
     depth = [0] * n
@@ -342,13 +355,40 @@ def _nest(cpu: pd.DataFrame) -> pd.DataFrame:
             parent[i] = p
             depth[i] = depth[p] + 1
         stack.append(i)
-    names = np.array([f"{p}/{t}" for p, t in threads], dtype=object)
     cpu["parent"] = np.array(parent, dtype=np.int64)
     cpu["depth"] = np.array(depth, dtype=np.int32)
-    cpu["thread"] = names[codes] if n else np.array([], dtype=object)
     parent, depth = cpu["parent"].to_numpy(), cpu["depth"].to_numpy()
     cpu["top_op"] = _top_ops(parent, depth, cpu["kind"].to_numpy() == "op")
     return cpu
+
+
+def _nesting_order(cpu: pd.DataFrame) -> np.ndarray:
+    """Row order for the stack walk: thread, start, longer first, runtime calls last, External id, name.
+
+    Numeric keys go through one lexsort; the name only breaks the rare exact ties, on those rows alone.
+    """
+    keys = [cpu["thread_rank"].to_numpy(), cpu["ts"].to_numpy(), -cpu["dur"].to_numpy(),
+            (cpu["kind"] == "runtime").to_numpy().astype(np.int8), cpu["ext_id"].to_numpy()]
+    order = np.lexsort(keys[::-1])
+    if len(order) < 2:
+        return order
+    same = np.ones(len(order) - 1, dtype=bool)
+    for k in keys:
+        v = k[order]
+        same &= v[1:] == v[:-1]
+    if not same.any():
+        return order
+    run = np.concatenate([[0], np.cumsum(~same)])
+    tied = np.zeros(len(order), dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    names = cpu["name"].to_numpy()
+    idx = np.flatnonzero(tied)
+    # Within each run of exact ties, order by name; runs stay where they are.
+    resorted = sorted(idx, key=lambda i: (run[i], names[order[i]]))
+    order = order.copy()
+    order[idx] = order[np.array(resorted)]
+    return order
 
 
 def _top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
