@@ -93,19 +93,20 @@ class HostActivity:
         self.cover: dict[str, ThreadActivity] = {}
         self.input: dict[str, ThreadActivity] = {}
         input_rows = self.host_rows & model.cpu_match(INPUT_NAMES)
-        ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
-        for th in np.unique(thread):
-            sel = thread == th
-            cs, ce = merged_intervals(ts[sel & is_op], end[sel & is_op])
+        ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+        for th, rows in cpu.groupby("thread", sort=False).indices.items():
+            t, e = ts[rows], end[rows]
+            op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]
+            cs, ce = merged_intervals(t[op], e[op])
             self.cover[th] = ThreadActivity(cs, ce, _cum(cs, ce))
-            is_, ie = merged_intervals(ts[sel & input_rows], end[sel & input_rows])
+            is_, ie = merged_intervals(t[inp], e[inp])
             self.input[th] = ThreadActivity(is_, ie, _cum(is_, ie))
             # Long stretches covered by no op at all: Python doing its own work.
             bare_s = np.concatenate([[-np.inf], ce])
             bare_e = np.concatenate([cs, [np.inf]])
             long = (bare_e - bare_s) >= BARE_HOST_US
-            hs = np.concatenate([ts[sel & self.host_rows], bare_s[long]])
-            he = np.concatenate([end[sel & self.host_rows], bare_e[long]])
+            hs = np.concatenate([t[host], bare_s[long]])
+            he = np.concatenate([e[host], bare_e[long]])
             hs, he = merged_intervals(hs, he)
             self.threads[th] = ThreadActivity(hs, he, _cum(hs, he))
 
