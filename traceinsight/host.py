@@ -24,6 +24,7 @@ from .model import TraceModel, merged_intervals
 
 BARE_HOST_US = 1000.0
 HOST_OP_US = 50.0
+FRAMEWORK = r"^autograd::engine|^torch::autograd::|Backward\d*$"
 INPUT_NAMES = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
 FEEDS_GPU = ("launch", "memcpy", "memset")
 
@@ -87,7 +88,10 @@ class HostActivity:
         substantial = cpu["dur"].to_numpy() >= HOST_OP_US
         # Substantial non-launching ops count even inside a launching op (aten::to's CPU-side work,
         # lazy CUDA init in empty_strided); cheap ones there are dispatch.
-        self.host_rows = (((is_aten & substantial) | (is_ann & ~under)) & ~self.launching)
+        # The autograd engine's own nodes (evaluate_function, *Backward0) are framework dispatch, however
+        # long a profiler makes them look.
+        framework = model.cpu_match(FRAMEWORK)
+        self.host_rows = (((is_aten & substantial) | (is_ann & ~under)) & ~self.launching & ~framework)
         is_op = is_aten | (is_ann & ~self.launching)
         self.threads: dict[str, ThreadActivity] = {}
         self.cover: dict[str, ThreadActivity] = {}
@@ -112,30 +116,19 @@ class HostActivity:
 
     def host_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Host-work length inside each stretch [a_k, b_k) on one thread (vectorised)."""
-        a = np.asarray(a, dtype=float)
-        b = np.maximum(np.asarray(b, dtype=float), a)
-        ta = self.threads.get(thread)
-        if ta is None:
-            return np.where(b - a >= BARE_HOST_US, b - a, 0.0)
-        return overlap_many(ta.s, ta.e, ta.cum, a, b)
+        if thread not in self.threads:  # a thread with no ranges at all: long stretches are host work
+            a = np.asarray(a, dtype=float)
+            span = np.maximum(np.asarray(b, dtype=float), a) - a
+            return np.where(span >= BARE_HOST_US, span, 0.0)
+        return _time_in(self.threads, thread, a, b)
 
     def input_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Input-pipeline time within each [a_k, b_k) on a thread."""
-        a = np.asarray(a, dtype=float)
-        b = np.maximum(np.asarray(b, dtype=float), a)
-        ta = self.input.get(thread)
-        if ta is None:
-            return np.zeros(len(a))
-        return overlap_many(ta.s, ta.e, ta.cum, a, b)
+        return _time_in(self.input, thread, a, b)
 
     def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Time inside ops (any op or non-launching annotation) within each [a_k, b_k) on a thread."""
-        a = np.asarray(a, dtype=float)
-        b = np.maximum(np.asarray(b, dtype=float), a)
-        ta = self.cover.get(thread)
-        if ta is None:
-            return np.zeros(len(a))
-        return overlap_many(ta.s, ta.e, ta.cum, a, b)
+        return _time_in(self.cover, thread, a, b)
 
     def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:
         """The host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
@@ -154,6 +147,16 @@ class HostActivity:
         ov = np.minimum(rows["end"], b) - np.maximum(rows["ts"], a)
         agg = ov.groupby(rows["name"]).sum().sort_values(ascending=False)
         return [(n, float(v)) for n, v in agg.head(limit).items()]
+
+
+def _time_in(sets: dict, thread: str, a, b) -> np.ndarray:
+    """Overlap of each [a_k, b_k) with one thread's interval set (zero if the thread has none)."""
+    a = np.asarray(a, dtype=float)
+    b = np.maximum(np.asarray(b, dtype=float), a)
+    ta = sets.get(thread)
+    if ta is None:
+        return np.zeros(len(a))
+    return overlap_many(ta.s, ta.e, ta.cum, a, b)
 
 
 def _cum(s: np.ndarray, e: np.ndarray) -> np.ndarray:

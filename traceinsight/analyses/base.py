@@ -50,17 +50,16 @@ class Context:
         return float(v.median()) if len(v) else 0.0
 
     def step_of(self, ts: np.ndarray) -> np.ndarray:
-        """Step number of each timestamp (-1 outside every step)."""
-        st = self.model.steps
-        starts, ends = st["start"].to_numpy(), st["end"].to_numpy()
-        k = np.searchsorted(starts, ts, side="right") - 1
-        ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
-        return np.where(ok, st["step"].to_numpy()[np.maximum(k, 0)], -1)
+        """Step number of each timestamp by the step windows (-1 outside every step)."""
+        return self._step_at(ts, "start", "end")
 
     def cpu_step_of(self, ts: np.ndarray) -> np.ndarray:
         """Step number of each CPU timestamp by the ProfilerStep ranges themselves (-1 outside)."""
+        return self._step_at(ts, "cpu_start", "cpu_end")
+
+    def _step_at(self, ts: np.ndarray, start_col: str, end_col: str) -> np.ndarray:
         st = self.model.steps
-        starts, ends = st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()
+        starts, ends = st[start_col].to_numpy(), st[end_col].to_numpy()
         k = np.searchsorted(starts, ts, side="right") - 1
         ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
         return np.where(ok, st["step"].to_numpy()[np.maximum(k, 0)], -1)
