@@ -32,6 +32,7 @@ VERDICT_LABEL = {
     "layout_permute": "slowed by layout conversions",
     "fp32_matmul": "slowed by FP32 matmuls",
     "unfused_optimizer": "optimizer-bound",
+    "fusion_candidates": "slowed by unfused elementwise kernels",
     "collective_wait": "communication-bound",
     "profiler_overhead": "inflated by the profiler",
 }

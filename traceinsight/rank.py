@@ -57,7 +57,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             lo_f, hi_f = f.transform["bound_factors"]
             vals = []
             for fac in (hi_f, lo_f):
-                t = dict(f.transform, factor=fac)
+                t = dict(f.transform, scale_kernels=[(p, fac) for p, _ in f.transform["scale_kernels"]])
                 vals.append(max(0.0, base.median_us - whatif.simulate(whatif.apply(compiled, t, bw)).median_us))
             f.savings_bound_us = (min(vals), max(vals))
             f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
@@ -81,8 +81,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         combined: dict = {}
         for f in replayable:
             for k, v in f.transform.items():
-                if k == "unblock":
-                    combined.setdefault("unblock", []).extend(v)
+                if k in ("unblock", "scale_kernels"):
+                    combined.setdefault(k, []).extend(v)
                 elif k not in combined:
                     combined[k] = v
         fixed = whatif.simulate(whatif.apply(compiled, combined, bw))

@@ -166,11 +166,11 @@ def apply(c: Compiled, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT
                 s.dur[i] = 0.0
                 if c.lpred[i] >= 0:
                     s.dur[c.lpred[i]] = 0.0
-    if "scale_kernels" in transform:
-        pat = re.compile(transform["scale_kernels"], re.I)
+    for pattern, factor in transform.get("scale_kernels", []):
+        pat = re.compile(pattern, re.I)
         for i in gpu_idx:
             if c.gkind[i] == "kernel" and pat.search(c.names[i]):
-                s.dur[i] = c.dur[i] * transform["factor"]
+                s.dur[i] = c.dur[i] * factor
     if "optimizer_regions" in transform:
         for t0, t1, th in transform["optimizer_regions"]:
             for i in cpu_idx:
@@ -181,7 +181,7 @@ def apply(c: Compiled, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT
             for i in gpu_idx:
                 lp = c.lpred[i]
                 if lp >= 0 and c.thread[lp] == th and t0 <= c.ts[lp] < t1:
-                    s.dur[i] = c.dur[i] * transform["factor"]
+                    s.dur[i] = c.dur[i] * transform["optimizer_factor"]
     return s
 
 

@@ -1,8 +1,8 @@
 """analyses: one module per finding kind; each `analyze(ctx)` returns findings with evidence."""
 from __future__ import annotations
 
-from . import (collective_wait, fp32_matmul, host_bound, launch_overhead, layout_permute,
-               pageable_memcpy, profiler_overhead, sync_stall, unfused_optimizer)
+from . import (collective_wait, fp32_matmul, fusion_candidates, host_bound, launch_overhead,
+               layout_permute, pageable_memcpy, profiler_overhead, sync_stall, unfused_optimizer)
 from .base import Context, Finding
 
 ANALYZERS = {
@@ -13,6 +13,7 @@ ANALYZERS = {
     "host_bound": host_bound.analyze,
     "fp32_matmul": fp32_matmul.analyze,
     "unfused_optimizer": unfused_optimizer.analyze,
+    "fusion_candidates": fusion_candidates.analyze,
     "collective_wait": collective_wait.analyze,
     "profiler_overhead": profiler_overhead.analyze,
 }

@@ -59,5 +59,4 @@ def analyze(ctx: Context) -> list[Finding]:
             "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
             "under torch.autocast('cuda', dtype=torch.bfloat16).",
         confidence="medium", evidence=ev,
-        transform={"scale_kernels": FP32_SIMT.pattern, "gemm_only": True, "factor": 1 / central,
-                   "bound_factors": (1 / peak, 1 / 2.0)})]
+        transform={"scale_kernels": [(FP32_SIMT.pattern, 1 / central)], "bound_factors": (1 / peak, 1 / 2.0)})]

@@ -59,4 +59,4 @@ def analyze(ctx: Context) -> list[Finding]:
             "(or foreach=True); it updates all parameters in a few kernels.",
         confidence="medium", evidence=ev,
         transform={"optimizer_regions": [(float(r.ts), float(r.end), r.thread) for r in regions.itertuples()],
-                   "factor": FUSED_GPU_SHARE})]
+                   "optimizer_factor": FUSED_GPU_SHARE})]
