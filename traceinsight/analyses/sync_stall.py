@@ -33,10 +33,7 @@ SYNC_FIXES = {
 
 
 def analyze(ctx: Context) -> list[Finding]:
-    return _blocking_finding(ctx, "sync_stall")
-
-
-def _blocking_finding(ctx: Context, cause: str) -> list[Finding]:
+    cause = "sync_stall"
     lost = ctx.per_step_median(ctx.per_step[cause])
     cpu = ctx.model.cpu
     gaps = ctx.gaps[(ctx.gaps[cause] > 0) & (ctx.gaps["blocker"] >= 0)]
@@ -60,21 +57,18 @@ def _blocking_finding(ctx: Context, cause: str) -> list[Finding]:
     site_ops = {top_op(cpu, b) for b, _ in rows}
     blocks = blocking_calls(ctx.model)
     blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
-    if cause == "sync_stall":
-        first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
-        fixes = []
-        for s in ev_sites[:4]:
-            f = SYNC_FIXES.get(s["op"])
-            if f and f not in fixes:
-                fixes.append(f"{s['op']}: {f}")
-        fix = ("Remove the host-device syncs from the hot path. " + " ".join(fixes)) if fixes else (
-            "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
-            "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
-        where = f" at {first['source']}" if first.get("source") and not first["source"].startswith("(") else ""
-        title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
-                 f"{sum(s['per_step'] for s in ev_sites):.0f} times per step")
-    else:
-        return []
+    first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
+    fixes = []
+    for s in ev_sites[:4]:
+        f = SYNC_FIXES.get(s["op"])
+        if f and f not in fixes:
+            fixes.append(f"{s['op']}: {f}")
+    fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
+        "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
+        "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
+    where = f" at {first['source']}" if first.get("source") and not first["source"].startswith("(") else ""
+    title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
+             f"{sum(s['per_step'] for s in ev_sites):.0f} times per step")
     return [Finding(kind=cause, title=title, lost_per_step_us=lost,
                     lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
                     confidence="high" if ev_sites else "medium",
