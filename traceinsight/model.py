@@ -86,23 +86,31 @@ class TraceModel:
 
     @property
     def runtime(self) -> pd.DataFrame:
+        """The runtime / driver calls (cuda*, cu*, hip*) among the CPU ranges."""
         return self.cpu[self.cpu["kind"] == "runtime"]
 
     def device_name(self) -> str:
         names = sorted({d.name for d in self.devices.values() if d.name})
         return ", ".join(names) if names else ("no GPU" if not self.has_gpu else "unknown GPU")
 
-    def step_stats(self) -> pd.DataFrame:
-        """Per step: duration, and GPU busy/idle per device (full steps only for medians)."""
-        return self.steps
+    def memo(self, key: str, compute):
+        """compute(), once per model: for derived tables several analyses read (blocking calls, ...)."""
+        cache = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
+
+def full_step_mask(partial: pd.Series) -> np.ndarray:
+    """Which steps medians are taken over: the complete ones, or all when every step is partial."""
+    full = ~partial.to_numpy(dtype=bool)
+    return full if full.any() else np.ones(len(full), dtype=bool)
 
 
 def _match_names(model: "TraceModel", table: str, pattern: str, flags: int) -> np.ndarray:
     # A million events carry a few thousand distinct names: factorize once, search the distinct ones.
-    cache = model.__dict__.setdefault("_name_codes", {})
-    if table not in cache:
-        cache[table] = pd.factorize(getattr(model, table)["name"], sort=False)
-    codes, uniques = cache[table]
+    codes, uniques = model.memo(f"name_codes:{table}",
+                                lambda: pd.factorize(getattr(model, table)["name"], sort=False))
     rx = re.compile(pattern, flags)
     hit = np.fromiter((bool(rx.search(str(u))) for u in uniques), dtype=bool, count=len(uniques))
     return hit[codes] if len(codes) else np.zeros(0, dtype=bool)

@@ -18,7 +18,7 @@ from .errors import TraceError
 from .graph import build_graph, step_window
 from .host import HostActivity
 from .load import find_trace_files, load_trace
-from .model import TraceModel, build_model
+from .model import TraceModel, build_model, full_step_mask
 from .rank import estimate
 
 SCHEMA_VERSION = 1
@@ -61,8 +61,7 @@ class Analysis:
 
     @property
     def full_steps(self) -> pd.DataFrame:
-        return self.per_step[~self.per_step["partial"]] if self.per_step["partial"].any() and \
-            (~self.per_step["partial"]).any() else self.per_step
+        return self.per_step[full_step_mask(self.per_step["partial"])]
 
     @property
     def median_step_us(self) -> float:
@@ -95,8 +94,7 @@ def analyze_model(model: TraceModel) -> Analysis:
     causes = per_step_causes(model, gaps)
     steps = model.steps.set_index("step")
     per_step = steps.join(causes)
-    full = per_step.index[~per_step["partial"]].to_numpy() if (~per_step["partial"]).any() \
-        else per_step.index.to_numpy()
+    full = per_step.index.to_numpy()[full_step_mask(per_step["partial"])]
     ctx = Context(model=model, host=host, gaps=gaps, per_step=causes, full_steps=full)
     findings: list[Finding] = []
     if model.has_gpu:
@@ -405,4 +403,4 @@ def analyze_to_files(trace_path: Path, html: Path | None = None, json: Path | No
 
 
 __all__ = ["Analysis", "analyze_paths", "analyze_file", "analyze_model", "to_dict", "write_outputs",
-           "analyze_to_files", "TraceError", "np"]
+           "analyze_to_files", "TraceError"]

@@ -44,6 +44,10 @@ def launch_latency_us(model: TraceModel) -> float:
     Queued work (stream still busy with anything, linked or not) says nothing about launch latency.
     Bounded to [20, 100] us: beyond that a delay is a dependency, not the cost of a launch.
     """
+    return model.memo("launch_latency_us", lambda: _launch_latency_us(model))
+
+
+def _launch_latency_us(model: TraceModel) -> float:
     g = model.gpu
     if g.empty:
         return 20.0
@@ -58,7 +62,14 @@ def launch_latency_us(model: TraceModel) -> float:
 
 
 def blocking_calls(model: TraceModel) -> pd.DataFrame:
-    """Runtime calls that block the CPU until GPU work finishes, with what kind of block it was."""
+    """Runtime calls that block the CPU until GPU work finishes, with what kind of block it was.
+
+    Attribution, sync_stall and the graph all read it: computed once per model, treat as read-only.
+    """
+    return model.memo("blocking_calls", lambda: _blocking_calls(model))
+
+
+def _blocking_calls(model: TraceModel) -> pd.DataFrame:
     cpu, gpu = model.cpu, model.gpu
     rt = cpu[cpu["kind"] == "runtime"]
     kind = pd.Series("", index=rt.index, dtype=object)

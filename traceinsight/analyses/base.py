@@ -98,7 +98,3 @@ def top_op(cpu: pd.DataFrame, row: int) -> str:
     p = int(cpu["parent"].iat[row])
     t = int(cpu["top_op"].iat[p]) if p >= 0 else -1
     return str(cpu["name"].iat[t]) if t >= 0 else str(cpu["name"].iat[row])
-
-
-def ms(us: float) -> str:
-    return f"{us / 1000:.2f} ms" if abs(us) >= 100 else f"{us:.0f} us"
