@@ -78,11 +78,12 @@ def child_floor(path: str, gc: bool = True) -> dict:
 
 
 def child_stages(path: str, outdir: str, profile: bool = False) -> dict:
-    from traceinsight import pipeline
-    from traceinsight.load import load_trace
-    from traceinsight.model import build_model
+    from traceinsight.report import analyze as pipeline
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
     from traceinsight.render import html as html_r
     from traceinsight.render import json_out
+    from traceinsight.report.document import build_report
 
     stages: dict[str, float] = {}
 
@@ -98,13 +99,13 @@ def child_stages(path: str, outdir: str, profile: bool = False) -> dict:
         a = pipeline.analyze_model(model)
         stages["analyze_model"] = time.perf_counter() - t
         t = time.perf_counter()
-        pipeline.to_dict(a)
-        stages["to_dict"] = time.perf_counter() - t
+        r = build_report(a)
+        stages["build_report"] = time.perf_counter() - t
         t = time.perf_counter()
-        html_r.write([a], Path(outdir) / "report.html")
+        html_r.write([r], Path(outdir) / "report.html")
         stages["write_html"] = time.perf_counter() - t
         t = time.perf_counter()
-        json_out.write([a], Path(outdir) / "report.json")
+        json_out.write([r], Path(outdir) / "report.json")
         stages["write_json"] = time.perf_counter() - t
         return a
 

@@ -41,10 +41,12 @@ def sources() -> list[Path]:
 def _one(path: str) -> tuple[str, str, str, str]:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from traceinsight.pipeline import analyze_file
-    from traceinsight.render import html, markdown
-    a = analyze_file(Path(path))
-    return stem(Path(path)), html.render([a]), markdown.render([a]), a.verdict
+    import tempfile
+    from traceinsight.cli.common import analyze_and_write
+    with tempfile.TemporaryDirectory() as tmp:
+        html, md = Path(tmp) / "r.html", Path(tmp) / "r.md"
+        (r,) = analyze_and_write([Path(path)], html=html, markdown=md)
+        return stem(Path(path)), html.read_text(encoding="utf-8"), md.read_text(encoding="utf-8"), r.doc["verdict"]
 
 
 def _index(rows: list[tuple[str, str, str]]) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from traceinsight.pipeline import analyze_file, to_dict  # noqa: E402
+from traceinsight.report.analyze import analyze_file  # noqa
+from traceinsight.report.document import document as to_dict  # noqa: E402
 
 
 def rows() -> list[dict]:

@@ -60,8 +60,8 @@ _MODELS: dict = {}
 def hta_model(name: str):
     """The model of a real trace, built once per session (tests only read it)."""
     if name not in _MODELS:
-        from traceinsight.load import load_trace
-        from traceinsight.model import build_model
+        from traceinsight.trace.load import load_trace
+        from traceinsight.trace.model import build_model
         _MODELS[name] = build_model(load_trace(hta_path(name)))
     return _MODELS[name]
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from traceinsight.pipeline import analyze_file, to_dict
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import build_report, document as to_dict
 
 EXT = Path(__file__).resolve().parents[1].parent / "shared" / "external_traces" / "hta"
 pytestmark = pytest.mark.skipif(not EXT.is_dir(), reason="../shared/external_traces not present")

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from synth import Trace
 
-from traceinsight.pipeline import analyze_file, to_dict
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import build_report, document as to_dict
 
 
 def _sync_trace() -> Trace:

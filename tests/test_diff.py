@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from traceinsight import diff as D
+from traceinsight.report import diff as D
 from traceinsight.cli import app
-from traceinsight.render import diff_render
+from traceinsight.render import diff_view as diff_render
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_traces"

@@ -3,7 +3,7 @@
 HTA (`TraceAnalysis(trace_files={0: path}).get_temporal_breakdown()`) reports, per rank,
   kernel_time = last GPU activity end - first GPU activity start, and
   idle_time   = kernel_time - length of the union of all GPU activity intervals.
-Our side is traceinsight.pipeline.gpu_idle_over_span(model): per device, span / busy / idle over
+Our side is traceinsight.report.tables.gpu_idle_over_span(model): per device, span / busy / idle over
 [first GPU start, last GPU end] of model.gpu (kernels, memcpys, memsets). The two count different
 things, so the test builds "our table in HTA's scope" from our model (and, for the few events our
 model deliberately leaves out, from the raw events our loader read) and feeds it to the same
@@ -56,9 +56,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traceinsight.load import load_trace
-from traceinsight.model import build_model
-from traceinsight.pipeline import gpu_idle_over_span
+from traceinsight.trace.load import load_trace
+from traceinsight.trace.model import build_model
+from traceinsight.report.tables import gpu_idle_over_span
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXTERNAL_HTA = REPO_ROOT.parent / "shared" / "external_traces" / "hta"

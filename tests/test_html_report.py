@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from traceinsight.pipeline import analyze_file, to_dict
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import build_report, document as to_dict
 from traceinsight.render import html as html_r
-from traceinsight.render.timeline import dumps_for_script, static_asset, timeline_data
+from traceinsight.render.assets import dumps_for_script, static_asset
+from traceinsight.render.format import fmt
+from traceinsight.report.timeline import MAX_ITEMS, timeline_data
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTERNAL = ROOT.parent / "shared" / "external_traces" / "hta"
@@ -76,7 +79,7 @@ def script_blocks(page: str) -> list[tuple[str, str]]:
 def evil(tmp_path_factory):
     p = write_adversarial_trace(tmp_path_factory.mktemp("evil") / EVIL_FILE)
     a = analyze_file(p)
-    return a, html_r.render([a])
+    return a, html_r.render([build_report(a)])
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +89,7 @@ def ext():
     if not p.exists():
         pytest.skip(f"external trace missing: {p}")
     a = analyze_file(p)
-    return a, html_r.render([a])
+    return a, html_r.render([build_report(a)])
 
 
 def test_report_has_verdict_facts_and_findings(ext):
@@ -98,7 +101,7 @@ def test_report_has_verdict_facts_and_findings(ext):
     for f in d["findings"]:
         assert esc(f["title"]) in page
         assert esc(f["fix"]) in page
-        assert f"{html_r._fmt(f['estimated_savings_ms'])} ms" in page
+        assert f"{fmt(f['estimated_savings_ms'])} ms" in page
     assert "estimate, median per step" in page
     assert "measured cost per step" in page
     assert "Replay check" in page and "replay error" in page
@@ -120,7 +123,7 @@ def test_timeline_embedded_and_round_trips(ext):
     m = re.search(r'<script type="application/json" id="tl-data-0">(.*?)</script>', page, flags=re.S)
     assert m, "timeline data block"
     data = json.loads(m.group(1))
-    assert data == json.loads(json.dumps(timeline_data(a, max_items=html_r.MAX_ITEMS)))
+    assert data == json.loads(json.dumps(timeline_data(a, max_items=MAX_ITEMS)))
     assert data["step"] == to_dict(a)["representative_step"]
     groups = {r["group"] for r in data["rows"]}
     assert {"cpu", "gpu", "idle"} <= groups
@@ -194,7 +197,7 @@ def test_no_network_references(ext, evil):
 def test_multiple_traces_one_section_each(ext, evil):
     a1, _ = ext
     a2, _ = evil
-    page = html_r.render([a1, a2])
+    page = html_r.render([build_report(a1), build_report(a2)])
     assert page.count('<section class="trace"') == 2
     assert 'id="tl-data-0"' in page and 'id="tl-data-1"' in page
     assert esc(to_dict(a1)["verdict"]) in page and esc(to_dict(a2)["verdict"]) in page
@@ -203,7 +206,7 @@ def test_multiple_traces_one_section_each(ext, evil):
 
 def test_deterministic(ext):
     a, page = ext
-    assert html_r.render([a]) == page
+    assert html_r.render([build_report(a)]) == page
 
 
 def test_cpu_only_trace_renders():
@@ -211,7 +214,7 @@ def test_cpu_only_trace_renders():
     if not p.exists():
         pytest.skip(f"external trace missing: {p}")
     a = analyze_file(p)
-    page = html_r.render([a])
+    page = html_r.render([build_report(a)])
     assert esc(a.verdict) in page and "CPU-only trace" in page
     assert "<script>alert" not in page
 
@@ -250,13 +253,13 @@ def test_timeline_cap_merges_short_items(biggest):
 def test_size_bound_on_biggest_trace(biggest, tmp_path):
     p, a = biggest
     out = tmp_path / "report.html"
-    html_r.write([a], out)
+    html_r.write([build_report(a)], out)
     size = out.stat().st_size
     assert size < 5 * 2**20, f"{p.name}: report is {size} bytes"
     page = out.read_text(encoding="utf-8")
     m = re.search(r'<script type="application/json" id="tl-data-0">(.*?)</script>', page, flags=re.S)
     if m:
-        assert json.loads(m.group(1))["items_kept"] <= html_r.MAX_ITEMS
+        assert json.loads(m.group(1))["items_kept"] <= MAX_ITEMS
 
 
 def _fake_steps(n: int) -> list[dict]:
@@ -298,7 +301,7 @@ def test_evidence_blocks_render_tables_for_lists_of_dicts():
 def test_step_table_is_capped(evil, monkeypatch):
     a, _ = evil
     monkeypatch.setattr(html_r, "MAX_STEP_ROWS", 2)
-    page = html_r.render([a])
+    page = html_r.render([build_report(a)])
     n = len(to_dict(a)["steps"])
     assert n > 2
     assert f"The first 2 of {n} steps" in page
@@ -318,7 +321,7 @@ SMALL_EXTERNAL = sorted(p.name for p in EXTERNAL.glob("*.json*") if p.is_file() 
 @pytest.mark.parametrize("name", SMALL_EXTERNAL)
 def test_every_small_external_trace_renders(name):
     a = analyze_file(EXTERNAL / name)
-    page = html_r.render([a])
+    page = html_r.render([build_report(a)])
     d = to_dict(a)
     assert esc(d["verdict"]) in page
     assert page.count('<section class="trace"') == 1

@@ -16,8 +16,8 @@ import pytest
 from conftest import (X, hta_model, hta_path, hta_trace_names, raw_events, raw_json, raw_text,
                       run_cli_args, tiny_gpu_trace, write_trace)
 from traceinsight.errors import TraceError
-from traceinsight.load import load_trace
-from traceinsight.model import build_model
+from traceinsight.trace.load import load_trace
+from traceinsight.trace.model import build_model
 
 
 def event_key(e):

@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 
 from conftest import X, hta_model, hta_path, hta_trace_names, raw_events, raw_json, tiny_gpu_trace, write_trace
-from traceinsight import pipeline
-from traceinsight.load import load_trace
-from traceinsight.model import build_model
+from traceinsight.report import analyze as pipeline
+from traceinsight.trace.load import load_trace
+from traceinsight.trace.model import build_model
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}

@@ -116,7 +116,7 @@ def test_argv_name_cwd_and_path_pass_through(tmp_path):
 
 
 def test_default_out_dir_is_new_every_time(tmp_path, monkeypatch):
-    from traceinsight import record as rec
+    from traceinsight.trace import record as rec
 
     monkeypatch.chdir(tmp_path)
     first, created1 = rec._prepare_out_dir(None, "train", "train.pt.trace.json.gz")
@@ -233,11 +233,9 @@ def test_crash_mid_run_keeps_the_trace_exit_1_and_the_traceback(tmp_path):
 @needs_torch
 def test_sys_exit_code_is_kept_and_a_failing_analysis_only_warns(tmp_path):
     out = tmp_path / "out"
-    boom = ("import types, traceinsight\n"  # a pipeline whose analysis blows up
+    boom = ("import traceinsight.cli.common as common\n"  # an analysis that blows up
             "def boom(*a, **k):\n    raise RuntimeError('analysis exploded')\n"
-            "p = types.ModuleType('traceinsight.pipeline')\n"
-            "p.analyze_to_files = boom\n"
-            "sys.modules['traceinsight.pipeline'] = traceinsight.pipeline = p")
+            "common.analyze_and_write = boom")
     # --skip 0 --warmup 0 also guards a crash seen once: a session started recording inside
     # the optimizer's record_function that began under the previous session
     r = record_via(boom, "--skip", "0", "--warmup", "0", "-o", str(out), str(SCRIPTS / "train.py"),
@@ -371,7 +369,7 @@ def test_torch_that_fails_to_import_in_the_script_process_is_one_line(tmp_path):
 
 
 def test_record_module_does_not_import_torch():
-    code = ("import sys, traceinsight.record, traceinsight.cli\n"
+    code = ("import sys, traceinsight.trace.record, traceinsight.cli\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True, env=_env())
 
@@ -381,7 +379,7 @@ def test_options_after_the_script_are_never_taken_by_record():
     import typer
     from typer.testing import CliRunner
 
-    from traceinsight import record as rec
+    from traceinsight.cli import record as rec
 
     calls = []
 

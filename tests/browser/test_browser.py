@@ -28,7 +28,8 @@ if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from traceinsight.pipeline import analyze_file  # noqa: E402
+from traceinsight.report.analyze import analyze_file  # noqa
+from traceinsight.report.document import build_report  # noqa: E402
 from traceinsight.render import html as html_r  # noqa: E402
 
 
@@ -99,7 +100,7 @@ def test_report_renders_in_chromium(browser, tmp_path):
     if not trace.exists():
         pytest.skip("no trace to render")
     out = tmp_path / "report.html"
-    html_r.write([analyze_file(trace)], out)
+    html_r.write([build_report(analyze_file(trace))], out)
     w = Watched(browser)
     try:
         page = w.open(out)
@@ -153,7 +154,7 @@ def test_hostile_trace_runs_no_script(browser, tmp_path):
     mod = _load_adversarial_writer()
     trace = mod.write_adversarial_trace(tmp_path / "hostile.json.gz")
     out = tmp_path / "hostile.html"
-    html_r.write([analyze_file(trace)], out)
+    html_r.write([build_report(analyze_file(trace))], out)
     w = Watched(browser)
     try:
         page = w.open(out)
@@ -177,7 +178,7 @@ def test_several_traces_and_linked_timelines(browser, tmp_path):
     a = analyze_file(mod.write_adversarial_trace(tmp_path / "one.json.gz"))
     b = analyze_file(mod.write_adversarial_trace(tmp_path / "two.json.gz", kernels_per_step=6))
     out = tmp_path / "two.html"
-    html_r.write([a, b], out)
+    html_r.write([build_report(a), build_report(b)], out)
     w = Watched(browser)
     try:
         page = w.open(out)

@@ -1,21 +1,29 @@
-"""analyses: one module per finding kind; each `analyze(ctx)` returns findings with evidence."""
+"""analyses: one module per finding kind, each with its SPEC (analyses.base.KindSpec) and an
+`analyze(ctx)` that returns findings with evidence and typed fixes; attribution.py splits idle time
+by cause. This registry is the one place that lists the kinds: every other layer reads it.
+"""
 from __future__ import annotations
 
-from . import (collective_wait, fp32_matmul, fusion_candidates, host_bound, launch_overhead,
+from . import (attribution, collective_wait, fp32_matmul, fusion_candidates, host_bound, launch_overhead,
                layout_permute, pageable_memcpy, profiler_overhead, sync_stall, unfused_optimizer)
-from .base import Context, Finding
+from .base import Context, Finding, KindSpec
 
-ANALYZERS = {
-    "launch_overhead": launch_overhead.analyze,
-    "sync_stall": sync_stall.analyze,
-    "pageable_memcpy": pageable_memcpy.analyze,
-    "layout_permute": layout_permute.analyze,
-    "host_bound": host_bound.analyze,
-    "fp32_matmul": fp32_matmul.analyze,
-    "unfused_optimizer": unfused_optimizer.analyze,
-    "fusion_candidates": fusion_candidates.analyze,
-    "collective_wait": collective_wait.analyze,
-    "profiler_overhead": profiler_overhead.analyze,
-}
+_MODULES = (launch_overhead, sync_stall, pageable_memcpy, layout_permute, host_bound, fp32_matmul,
+            unfused_optimizer, fusion_candidates, collective_wait, profiler_overhead)
 
-__all__ = ["ANALYZERS", "Context", "Finding"]
+# kind -> analyze(ctx), in the order they run.
+ANALYZERS = {m.SPEC.kind: m.analyze for m in _MODULES}
+# kind or idle cause -> its spec.
+KINDS: dict[str, KindSpec] = {m.SPEC.kind: m.SPEC for m in _MODULES} | {s.kind: s for s in attribution.CAUSE_ONLY}
+# The idle causes, in the order reports show them, and their colours.
+CAUSES: tuple[str, ...] = attribution.CAUSES
+CAUSE_COLORS: dict[str, str] = {c: KINDS[c].color for c in CAUSES}
+assert all(KINDS[c].idle_cause and KINDS[c].color for c in CAUSES), "every idle cause needs a spec with a colour"
+
+
+def spec(kind: str) -> KindSpec:
+    """The spec of a kind; an unknown kind (an old JSON, a newer tool) gets a plain one."""
+    return KINDS.get(kind) or KindSpec(kind, kind.replace("_", " "))
+
+
+__all__ = ["ANALYZERS", "CAUSES", "CAUSE_COLORS", "KINDS", "Context", "Finding", "KindSpec", "spec"]

@@ -8,8 +8,32 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..host import HostActivity
-from ..model import TraceModel
+from ..trace.host import HostActivity
+from ..trace.model import TraceModel
+from ..trace.steps import step_at
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """Everything the rest of the tool knows about one finding kind or idle cause; read from the
+    registry (analyses/__init__.py), never spelled out elsewhere."""
+    kind: str
+    label: str                    # the verdict's words: "launch-bound"
+    # Its cost is GPU idle time that attribution gives to it (an idle cause): the measured idle must
+    # clear the significance bar too, and the timeline colours gaps with `color`.
+    idle_cause: bool = False
+    color: str | None = None
+    # How the saving is estimated: "replay" (the graph replayed with the fix), "measured" (the fix
+    # cannot be replayed from the trace: its measured cost is the upper bound), "idle_floor" (the
+    # idle it caused is the estimate, the replay the top of the range), "upper_bound" (the replay is
+    # the top of the range, 0 the bottom: the trace cannot show what replaces the removed work).
+    estimate: str = "replay"
+    # With estimate="upper_bound": why the replay is only the top of the range, in the report's words.
+    caveat: str = ""
+    # A note about the measurement, never a fix: ranked after every fix, kept out of the verdict.
+    note: bool = False
+    # A note is shown when it costs at least this share of a step (fixes: rank.MIN_SHARE).
+    note_share: float = 0.05
 
 
 @dataclass
@@ -22,9 +46,9 @@ class Finding:
     fix: str
     confidence: str                      # "high" | "medium" | "low"
     evidence: dict = field(default_factory=dict)
-    # What the what-if replay should change to model the fix (read by whatif.py).
-    transform: dict = field(default_factory=dict)
-    # Filled in by rank.py from the replay.
+    # The fix as typed changes to the timeline (analyses/fixes.py), applied in order by the replay.
+    fixes: tuple = ()
+    # Filled in by estimate/rank.py from the replay.
     estimated_savings_us: float = math.nan
     savings_bound_us: tuple[float, float] | None = None
     estimate_note: str = ""
@@ -58,11 +82,7 @@ class Context:
         return self._step_at(ts, "cpu_start", "cpu_end")
 
     def _step_at(self, ts: np.ndarray, start_col: str, end_col: str) -> np.ndarray:
-        st = self.model.steps
-        starts, ends = st[start_col].to_numpy(), st[end_col].to_numpy()
-        k = np.searchsorted(starts, ts, side="right") - 1
-        ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
-        return np.where(ok, st["step"].to_numpy()[np.maximum(k, 0)], -1)
+        return step_at(self.model.steps, ts, start_col, end_col)
 
     def gpu_in_full_steps(self, rows: pd.DataFrame) -> pd.DataFrame:
         return rows[np.isin(self.step_of(rows["ts"].to_numpy()), self.full_steps)]

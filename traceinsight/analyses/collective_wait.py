@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 
-from .base import Context, Finding
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("collective_wait", "communication-bound", idle_cause=True, color="#2f9e9e", estimate="measured")
 
 
 def analyze(ctx: Context) -> list[Finding]:
     lost = ctx.per_step_median(ctx.per_step["collective_wait"])
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
-    from .attribution import is_collective
+    from ..trace.facts import is_collective
     coll = g[is_collective(ctx.model)[g.index.to_numpy()]] if len(g) else g
     ev = {"idle_ms_per_step": round(lost / 1000, 3),
           "collective_kernels_per_step": round(len(coll) / ctx.n_full, 1),
@@ -20,4 +22,4 @@ def analyze(ctx: Context) -> list[Finding]:
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
         fix="Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
             "prefetch), and check the other ranks for stragglers (load imbalance makes this rank wait).",
-        confidence="medium", evidence=ev, transform={"hide_collectives": True})]
+        confidence="medium", evidence=ev, fixes=())]

@@ -10,7 +10,10 @@ import re
 
 import numpy as np
 
-from .base import Context, Finding
+from .base import Context, Finding, KindSpec
+from .fixes import ScaleKernels
+
+SPEC = KindSpec("fp32_matmul", "slowed by FP32 matmuls")
 
 GEMM = re.compile(r"gemm|gemv|Gemm|matmul", re.I)
 FP32_SIMT = re.compile(r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx", re.I)
@@ -59,4 +62,4 @@ def analyze(ctx: Context) -> list[Finding]:
             "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
             "under torch.autocast('cuda', dtype=torch.bfloat16).",
         confidence="medium", evidence=ev,
-        transform={"scale_kernels": [(FP32_SIMT.pattern, 1 / central)], "bound_factors": (1 / peak, 1 / 2.0)})]
+        fixes=(ScaleKernels(FP32_SIMT.pattern, 1 / central, bounds=(1 / peak, 1 / 2.0)),))]

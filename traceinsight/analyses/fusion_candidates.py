@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Context, Finding
+from .base import Context, Finding, KindSpec
+from .fixes import ScaleKernels
+
+SPEC = KindSpec("fusion_candidates", "slowed by unfused elementwise kernels")
 
 ELEMENTWISE = r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|" \
               r"CatArrayBatchedCopy|index_elementwise"
@@ -51,4 +54,4 @@ def analyze(ctx: Context) -> list[Finding]:
         fix="Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton "
             "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).",
         confidence="low", evidence=ev,
-        transform={"scale_kernels": [(ELEMENTWISE, FUSED_FACTOR)], "bound_factors": (0.2, 0.8)})]
+        fixes=(ScaleKernels(ELEMENTWISE, FUSED_FACTOR, bounds=(0.2, 0.8)),))]

@@ -4,7 +4,10 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 from __future__ import annotations
 
 
-from .base import Context, Finding
+from .fixes import RemoveHostWork
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor")
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -35,4 +38,4 @@ def analyze(ctx: Context) -> list[Finding]:
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:80]}"
               f"{', data loading' if loader else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
-        confidence="high" if loader else "medium", evidence=ev, transform={"remove_host_work": True})]
+        confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]

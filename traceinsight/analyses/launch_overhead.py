@@ -6,7 +6,10 @@ Cost = idle time attribution.py gave to feeding the GPU (plus launch latency), m
 from __future__ import annotations
 
 
-from .base import Context, Finding
+from .fixes import CudaGraph
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a")
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -39,4 +42,4 @@ def analyze(ctx: Context) -> list[Finding]:
             "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
             "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
             "layers).",
-        confidence=conf, evidence=ev, transform={"cuda_graph": True})]
+        confidence=conf, evidence=ev, fixes=(CudaGraph(),))]

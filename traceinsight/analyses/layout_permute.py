@@ -8,7 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .base import Context, Finding
+from .fixes import DropKernels
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("layout_permute", "slowed by layout conversions", estimate="upper_bound",
+                caveat="NHWC convolutions may pick faster or slower kernels, which the trace cannot show: "
+                       "treat as an upper bound")
 
 PERMUTE = r"nchwToNhwc|nhwcToNchw|NchwToNhwc|NhwcToNchw|nchw2nhwc|nhwc2nchw|NCHWToNHWC|NHWCToNCHW"
 
@@ -48,4 +53,4 @@ def analyze(ctx: Context) -> list[Finding]:
         fix="Use channels_last end to end: model = model.to(memory_format=torch.channels_last) and "
             "x = x.to(memory_format=torch.channels_last) (with autocast/bf16 or fp16), so cuDNN runs NHWC "
             "kernels without transposes.",
-        confidence="high", evidence=ev, transform={"drop_kernels": PERMUTE})]
+        confidence="high", evidence=ev, fixes=(DropKernels(PERMUTE),))]

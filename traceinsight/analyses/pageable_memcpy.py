@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import merged_intervals
-from .base import Context, Finding
+from ..trace.steps import merged_intervals
+from .fixes import PinCopies
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("pageable_memcpy", "copy-bound", idle_cause=True, color="#d6a21e")
 
 MIN_BYTES = 64 * 1024
 
@@ -55,4 +58,4 @@ def analyze(ctx: Context) -> list[Finding]:
         fix="Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) or "
             "tensor.pin_memory(), then .to('cuda', non_blocking=True); prefetch the next batch on a "
             "side torch.cuda.Stream so the copy overlaps compute.",
-        confidence="high", evidence=ev, transform={"pin_copies": True})]
+        confidence="high", evidence=ev, fixes=(PinCopies(),))]

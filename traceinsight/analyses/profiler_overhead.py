@@ -7,7 +7,9 @@ The fix is to the measurement, not the program: the other findings' CPU numbers 
 """
 from __future__ import annotations
 
-from .base import Context, Finding
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("profiler_overhead", "inflated by the profiler", estimate="measured", note=True)
 
 US_PER_PY_EVENT = 1.0
 US_PER_MEMORY_EVENT = 0.5
@@ -36,4 +38,4 @@ def analyze(ctx: Context) -> list[Finding]:
         fix="This costs only the profiled run. For true CPU timings record again with with_stack=False "
             "and profile_memory=False (traceinsight record does so by default), and use with_stack only "
             "to find the source line of a sync.",
-        confidence="low", evidence=ev, transform={"profiler_only": True})]
+        confidence="low", evidence=ev, fixes=())]

@@ -6,7 +6,10 @@ when the trace has stacks, the user's file and line; counts per step and the GPU
 from __future__ import annotations
 
 
-from .base import Context, Finding, top_op, user_frame
+from .fixes import Unblock
+from .base import Context, Finding, KindSpec, top_op, user_frame
+
+SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
 
 
 SYNC_FIXES = {
@@ -31,7 +34,6 @@ SYNC_FIXES = {
 }
 
 
-
 def analyze(ctx: Context) -> list[Finding]:
     cause = "sync_stall"
     lost = ctx.per_step_median(ctx.per_step[cause])
@@ -53,7 +55,7 @@ def analyze(ctx: Context) -> list[Finding]:
                 for (op, src, call), d in sites[:8]]
     # The fix removes the sync from the op, every time it runs: unblock every blocking call made under
     # the ops that stalled the GPU, not only the ones that happened to drain the queue.
-    from .attribution import blocking_calls
+    from ..trace.facts import blocking_calls
     site_ops = {top_op(cpu, b) for b, _ in rows}
     blocks = blocking_calls(ctx.model)
     blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
@@ -73,4 +75,4 @@ def analyze(ctx: Context) -> list[Finding]:
                     lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
                     confidence="high" if ev_sites else "medium",
                     evidence={"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)},
-                    transform={"unblock": blockers})]
+                    fixes=(Unblock(tuple(blockers)),) if blockers else ())]

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Context, Finding
+from .base import Context, Finding, KindSpec
+from .fixes import FusedOptimizer
+
+SPEC = KindSpec("unfused_optimizer", "optimizer-bound")
 
 FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
 FUSED_GPU_SHARE = 0.2
@@ -58,5 +61,4 @@ def analyze(ctx: Context) -> list[Finding]:
         fix=f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
             "(or foreach=True); it updates all parameters in a few kernels.",
         confidence="medium", evidence=ev,
-        transform={"optimizer_regions": [(float(r.ts), float(r.end), r.thread) for r in regions.itertuples()],
-                   "optimizer_factor": FUSED_GPU_SHARE})]
+        fixes=(FusedOptimizer(tuple([(float(r.ts), float(r.end), r.thread) for r in regions.itertuples()]), FUSED_GPU_SHARE),))]

@@ -2,10 +2,10 @@
 
 The page: per trace, the verdict, the trace facts, the ranked fixes (estimate, measured cost,
 confidence, evidence, code-level fix), the what-if replay check, the representative step's
-timeline (render/timeline.py + static/timeline.js, canvas), a per-step breakdown chart (inline
+timeline (report/timeline.py + static/timeline.js, canvas), a per-step breakdown chart (inline
 SVG built here), and foldable tables. CSS and JS come from traceinsight/static and are inlined.
 
-Safety: jinja2 autoescape for HTML; data for scripts goes through timeline.dumps_for_script
+Safety: jinja2 autoescape for HTML; data for scripts goes through assets.dumps_for_script
 (`<`, `>`, `&`, U+2028/2029 escaped) into <script type="application/json">; the JS only uses
 textContent / canvas fillText for trace strings. Determinism: file names only, no timestamps,
 so regenerating a report gives identical bytes.
@@ -15,59 +15,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from ..pipeline import representative_step, to_dict
-from .timeline import BUSY_COLOR, CAUSE_COLORS, CAUSES, MAX_ITEMS, dumps_for_script, static_asset, timeline_data
-
-_env = Environment(loader=PackageLoader("traceinsight", "templates"),
-                   autoescape=select_autoescape(default=True, default_for_string=True),
-                   trim_blocks=True, lstrip_blocks=True)
-
-# The whole page stays well under 5 MB: timeline items per report, shared by its traces.
-ITEMS_PER_REPORT = 60_000
-MIN_ITEMS_PER_TRACE = 2_000
+from ..analyses import CAUSE_COLORS, CAUSES
+from ..report.document import Report
+from ..report.timeline import BUSY_COLOR
+from .assets import dumps_for_script, safe_js, static_asset
+from .format import cuda_version, env, fmt as _fmt, label as _label
 # Long traces: the chart averages consecutive steps beyond this many bars; the table shows the first rows.
 MAX_BARS = 240
 MAX_STEP_ROWS = 1000
-
-
-def _fmt(v, nd: int = 3) -> str:
-    """A number for people: no float noise, no exponent for ordinary values."""
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return "n/a"
-        if v == int(v) and abs(v) < 1e15:
-            return str(int(v))
-        s = f"{v:.{nd}f}".rstrip("0").rstrip(".")
-        return s if s not in ("-0", "") else "0"
-    return str(v)
-
-
-def cuda_version(v) -> str | None:
-    """Kineto writes CUDA versions as integers, 1000 * major + 10 * minor: 12040 -> "12.4"."""
-    if v is None or v == "":
-        return None
-    try:
-        n = int(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return f"{n // 1000}.{(n % 1000) // 10}" if n >= 1000 else str(n)
-
-
-_WORDS = {"pct": "%", "mb": "MB", "gb": "GB", "kb": "KB", "gbps": "GB/s", "cpu": "CPU", "gpu": "GPU"}
-
-
-def _label(key: str) -> str:
-    """evidence keys for people: "achieved_gb_per_s" -> "achieved GB per s"."""
-    return " ".join(_WORDS.get(w.lower(), w) for w in str(key).split("_") if w).strip()
 
 
 def _scalar(v) -> bool:
@@ -213,11 +170,11 @@ def step_bar(d: dict) -> dict | None:
     return {"step": s["step"], "ms": _fmt(total), "segs": segs}
 
 
-def _trace_ctx(a, i: int, max_items: int) -> dict:
-    d = to_dict(a)
+def _trace_ctx(r: Report, i: int) -> dict:
+    d = r.doc
     t = d["trace"]
     name = Path(str(t.get("file") or "")).name or f"trace {i + 1}"
-    tl = timeline_data(a, max_items=max_items) if len(a.model.steps) else None
+    tl = r.timeline
     return {
         "i": i,
         "d": d,
@@ -231,26 +188,18 @@ def _trace_ctx(a, i: int, max_items: int) -> dict:
         "step_bar": step_bar(d),
         "timeline_json": Markup(dumps_for_script(tl)) if tl else None,
         "timeline": tl,
-        "rep_step": representative_step(a),
+        "rep_step": d["representative_step"],
         "cuda_runtime": cuda_version(t.get("cuda_runtime_version")),
         "cuda_driver": cuda_version(t.get("cuda_driver_version")),
     }
 
 
-def render(analyses, max_items: int | None = None) -> str:
-    analyses = list(analyses)
-    if max_items is None:
-        max_items = max(MIN_ITEMS_PER_TRACE, min(MAX_ITEMS, ITEMS_PER_REPORT // max(1, len(analyses))))
-    traces = [_trace_ctx(a, i, max_items) for i, a in enumerate(analyses)]
-    return _env.get_template("report.html.j2").render(
+def render(reports: list[Report]) -> str:
+    traces = [_trace_ctx(r, i) for i, r in enumerate(reports)]
+    return env.get_template("report.html.j2").render(
         traces=traces, fmt=_fmt, label=_label, causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
-        css=Markup(static_asset("report.css")), timeline_js=Markup(_safe_js(static_asset("timeline.js"))))
+        css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 
 
-def _safe_js(src: str) -> str:
-    # Our own file; still make sure nothing in it can close the <script> element early.
-    return src.replace("</", "<\\/")
-
-
-def write(analyses, path: Path) -> None:
-    Path(path).write_text(render(analyses), encoding="utf-8")
+def write(reports: list[Report], path: Path) -> None:
+    Path(path).write_text(render(reports), encoding="utf-8")

@@ -4,14 +4,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..pipeline import SCHEMA_VERSION, to_dict
+from ..report.document import SCHEMA_VERSION, Report
 
 
-def document(analyses) -> dict:
-    if len(analyses) == 1:
-        return to_dict(analyses[0])
-    return {"schema_version": SCHEMA_VERSION, "traces": [to_dict(a) for a in analyses]}
+def document(reports: list[Report]) -> dict:
+    if len(reports) == 1:
+        return reports[0].doc
+    return {"schema_version": SCHEMA_VERSION, "traces": [r.doc for r in reports]}
 
 
-def write(analyses, path: Path) -> None:
-    path.write_text(json.dumps(document(analyses), indent=2, default=str) + "\n", encoding="utf-8")
+def write(reports: list[Report], path: Path) -> None:
+    path.write_text(json.dumps(document(reports), indent=2, default=str) + "\n", encoding="utf-8")

@@ -3,17 +3,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..pipeline import breakdown, to_dict
+from ..report.document import Report
 
 
 def _cell(s: str) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-def render(analyses) -> str:
+def _ms(v) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def render(reports: list[Report]) -> str:
     out = []
-    for a in analyses:
-        d = to_dict(a)
+    for r in reports:
+        d = r.doc
         s, t = d["summary"], d["trace"]
         out.append(f"### traceinsight: `{_cell(Path(t['file']).name)}` (rank {t['rank']})\n")
         out.append(f"**{_cell(d['verdict'])}**\n")
@@ -31,13 +35,12 @@ def render(analyses) -> str:
             if comb:
                 out.append(f"\nAll fixes together (replayed, not summed): about {comb['estimated_savings_ms']} ms "
                            f"per step saved.")
-        b = breakdown(a)
-        out.append(f"\nMedian step {b['step'] / 1000:.3f} ms: GPU busy {b['gpu_busy'] / 1000:.3f} ms, idle "
-                   f"{b['gpu_idle'] / 1000:.3f} ms. Estimates come from replaying the trace's timeline "
+        out.append(f"\nMedian step {_ms(s['median_step_ms'])} ms: GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
+                   f"{_ms(s['median_gpu_idle_ms'])} ms. Estimates come from replaying the trace's timeline "
                    f"with each fix applied (replay error on the unchanged trace: "
                    f"{d['whatif'].get('replay_error_pct')}%).\n")
     return "\n".join(out)
 
 
-def write(analyses, path: Path) -> None:
-    path.write_text(render(analyses), encoding="utf-8")
+def write(reports: list[Report], path: Path) -> None:
+    path.write_text(render(reports), encoding="utf-8")

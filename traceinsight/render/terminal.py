@@ -5,13 +5,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..pipeline import to_dict
+from ..report.document import Report
 
 
-def show(analyses, console: Console | None = None) -> None:
+def show(reports: list[Report], console: Console | None = None) -> None:
     console = console or Console()
-    for a in analyses:
-        d = to_dict(a)
+    for r in reports:
+        d = r.doc
         s, t = d["summary"], d["trace"]
         console.rule(Text(f"traceinsight: {t['file']} (rank {t['rank']})"))
         console.print(Text(d["verdict"], style="bold"))

@@ -3,7 +3,7 @@
     traceinsight record [OPTIONS] SCRIPT [SCRIPT_ARGS]...
     traceinsight record [OPTIONS] -m MODULE [ARGS]...
 
-The script runs in a child interpreter (``traceinsight/_record_boot.py``) exactly as
+The script runs in a child interpreter (``traceinsight/trace/record_boot.py``) exactly as
 ``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` would run it (same ``sys.argv``,
 ``__name__ == "__main__"``, working directory and ``sys.path[0]``), under ``torch.profiler``.
 Options belong to ``record`` only when they come before SCRIPT (or before ``-m MODULE``);
@@ -57,13 +57,11 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import List, Optional
-
-import typer
+from typing import Callable, List, Optional
 
 PROG = "traceinsight record"
 EXIT_USAGE = 2
-BOOT = Path(__file__).resolve().with_name("_record_boot.py")
+BOOT = Path(__file__).resolve().with_name("record_boot.py")
 TRACE_SUFFIX = ".pt.trace.json.gz"
 REPORT_NAMES = {"html": "report.html", "markdown": "report.md", "json": "report.json"}
 INSTALL_HINT = ("traceinsight record needs PyTorch, which is not importable here: "
@@ -270,27 +268,16 @@ def _overhead_notes(with_stack: bool, profile_memory: bool, record_shapes: bool,
 
 # -- the command ------------------------------------------------------------------------------
 
-def _exit_like_sigint() -> None:
-    """End the way python ends after an uncaught KeyboardInterrupt: killed by SIGINT."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    if hasattr(os, "kill") and os.name == "posix" and \
-            threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(1)  # the signal is delivered at once; this is not reached
-    raise typer.Exit(128 + 2)
-
-
 def run_record(script: str, script_args: List[str], *, module: bool = False,
                out_dir: Optional[Path] = None, skip: int = 1, warmup: int = 1, steps: int = 3,
                with_stack: bool = False, profile_memory: bool = False,
                record_shapes: bool = False, max_seconds: float = 30.0,
-               analyze: bool = True) -> int:
-    """Record one run; returns the exit status to leave with (-SIGINT: die by SIGINT)."""
+               analyze: Optional[Callable[[Path, dict], None]] = None) -> int:
+    """Record one run; returns the exit status to leave with (-SIGINT: die by SIGINT).
+
+    `analyze(trace_path, outputs)` (from the CLI) turns the trace into the reports named in
+    `outputs` ({"html": path, ...}); this layer only records.
+    """
     if not _torch_importable():
         raise RecordError(INSTALL_HINT)
     if module:
@@ -385,12 +372,10 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
         if window == "whole_run" and "before the step window" in (meta["window_detail"] or ""):
             _say("the script ended before the step window; lower --skip/--warmup to record steps")
 
-        if analyze:
+        if analyze is not None:
             reports = {key: out_dir / name for key, name in REPORT_NAMES.items()}
             try:
-                from traceinsight import pipeline
-                pipeline.analyze_to_files(trace_path, html=reports["html"],
-                                          json=reports["json"], markdown=reports["markdown"])
+                analyze(trace_path, reports)
             except KeyboardInterrupt:
                 _say(f"warning: analysis interrupted; the trace is kept at {trace_path}")
             except BaseException as exc:  # noqa: B902 - analysis must not change the exit status
@@ -413,77 +398,3 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
                 pass
 
 
-RECORD_HELP = (
-    "Run SCRIPT (or -m MODULE) exactly as python would, under torch.profiler, then write a "
-    "gzipped trace and the analysis report into a new folder.\n\n"
-    "Options go BEFORE the script: everything after SCRIPT (or after -m MODULE) is passed to "
-    "the script untouched, e.g. traceinsight record --steps 5 train.py --lr 0.1 --help\n\n"
-    "The profiler schedule (--skip, --warmup, --steps) advances on each optimizer.step(); a "
-    "script without an optimizer gets one step per outermost nn.Module forward call, and a "
-    "script with neither is recorded whole (at most --max-seconds).\n\n"
-    "Exit status: the script's, as python would give it (uncaught exception: 1; sys.exit(n): n; "
-    "uncaught KeyboardInterrupt: ends by SIGINT like python, 130 in a shell); 2 for record's "
-    "own errors (no torch, script not found or not Python, module not found, out-dir unusable)."
-)
-
-
-def record_command(
-    script: str = typer.Argument(..., metavar="SCRIPT",
-                                 help="The Python script to run (with -m: the module name)."),
-    script_args: Optional[List[str]] = typer.Argument(
-        None, metavar="SCRIPT_ARGS", help="Passed to the script as its sys.argv[1:]."),
-    module: bool = typer.Option(False, "-m", "--module",
-                                help="SCRIPT is a module name: run it like `python -m SCRIPT`."),
-    out_dir: Optional[Path] = typer.Option(
-        None, "--out-dir", "-o",
-        help="Output folder (default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/)."),
-    skip: int = typer.Option(1, "--skip", min=0,
-                             help="Steps to skip before the warmup (the profiler's 'wait')."),
-    warmup: int = typer.Option(1, "--warmup", min=0, help="Warmup steps (traced, discarded)."),
-    steps: int = typer.Option(3, "--steps", min=1, help="Active steps to record."),
-    with_stack: bool = typer.Option(False, "--with-stack",
-                                    help="Record Python stacks (inflates CPU time)."),
-    profile_memory: bool = typer.Option(False, "--profile-memory",
-                                        help="Record allocations (inflates CPU time)."),
-    record_shapes: bool = typer.Option(False, "--record-shapes", help="Record op input shapes."),
-    max_seconds: float = typer.Option(30.0, "--max-seconds", min=0.0,
-                                      help="Cap of a whole-run recording (0: no cap)."),
-    analyze: bool = typer.Option(True, "--analyze/--no-analyze",
-                                 help="Analyze the trace into report.html/.md/.json."),
-) -> None:
-    try:
-        code = run_record(script, list(script_args or []), module=module, out_dir=out_dir,
-                          skip=skip, warmup=warmup, steps=steps, with_stack=with_stack,
-                          profile_memory=profile_memory, record_shapes=record_shapes,
-                          max_seconds=max_seconds, analyze=analyze)
-    except RecordError as exc:
-        _say(f"error: {exc}")
-        raise typer.Exit(EXIT_USAGE) from None
-    if code == -signal.SIGINT:
-        _exit_like_sigint()
-    raise typer.Exit(code)
-
-
-record_command.__doc__ = RECORD_HELP
-
-CONTEXT_SETTINGS = {
-    # stop parsing record's options at SCRIPT: the rest, --help included, is the script's
-    "allow_interspersed_args": False,
-    "ignore_unknown_options": False,
-}
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``record`` command to a typer app (the traceinsight CLI calls this)."""
-    app.command("record", context_settings=dict(CONTEXT_SETTINGS), help=RECORD_HELP,
-                no_args_is_help=True)(record_command)
-
-
-def _main() -> None:  # python -m traceinsight.record ...
-    app = typer.Typer(add_completion=False)
-    register(app)
-    app(prog_name="traceinsight record")
-
-
-if __name__ == "__main__":
-    _main()

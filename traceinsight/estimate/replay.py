@@ -1,6 +1,6 @@
 """what-if: change the timeline graph as a fix would, replay it, and read off the new step time.
 
-The graph (graph.py) is compiled once into flat arrays in topological order; a fix is a change to
+The graph (estimate/graph.py) is compiled once into flat arrays in topological order; a fix is a change to
 those arrays (a node's cost, an edge's host/feed time, a sync edge dropped, an activity moved to a
 stream of its own), so a replay costs one pass over the nodes and no graph copy.
 
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 import numpy as np
+
+from ..analyses import fixes
 
 GRAPH_KERNEL_GAP_US = 1.0     # kernel-to-kernel spacing inside a CUDA graph replay
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
@@ -97,6 +99,9 @@ class Compiled:
         k = np.searchsorted(bounds, issue_t, side="right") - 1
         self.gpu_step = np.where(self.is_gpu & (k >= 0) & (k < len(self.steps)), k, -1)
         launch_durs = self.dur[[r == "launch" for r in self.rkind]] if n else np.array([])
+        self.cpu_idx = np.flatnonzero(~self.is_gpu)
+        self.gpu_idx = np.flatnonzero(self.is_gpu)
+        self.is_launch = np.array([r == "launch" for r in self.rkind], dtype=bool)
         self.launch_cap = max(4.0 * float(np.median(launch_durs)), 30.0) if len(launch_durs) else 30.0
 
     def state(self) -> "State":
@@ -133,56 +138,89 @@ class State:
         self.spred[i] = -1
 
 
-def apply(c: Compiled, transform: dict, pinned_gbps: float = PINNED_GBPS_DEFAULT) -> State:
-    """The replay state with a fix applied (an empty transform is the baseline)."""
+def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT) -> State:
+    """The replay state with the fixes applied in order, each on top of the ones before (no fixes:
+    the baseline)."""
     s = c.state()
-    cpu_idx = np.flatnonzero(~c.is_gpu)
-    gpu_idx = np.flatnonzero(c.is_gpu)
-    is_launch = np.array([r == "launch" for r in c.rkind], dtype=bool)
-    if transform.get("cuda_graph"):
-        # A graph of the whole step replays without Python or dispatch; the input pipeline stays.
-        s.feed[cpu_idx] = 0.0
-        s.host[cpu_idx] = c.input[cpu_idx]
-        s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
-        s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
-        s.dur[is_launch] = 0.0
-    if transform.get("remove_host_work"):
-        s.host[:] = 0.0
-    if transform.get("unblock"):
-        rows = set(transform["unblock"])
-        for i in cpu_idx:
-            if c.nodes[i][0] == "cpu" and c.nodes[i][1] in rows:
-                s.unblock(int(i))
-    if transform.get("pin_copies"):
-        for i in gpu_idx[c.pageable[gpu_idx]]:
-            s.dur[i] = c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2
-            s.detach_from_stream(int(i))
-            if c.lpred[i] >= 0:
-                s.unblock(int(c.lpred[i]))
-    if "drop_kernels" in transform:
-        pat = re.compile(transform["drop_kernels"])
-        for i in gpu_idx:
-            if pat.search(c.names[i]):
-                s.dur[i] = 0.0
-                if c.lpred[i] >= 0:
-                    s.dur[c.lpred[i]] = 0.0
-    for pattern, factor in transform.get("scale_kernels", []):
-        pat = re.compile(pattern, re.I)
-        for i in gpu_idx:
-            if c.gkind[i] == "kernel" and pat.search(c.names[i]):
-                s.dur[i] = c.dur[i] * factor
-    if "optimizer_regions" in transform:
-        for t0, t1, th in transform["optimizer_regions"]:
-            for i in cpu_idx:
-                if is_launch[i] and c.thread[i] == th and t0 <= c.ts[i] < t1:
-                    s.dur[i] = 0.0
-                    if c.csucc[i] >= 0:
-                        s.feed[c.csucc[i]] = 0.0
-            for i in gpu_idx:
-                lp = c.lpred[i]
-                if lp >= 0 and c.thread[lp] == th and t0 <= c.ts[lp] < t1:
-                    s.dur[i] = c.dur[i] * transform["optimizer_factor"]
+    for fx in fixes:
+        try:
+            how = _APPLY[type(fx)]
+        except KeyError:
+            raise TypeError(f"the replay cannot apply a {type(fx).__name__}") from None
+        how(c, s, fx, pinned_gbps)
     return s
+
+
+def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
+    # A graph of the whole step replays without Python or dispatch; the input pipeline stays (but
+    # what an earlier fix already removed stays removed: fixes compose in either order).
+    cpu_idx, gpu_idx = c.cpu_idx, c.gpu_idx
+    s.feed[cpu_idx] = 0.0
+    s.host[cpu_idx] = np.minimum(s.host[cpu_idx], c.input[cpu_idx])
+    s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
+    s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
+    s.dur[c.is_launch] = 0.0
+
+
+def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: float) -> None:
+    s.host[:] = 0.0
+
+
+def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
+    rows = set(fx.rows)
+    for i in c.cpu_idx:
+        if c.nodes[i][0] == "cpu" and c.nodes[i][1] in rows:
+            s.unblock(int(i))
+
+
+def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
+    gpu_idx = c.gpu_idx
+    for i in gpu_idx[c.pageable[gpu_idx]]:
+        s.dur[i] = c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2
+        s.detach_from_stream(int(i))
+        if c.lpred[i] >= 0:
+            s.unblock(int(c.lpred[i]))
+
+
+def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:
+    pat = re.compile(fx.pattern)
+    for i in c.gpu_idx:
+        if pat.search(c.names[i]):
+            s.dur[i] = 0.0
+            if c.lpred[i] >= 0:
+                s.dur[c.lpred[i]] = 0.0
+
+
+def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) -> None:
+    pat = re.compile(fx.pattern, re.I)
+    for i in c.gpu_idx:
+        if c.gkind[i] == "kernel" and pat.search(c.names[i]):
+            s.dur[i] = c.dur[i] * fx.factor
+
+
+def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float) -> None:
+    for t0, t1, th in fx.regions:
+        for i in c.cpu_idx:
+            if c.is_launch[i] and c.thread[i] == th and t0 <= c.ts[i] < t1:
+                s.dur[i] = 0.0
+                if c.csucc[i] >= 0:
+                    s.feed[c.csucc[i]] = 0.0
+        for i in c.gpu_idx:
+            lp = c.lpred[i]
+            if lp >= 0 and c.thread[lp] == th and t0 <= c.ts[lp] < t1:
+                s.dur[i] = c.dur[i] * fx.gpu_factor
+
+
+# How the replay applies each kind of fix (analyses/fixes.py).
+_APPLY = {
+    fixes.CudaGraph: _cuda_graph,
+    fixes.RemoveHostWork: _remove_host_work,
+    fixes.Unblock: _unblock,
+    fixes.PinCopies: _pin_copies,
+    fixes.DropKernels: _drop_kernels,
+    fixes.ScaleKernels: _scale_kernels,
+    fixes.FusedOptimizer: _fused_optimizer,
+}
 
 
 def simulate(s: State) -> Replay:

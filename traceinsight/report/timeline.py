@@ -1,13 +1,13 @@
 """Timeline data for one step: CPU threads and GPU streams on one time axis, GPU idle gaps by cause.
 
-Drawn in the browser by traceinsight/static/timeline.js (no libraries, canvas). Used by the HTML
-report (render/html.py) and meant to be reused by the `diff` report (two aligned timelines).
+Built here, into the report document; drawn in the browser by traceinsight/static/timeline.js (no
+libraries, canvas), which render/html.py and render/diff_view.py inline (render/assets.py).
 
 API (stable; bump VERSION on an incompatible change)
 ----------------------------------------------------
 timeline_data(analysis, step=None, max_items=MAX_ITEMS) -> dict
-    `analysis` is a pipeline.Analysis. `step` is a step number (the `step` column of
-    model.steps); None picks pipeline.representative_step(analysis) (the full step closest to
+    `analysis` is a report.analyze.Analysis. `step` is a step number (the `step` column of
+    model.steps); None picks representative_step(analysis) (the full step closest to
     the median), or the first window when there is none. Returns a JSON-serializable dict:
 
     {
@@ -39,12 +39,7 @@ timeline_data(analysis, step=None, max_items=MAX_ITEMS) -> dict
     Idle items are the attributed GPU idle gaps (Analysis.gaps) colored by their largest cause
     (class "idle:<cause>"); their name lists the split by cause.
 
-dumps_for_script(obj) -> str
-    json.dumps with `<`, `>`, `&`, U+2028 and U+2029 escaped, safe inside
-    <script type="application/json">. Untrusted strings stay text.
-
-static_asset(name) -> str
-    Text of traceinsight/static/<name> (timeline.js, report.css, report.js), to inline in a page.
+dumps_for_script and static_asset (render/assets.py) put it into a page.
 
 Embedding (what timeline.js expects):
     <div class="ti-timeline" data-timeline-src="tl-0" data-timeline-group="cmp"></div>
@@ -55,32 +50,29 @@ Embedding (what timeline.js expects):
 """
 from __future__ import annotations
 
-import json
 import math
 import re
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..analyses import CAUSE_COLORS, CAUSES
+from ..trace.facts import is_collective
+from .analyze import representative_step
+
 VERSION = 1
 MAX_ITEMS = 20_000
+# One HTML page stays well under 5 MB: timeline items per page, shared by its traces.
+ITEMS_PER_PAGE = 60_000
+MIN_ITEMS_PER_TRACE = 2_000
+
+
+def items_per_trace(n_traces: int) -> int:
+    """The timeline item budget of each trace when n_traces share one page."""
+    return max(MIN_ITEMS_PER_TRACE, min(MAX_ITEMS, ITEMS_PER_PAGE // max(1, n_traces)))
 NAME_CHARS = 300
 
-CAUSES = ("launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "collective_wait",
-          "dependency_wait", "unattributed")
-# One color per idle cause: shared by the timeline, the breakdown chart and the legends.
-CAUSE_COLORS = {
-    "launch_overhead": "#e8833a",
-    "host_bound": "#c9443c",
-    "sync_stall": "#8e5cc2",
-    "pageable_memcpy": "#d6a21e",
-    "collective_wait": "#2f9e9e",
-    "dependency_wait": "#5b7fd6",
-    "unattributed": "#9a9a9a",
-}
 BUSY_COLOR = "#3f8f4f"
 
 CLASSES = ["annotation", "op", "runtime_launch", "runtime_sync", "runtime_memcpy", "runtime_other",
@@ -140,7 +132,6 @@ class _Names:
 def _pick_step(analysis, step):
     steps = analysis.model.steps
     if step is None:
-        from ..pipeline import representative_step
         step = representative_step(analysis)
     if step is None or steps.empty:
         if steps.empty:
@@ -221,7 +212,6 @@ def _gpu_rows(model, gaps, w0, w1, step, names: _Names) -> list[dict]:
     ts, end = gpu["ts"].to_numpy(), gpu["end"].to_numpy()
     inwin = (end > w0) & (ts < w1)
     g = gpu[inwin]
-    from ..analyses.attribution import is_collective
     coll = is_collective(model)[inwin] if len(g) else np.zeros(0, dtype=bool)
     kind = g["kind"].to_numpy()
     cls = np.where(kind == "memcpy", _CLS["memcpy"], np.where(kind == "memset", _CLS["memset"],
@@ -240,11 +230,11 @@ def _gpu_rows(model, gaps, w0, w1, step, names: _Names) -> list[dict]:
             vals = gp[causes].to_numpy(dtype=float) if causes else np.zeros((len(gp), 0))
             top = np.argmax(vals, axis=1) if causes else np.zeros(len(gp), dtype=int)
             has = vals.max(axis=1) > 0 if causes else np.zeros(len(gp), dtype=bool)
-            cause = [causes[t] if h else "unattributed" for t, h in zip(top, has)]
+            cause = [causes[t] if h else CAUSES[-1] for t, h in zip(top, has)]
             labels = []
             for dur, row in zip(gp["dur"].to_numpy(), vals):
                 parts = sorted(((v, c) for v, c in zip(row, causes) if v > 0.0005), reverse=True)
-                split = ", ".join(f"{c} {_fmt_us(v)}" for v, c in parts) or "unattributed"
+                split = ", ".join(f"{c} {_fmt_us(v)}" for v, c in parts) or CAUSES[-1]
                 labels.append(f"GPU idle {_fmt_us(dur)}: {split}")
             df = _frame(gp["start"].to_numpy() - w0, gp["dur"].to_numpy(), names.ids(labels),
                         [_CLS[f"idle:{c}"] for c in cause])
@@ -352,29 +342,3 @@ def _r(x: float) -> float:
         return 0.0
     v = round(x, 3)
     return int(v) if v == int(v) else v
-
-
-_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-
-
-def dumps_for_script(obj) -> str:
-    """JSON safe to put between <script type="application/json"> tags (see module docstring)."""
-    s = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default)
-    for ch, rep in _SCRIPT_ESCAPES.items():
-        s = s.replace(ch, rep)
-    return s
-
-
-def _default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o) if math.isfinite(o) else None
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-@lru_cache(maxsize=None)
-def static_asset(name: str) -> str:
-    return resources.files("traceinsight").joinpath("static", name).read_text(encoding="utf-8")

@@ -30,15 +30,13 @@ Ops are matched by (op name, input shapes) exactly.
 """
 from __future__ import annotations
 
-import json
 import math
-import re
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from .errors import TraceError
+from ..analyses import CAUSES
+from .diff_inputs import Side, load_side
+from .diff_names import normalize_kernel
+from .diff_tables import KERNEL_MIN_MS, KERNEL_REL, _f, _fmt_ms, _r, _status, compare_kernels, compare_ops
 
 DIFF_SCHEMA_VERSION = 1
 
@@ -55,230 +53,9 @@ NOISE_FLOOR_REL = 0.002
 # at least CAUSE_MIN_MS.
 CAUSE_REL = 0.10
 CAUSE_MIN_MS = 0.005
-# Per kernel / op: at least this share of the larger side and KERNEL_MIN_MS per step.
-KERNEL_REL = 0.05
-KERNEL_MIN_MS = 0.001
-
-ROW_LIMIT = 200   # rows per table kept in the diff document (sorted by |change|)
-
-
-# --------------------------------------------------------------------------- kernel names
-
-_ANON = re.compile(r"\(anonymous namespace\)::")
-_LAMBDA = re.compile(r"\{[^{}]*\}")
-_IDENT = re.compile(r"(?<![\w])[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)*")
-_PLAIN_TYPE = re.compile(
-    r"^(?:void|bool|char|short|int|long|float|double|half|unsigned|signed|const|volatile|true|false|auto|"
-    r"size_t|ptrdiff_t|u?int\d+_t|__half|__nv_bfloat16|__nv_fp8\w*|Half|BFloat16|Float8\w*|complex|"
-    r"(?:u?char|u?short|u?int|u?long|longlong|float|double|half|bfloat16|__half|__nv_bfloat16)\d+)$")
-_GENERIC = {
-    "Array", "array", "detail", "TensorIteratorBase", "OffsetCalculator", "TrivialOffsetCalculator", "IntDivider",
-    "LoadWithoutCast", "StoreWithoutCast", "LoadWithCast", "StoreWithCast", "policies", "unroll",
-    "vectorized", "multi_outputs_unroll", "memory", "type", "operator", "lambda", "std", "tuple",
-    "pair", "c10", "at", "native", "Scalar", "ScalarType", "integral_constant", "enable_if",
-    "cudnnKernelDataType_t", "nullptr_t", "GenericPacked", "sizeof",
-}
-MAX_HINTS = 3
-
-
-def _strip_parens(s: str) -> str:
-    """Remove every balanced "(...)" (an unclosed one runs to the end, as in a truncated name)."""
-    out, depth = [], 0
-    for ch in s:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out)
-
-
-def _hints(template_text: str) -> list[str]:
-    t = _strip_parens(template_text)
-    prev = None
-    while prev != t:   # nested lambdas: {lambda#1}::operator() const::{lambda#7}
-        prev, t = t, _LAMBDA.sub(" ", t)
-    out: list[str] = []
-    for tok in _IDENT.findall(t):
-        last = tok.split("::")[-1]
-        if not last or _PLAIN_TYPE.match(last) or last in _GENERIC or last in out:
-            continue
-        out.append(last)
-        if len(out) >= MAX_HINTS:
-            break
-    return out
-
-
-def normalize_kernel(name: str, kind: str = "kernel") -> str:
-    """The matching key of a GPU activity name (see the module docstring for the rule)."""
-    name = " ".join(str(name).split())
-    if kind != "kernel":
-        return name
-    s = _ANON.sub("", name)
-    base: list[str] = []          # the name outside <> at depth 0, up to its argument list
-    templates: list[tuple[int, str]] = []   # (position in base, template text) of top-level <...>
-    depth, cur = 0, []
-    i = 0
-    while i < len(s):
-        ch = s[i]
-        if depth == 0:
-            if ch == "<":
-                # "operator<" / "operator<<" are part of a name, not a template.
-                if "".join(base).endswith("operator"):
-                    base.append(ch)
-                else:
-                    depth, cur = 1, []
-            elif ch == "(":
-                if "".join(base).endswith("operator"):
-                    base.append("()")
-                    i += 2 if s[i:i + 2] == "()" else 1
-                    continue
-                break      # the argument list: the rest is parameters
-            else:
-                base.append(ch)
-        else:
-            if ch == "<":
-                depth += 1
-            elif ch == ">":
-                depth -= 1
-                if depth == 0:
-                    templates.append((len(base), "".join(cur)))
-                    i += 1
-                    continue
-            cur.append(ch)
-        i += 1
-    if depth > 0:      # a name cut short inside its template arguments: drop a half identifier
-        templates.append((len(base), re.sub(r"[\w:]+$", "", "".join(cur))))
-    b = "".join(base).strip()
-    # Drop a return type: "void x", "std::enable_if<...>::type internal::gemvx::kernel" -> the last word.
-    cut = b.rfind(" ")
-    start = cut + 1 if cut >= 0 else 0
-    if cut >= 0:
-        b = b[start:]
-    hints: list[str] = []
-    for pos, text in templates:
-        if pos < start:
-            continue
-        for h in _hints(text):
-            if h not in hints and len(hints) < MAX_HINTS:
-                hints.append(h)
-    b = b or name
-    return f"{b}<{', '.join(hints)}>" if hints else b
-
-
-# --------------------------------------------------------------------------- inputs
-
-@dataclass
-class Side:
-    """One side of a diff: the analyze document, and the Analysis when the side was a trace."""
-    path: str
-    source: str                    # "trace" | "json"
-    doc: dict
-    analysis: Any = None           # pipeline.Analysis for a trace
-    full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _peek(path: Path, n: int = 65536) -> bytes:
-    """The first n bytes of a file (gunzipped when gzip); b"" when it cannot be read (the loader
-    then reports the problem properly)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(n)
-            if data[:2] != b"\x1f\x8b":
-                return data
-            d = zlib.decompressobj(wbits=47)
-            out, chunk = b"", data
-            while len(out) < n and chunk:
-                out += d.decompress(chunk, n - len(out))
-                if d.eof:
-                    break
-                chunk = d.unconsumed_tail or fh.read(n)
-            return out[:n]
-    except (OSError, zlib.error):
-        return b""
-
-
-_ANALYSIS_HEAD = re.compile(rb'"schema_version"\s*:')
-
-
-def looks_like_analysis_json(head: bytes) -> bool:
-    """An analyze --json output: a JSON object with "schema_version" (Kineto writes "schemaVersion")
-    and no "traceEvents" near the start."""
-    h = head.lstrip()
-    return h[:1] == b"{" and bool(_ANALYSIS_HEAD.search(h)) and b'"traceEvents"' not in h
-
-
-def load_analysis_json(path: Path) -> dict | None:
-    from .load import read_bytes
-    data, _ = read_bytes(path)
-    try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise TraceError(path, f"not valid JSON ({str(exc)[:120]})") from None
-    if not isinstance(doc, dict):
-        raise TraceError(path, "not a Kineto trace nor a traceinsight analyze --json output")
-    if "traceEvents" in doc:
-        return None        # a trace after all (its "traceEvents" came late): the caller analyzes it
-    if doc.get("kind") == "traceinsight.diff":
-        raise TraceError(path, "a traceinsight diff output; give a trace or an analyze --json output")
-    if "traces" in doc and "findings" not in doc:
-        n = len(doc["traces"]) if isinstance(doc["traces"], list) else "several"
-        raise TraceError(path, f"an analyze --json output of {n} traces; diff compares one trace per side "
-                               "(give the trace files, or analyze --json one trace at a time)")
-    missing = [k for k in ("schema_version", "summary", "findings") if k not in doc]
-    if missing:
-        raise TraceError(path, "JSON with \"schema_version\" but not a traceinsight analyze --json output "
-                               f"(no {', '.join(repr(k) for k in missing)})")
-    if not isinstance(doc["summary"], dict) or not isinstance(doc["findings"], list):
-        raise TraceError(path, "not a traceinsight analyze --json output (summary/findings have the wrong type)")
-    if doc.get("summary", {}).get("median_step_ms") is None:
-        raise TraceError(path, "analyze --json output without a median step time; nothing to compare")
-    return doc
-
-
-def load_side(path: str | Path) -> Side:
-    """A trace file or an analyze --json output -> Side. Raises TraceError on bad input."""
-    path = Path(path)
-    if path.is_dir():
-        raise TraceError(path, "is a directory; diff takes one trace file (or one analyze --json output) "
-                               "per side")
-    if looks_like_analysis_json(_peek(path)):
-        doc = load_analysis_json(path)
-        if doc is not None:
-            return Side(path=str(path), source="json", doc=doc, analysis=None, full_tables=False)
-    from . import pipeline
-    a = pipeline.analyze_file(path)
-    return side_from_analysis(a, str(path))
-
-
-def side_from_analysis(a, path: str | None = None) -> Side:
-    from . import pipeline
-    doc = pipeline.to_dict(a)
-    # The full tables, not the top 50: then "removed" and "added" are exact.
-    doc["top_kernels"] = pipeline.kernel_table(a, limit=10**9)
-    doc["top_ops"] = pipeline.op_table(a, limit=10**9)
-    return Side(path=path or str(a.model.path), source="trace", doc=doc, analysis=a, full_tables=True,
-                warnings=list(a.model.warnings))
 
 
 # --------------------------------------------------------------------------- statistics
-
-def _f(x) -> float | None:
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) or math.isinf(v) else v
-
-
-def _r(x, nd=4):
-    v = _f(x)
-    return None if v is None else round(v, nd)
-
 
 def _median(xs: list[float]) -> float:
     s = sorted(xs)
@@ -323,17 +100,6 @@ def step_stats(doc: dict) -> dict:
         "noise_ms": _r(1.4826 * mad) if len(durs) >= 2 else None,
         "durations_ms": [_r(d) for d in durs],
     }
-
-
-def _fmt_ms(v: float) -> str:
-    v = abs(v)
-    if v >= 100:
-        return f"{v:.1f} ms"
-    if v >= 1:
-        return f"{v:.2f} ms"
-    if v >= 0.01:
-        return f"{v:.3f} ms"
-    return f"{v * 1000:.1f} us"
 
 
 def step_change(b: dict, a: dict) -> dict:
@@ -383,15 +149,7 @@ def step_change(b: dict, a: dict) -> dict:
 # --------------------------------------------------------------------------- causes and findings
 
 def _cause_names() -> tuple[str, ...]:
-    from .analyses.attribution import CAUSES
     return tuple(CAUSES)
-
-
-def _status(b: float, a: float, rel: float, min_ms: float) -> str:
-    d = a - b
-    if abs(d) >= max(rel * max(abs(a), abs(b)), min_ms):
-        return "grown" if d > 0 else "shrunk"
-    return "unchanged"
 
 
 def compare_causes(db: dict, da: dict) -> list[dict]:
@@ -453,109 +211,6 @@ def compare_causes(db: dict, da: dict) -> list[dict]:
     rows.sort(key=lambda r: (order.get(r["status"], 9),
                              -max(r["before_ms_per_step"] or 0, r["after_ms_per_step"] or 0)))
     return rows
-
-
-# --------------------------------------------------------------------------- kernels and ops
-
-def _aggregate(rows: list[dict], key_fn, ms_key: str, count_key: str, label_fn) -> dict:
-    out: dict = {}
-    for r in rows or []:
-        if not isinstance(r, dict):
-            continue
-        k = key_fn(r)
-        e = out.setdefault(k, {"label": label_fn(r), "ms": 0.0, "count": 0.0, "names": []})
-        e["ms"] += _f(r.get(ms_key)) or 0.0
-        e["count"] += _f(r.get(count_key)) or 0.0
-        raw = r.get("name") or r.get("op")
-        if raw is not None and raw not in e["names"] and len(e["names"]) < 5:
-            e["names"].append(raw)
-    return out
-
-
-def _table_diff(before: dict, after: dict, complete_b: bool, complete_a: bool, floor_b: float,
-                floor_a: float) -> tuple[list[dict], dict]:
-    rows = []
-    for key in dict.fromkeys([*before, *after]):
-        b, a = before.get(key), after.get(key)
-        mb = b["ms"] if b else 0.0
-        ma = a["ms"] if a else 0.0
-        if b and not a:
-            status = "removed" if complete_a else "dropped from the top list"
-        elif a and not b:
-            status = "added" if complete_b else "entered the top list"
-        else:
-            s = _status(mb, ma, KERNEL_REL, KERNEL_MIN_MS)
-            status = {"grown": "slower", "shrunk": "faster"}.get(s, "unchanged")
-        e = b or a
-        rows.append({
-            "key": key if isinstance(key, str) else list(key),
-            "label": e["label"],
-            "status": status,
-            "before_ms_per_step": _r(mb) if b else (None if not complete_b else 0.0),
-            "after_ms_per_step": _r(ma) if a else (None if not complete_a else 0.0),
-            "delta_ms_per_step": _r(ma - mb),
-            "before_count_per_step": _r(b["count"], 2) if b else 0.0,
-            "after_count_per_step": _r(a["count"], 2) if a else 0.0,
-            "names_before": b["names"] if b else [],
-            "names_after": a["names"] if a else [],
-            # A row missing from a truncated top-50 table took at most the smallest listed time.
-            "bound_note": (f"after: at most {_fmt_ms(floor_a)} (not in the top list)" if b and not a and not complete_a
-                           else f"before: at most {_fmt_ms(floor_b)} (not in the top list)" if a and not b
-                           and not complete_b else None),
-        })
-    rows.sort(key=lambda r: -abs(r["delta_ms_per_step"] or 0))
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    totals = {
-        "before_ms_per_step": _r(sum(e["ms"] for e in before.values())),
-        "after_ms_per_step": _r(sum(e["ms"] for e in after.values())),
-    }
-    for st in ("added", "removed", "faster", "slower"):
-        sel = [r for r in rows if r["status"] == st]
-        totals[f"{st}_delta_ms_per_step"] = _r(sum(r["delta_ms_per_step"] or 0 for r in sel))
-    return rows, {"counts": counts, **totals}
-
-
-# analyze --json keeps the top 50 kernels and ops (pipeline.kernel_table / op_table): a shorter list is whole.
-JSON_TABLE_LIMIT = 50
-
-
-def _complete(s: Side, key: str) -> bool:
-    return s.full_tables or len(s.doc.get(key) or []) < JSON_TABLE_LIMIT
-
-
-def compare_kernels(sb: Side, sa: Side) -> dict:
-    key = lambda r: normalize_kernel(r.get("name", ""), r.get("kind", "kernel"))
-    kb = _aggregate(sb.doc.get("top_kernels"), key, "ms_per_step", "count_per_step", key)
-    ka = _aggregate(sa.doc.get("top_kernels"), key, "ms_per_step", "count_per_step", key)
-    fb = min((e["ms"] for e in kb.values()), default=0.0)
-    fa = min((e["ms"] for e in ka.values()), default=0.0)
-    cb, ca = _complete(sb, "top_kernels"), _complete(sa, "top_kernels")
-    rows, summary = _table_diff(kb, ka, cb, ca, fb, fa)
-    return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
-            "complete": {"before": cb, "after": ca},
-            "normalization": "memcpy/memset exact; kernels: drop return type, argument list and template "
-                             "arguments, keep up to 3 distinctive identifiers from the template arguments"}
-
-
-def _op_label(r: dict) -> str:
-    d = r.get("input_dims") or ""
-    return f"{r.get('op', '')} {d}".strip()
-
-
-def compare_ops(sb: Side, sa: Side) -> dict:
-    key = lambda r: (str(r.get("op", "")), str(r.get("input_dims") or ""))
-    ob = _aggregate(sb.doc.get("top_ops"), key, "gpu_ms_per_step", "kernels_per_step", _op_label)
-    oa = _aggregate(sa.doc.get("top_ops"), key, "gpu_ms_per_step", "kernels_per_step", _op_label)
-    fb = min((e["ms"] for e in ob.values()), default=0.0)
-    fa = min((e["ms"] for e in oa.values()), default=0.0)
-    cb, ca = _complete(sb, "top_ops"), _complete(sa, "top_ops")
-    rows, summary = _table_diff(ob, oa, cb, ca, fb, fa)
-    for r in rows:
-        r["op"], r["input_dims"] = r["key"]
-    return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
-            "complete": {"before": cb, "after": ca}}
 
 
 # --------------------------------------------------------------------------- like for like
@@ -740,5 +395,4 @@ def diff_files(before: str | Path, after: str | Path) -> tuple[dict, Side, Side]
     return compare(sb, sa), sb, sa
 
 
-__all__ = ["Side", "load_side", "side_from_analysis", "compare", "diff_files", "normalize_kernel",
-           "step_stats", "step_change", "looks_like_analysis_json"]
+__all__ = ["Side", "load_side", "compare", "diff_files", "normalize_kernel", "step_stats", "step_change"]

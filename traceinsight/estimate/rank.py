@@ -10,15 +10,15 @@ import math
 
 import numpy as np
 
-from . import whatif
-from .analyses.base import Context, Finding
+from ..analyses import spec
+from ..analyses.base import Context, Finding
+from ..analyses.fixes import ScaleKernels, combine
+from . import replay
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
 MIN_SHARE = 0.03
 MIN_US = 5.0
-# Kinds whose fix the replay cannot model from the trace: the measured cost stands as the estimate.
-NOT_REPLAYED = {"collective_wait", "profiler_overhead"}
 
 
 def pinned_bandwidth_gbps(ctx: Context) -> float:
@@ -26,13 +26,13 @@ def pinned_bandwidth_gbps(ctx: Context) -> float:
     pinned = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD") & ~g["pageable"] & (g["bytes"] >= 1e6)]
     if len(pinned) and pinned["dur"].sum() > 0:
         return float(pinned["bytes"].sum() / (pinned["dur"].sum() * 1e-6) / 1e9)
-    return whatif.PINNED_GBPS_DEFAULT
+    return replay.PINNED_GBPS_DEFAULT
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     median_step = ctx.median_step_us
-    compiled = whatif.Compiled(G) if G is not None else None
-    base = whatif.simulate(whatif.apply(compiled, {})) if compiled is not None else None
+    compiled = replay.Compiled(G) if G is not None else None
+    base = replay.simulate(replay.apply(compiled, {})) if compiled is not None else None
     bw = pinned_bandwidth_gbps(ctx)
     actual = ctx.model.steps.set_index("step")["dur"]
     info = {"baseline_replay_ms": None, "replay_error_pct": None, "combined": None,
@@ -44,63 +44,60 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         info["replay_error_pct"] = round(100 * (base.median_us - act) / act, 1) if act else None
         info["replayed_steps"] = sorted(base.step_us)
     for f in findings:
-        if base is None or not base.step_us or f.kind in NOT_REPLAYED or not f.transform:
+        how = spec(f.kind).estimate
+        if base is None or not base.step_us or how == "measured" or not f.fixes:
             f.estimated_savings_us = f.lost_per_step_us
             f.estimate_note = ("measured cost in the trace; the fix's effect cannot be replayed, "
                                "so this is an upper bound")
             f.savings_bound_us = (0.0, f.lost_per_step_us)
             continue
-        fixed = whatif.simulate(whatif.apply(compiled, f.transform, bw))
-        f.estimated_savings_us = max(0.0, base.median_us - fixed.median_us)
+        saved = _saving(compiled, base, f.fixes, bw)
+        f.estimated_savings_us = saved
         f.estimate_note = "replay of the timeline with the fix applied"
-        if "bound_factors" in f.transform:
-            lo_f, hi_f = f.transform["bound_factors"]
+        scaled = [fx for fx in f.fixes if isinstance(fx, ScaleKernels) and fx.bounds]
+        if scaled:
             vals = []
-            for fac in (hi_f, lo_f):
-                t = dict(f.transform, scale_kernels=[(p, fac) for p, _ in f.transform["scale_kernels"]])
-                vals.append(max(0.0, base.median_us - whatif.simulate(whatif.apply(compiled, t, bw)).median_us))
+            for k in (1, 0):
+                plan = tuple(fx.with_factor(fx.bounds[k]) if fx in scaled else fx for fx in f.fixes)
+                vals.append(_saving(compiled, base, plan, bw))
             f.savings_bound_us = (min(vals), max(vals))
             f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
-        elif f.kind == "host_bound" and f.estimated_savings_us > f.lost_per_step_us:
+        elif how == "idle_floor" and saved > f.lost_per_step_us:
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
-            f.savings_bound_us = (f.lost_per_step_us, f.estimated_savings_us)
+            f.savings_bound_us = (f.lost_per_step_us, saved)
             f.estimated_savings_us = f.lost_per_step_us
             f.estimate_note = ("measured idle during host work; replaying with all host work removed "
                                "gives the upper end of the range")
-        elif f.kind == "layout_permute":
-            f.savings_bound_us = (0.0, f.estimated_savings_us)
-            f.estimate_note += ("; NHWC convolutions may pick faster or slower kernels, which the "
-                                "trace cannot show: treat as an upper bound")
-    # profiler_overhead is about the measurement, not the program: it goes after every real fix.
-    findings.sort(key=lambda f: (f.kind == "profiler_overhead", -f.estimated_savings_us))
+        elif how == "upper_bound":
+            f.savings_bound_us = (0.0, saved)
+            f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
+                                                              "the trace: treat as an upper bound")
+    # Notes are about the measurement, not the program: they go after every real fix.
+    findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us))
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0]
     findings = [f for f in findings if _significant(f, median_step)]
-    replayable = [f for f in findings if f.kind not in NOT_REPLAYED and f.transform]
+    replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
-        combined: dict = {}
-        for f in replayable:
-            for k, v in f.transform.items():
-                if k in ("unblock", "scale_kernels"):
-                    combined.setdefault(k, []).extend(v)
-                elif k not in combined:
-                    combined[k] = v
-        fixed = whatif.simulate(whatif.apply(compiled, combined, bw))
+        fixed = replay.simulate(replay.apply(compiled, combine([f.fixes for f in replayable]), bw))
         info["combined"] = {"kinds": [f.kind for f in replayable],
                             "estimated_step_ms": round(fixed.median_us / 1000, 3),
                             "estimated_savings_ms": round(max(0.0, base.median_us - fixed.median_us) / 1000, 3)}
     return {"findings": findings, "minor": minor, "whatif": info}
 
 
-IDLE_KINDS = {"launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "collective_wait"}
+def _saving(compiled, base, plan, bw) -> float:
+    """Replayed baseline minus replayed plan, median step (us), never below 0."""
+    return max(0.0, base.median_us - replay.simulate(replay.apply(compiled, plan, bw)).median_us)
 
 
 def _significant(f: Finding, median_step: float) -> bool:
     """Worth a ticket: the estimate clears the bar, and for idle causes so does the measured idle."""
     bar = max(MIN_US, MIN_SHARE * median_step)
-    if f.kind == "profiler_overhead":
-        return f.lost_per_step_us >= 0.05 * median_step
-    if f.kind in IDLE_KINDS and f.lost_per_step_us < bar:
+    sp = spec(f.kind)
+    if sp.note:
+        return f.lost_per_step_us >= sp.note_share * median_step
+    if sp.idle_cause and f.lost_per_step_us < bar:
         return False
     v = f.estimated_savings_us if not math.isnan(f.estimated_savings_us) else f.lost_per_step_us
     return v >= bar

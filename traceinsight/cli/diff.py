@@ -1,10 +1,14 @@
-"""`traceinsight diff BEFORE AFTER`: did the fix work? (registered by cli._register_optional)."""
+"""`traceinsight diff BEFORE AFTER`: did the fix work?"""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from ..render import diff_view
+from ..report.diff import compare, load_side
+from .common import check_writable, run_guarded, said_written, warn, with_progress
 
 
 def register(app: typer.Typer) -> None:
@@ -20,28 +24,17 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No terminal summary."),
     ) -> None:
         """Compare two traces of the same workload: step time change vs noise, causes, kernels, ops."""
-        from .cli import _with_progress, check_writable, run_guarded
-        from .errors import UsageError
-
         def go():
-            from . import diff as diff_mod
-            from .render import diff_render
-
-            outs = [p for p in (output, json_out, markdown) if p is not None]
-            if len({p.resolve() for p in outs}) < len(outs):
-                raise UsageError("the same file is given for two outputs")
             check_writable([output, json_out, markdown], [before, after], force)
-            sb = _with_progress(before, lambda: diff_mod.load_side(before))
-            sa = _with_progress(after, lambda: diff_mod.load_side(after))
+            sb = with_progress(before, lambda: load_side(before))
+            sa = with_progress(after, lambda: load_side(after))
             for s in (sb, sa):
                 for w in s.warnings:
-                    typer.echo(f"traceinsight: warning: {s.path}: {w}", err=True)
-            d = diff_mod.compare(sb, sa)
+                    warn(f"{s.path}: {w}")
+            d = compare(sb, sa)
             if not quiet:
-                diff_render.show(d)
-            diff_render.write_outputs(d, (sb, sa), html=output, json_path=json_out, markdown=markdown)
-            for label, p in (("diff page", output), ("json", json_out), ("markdown", markdown)):
-                if p is not None:
-                    typer.echo(f"wrote {label}: {p}", err=True)
+                diff_view.show(d)
+            diff_view.write_outputs(d, (sb, sa), html=output, json_path=json_out, markdown=markdown)
+            said_written({"diff page": output, "json": json_out, "markdown": markdown})
 
         run_guarded(go)

@@ -24,11 +24,10 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from .analyses.attribution import blocking_calls, launch_latency_us
-from .host import HostActivity
-from .model import TraceModel
+from ..trace.facts import BLOCK_TOL_US, blocking_calls, launch_latency_us
+from ..trace.host import HostActivity
+from ..trace.model import TraceModel
 
-SYNC_TOL_US = 50.0
 WAKE_US = 100.0   # a helper thread idle (in no op) this long between calls was parked, then woken
 
 
@@ -174,7 +173,7 @@ def _sync_edges(G: nx.DiGraph, model: TraceModel, rt: pd.DataFrame, g: pd.DataFr
         if k == 0:
             continue
         pos = int(np.argmax(ends[:k]))
-        if r.ts - SYNC_TOL_US <= ends[pos] <= r.end + SYNC_TOL_US:
+        if r.ts - BLOCK_TOL_US <= ends[pos] <= r.end + BLOCK_TOL_US:
             G.add_edge(("gpu", int(idx_sorted[pos])), ("cpu", b), kind="sync")
 
 

@@ -1,7 +1,7 @@
-"""Render a diff (the dict from traceinsight.diff.compare): terminal, Markdown, HTML, JSON.
+"""Render a diff (the dict from report.diff.compare): terminal, Markdown, HTML, JSON.
 
 Nothing here computes: every number comes from the diff dict. The HTML page also draws the two
-representative steps on aligned timelines (render/timeline.py + static/timeline.js) when both sides
+representative steps on aligned timelines (report/timeline.py + static/timeline.js) when both sides
 are traces; it is self-contained (no network), strings are autoescaped by jinja2 and the timeline
 JSON is embedded with `<`, `>` and `&` escaped.
 """
@@ -11,40 +11,21 @@ import json
 import math
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from .assets import dumps_for_script, safe_js, static_asset
+from .format import delta as _d, env, fixed as _v
 
 STATUS_STYLE = {
     "resolved": "green", "shrunk": "green", "faster": "green", "removed": "green",
     "new": "red", "grown": "red", "slower": "red", "added": "yellow",
     "unchanged": "dim", "dropped from the top list": "dim", "entered the top list": "dim",
 }
-TIMELINE_ITEMS = 12_000
 SIG_WORDS = {"within_noise": "within noise", "beyond_noise": "beyond noise",
              "well_beyond_noise": "well beyond noise", "unknown": "noise unknown"}
-
-
-def _v(x, nd=3) -> str:
-    if x is None:
-        return "-"
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "-"
-    if abs(x) >= 1000 and nd > 1:
-        nd = 1
-    return f"{x:.{nd}f}"
-
-
-def _d(x, nd=3) -> str:
-    if x is None:
-        return "-"
-    return f"{float(x):+.{nd}f}"
 
 
 def _short(s: str, n: int = 90) -> str:
@@ -157,40 +138,17 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
 
 # --------------------------------------------------------------------------- html
 
-_env = Environment(loader=PackageLoader("traceinsight", "templates"),
-                   autoescape=select_autoescape(default=True, default_for_string=True))
-_env.tests["string_startswith"] = lambda s, prefix: str(s).startswith(prefix)
-
-
-def _asset(name: str) -> str:
-    try:
-        from .timeline import static_asset
-        return static_asset(name)
-    except (ImportError, OSError):
-        return ""
-
-
-def _safe_js(src: str) -> str:
-    # Our own file; still make sure nothing in it can close the <script> element early.
-    return src.replace("</", "<\\/")
-
-
 def _timelines(d: dict, sides) -> dict | None:
     """Timeline data of both representative steps on one axis, or None (a side has no trace)."""
-    if sides is None or any(s is None or s.analysis is None for s in sides):
+    if sides is None or any(s is None or s.report is None or s.report.timeline is None for s in sides):
         return None
-    try:
-        from .timeline import dumps_for_script, static_asset, timeline_data
-    except ImportError:   # pragma: no cover - the timeline module is part of the package
-        return None
-    # Two timelines on one page: half the usual item budget each keeps the page light.
-    tl = [timeline_data(s.analysis, max_items=TIMELINE_ITEMS) for s in sides]
+    tl = [s.report.timeline for s in sides]
     span = max(float(t.get("duration_us") or 0) for t in tl) or 1.0
     # dumps_for_script escapes < > & (and U+2028/9): safe as the text of a <script> element.
     return {"before": Markup(dumps_for_script(tl[0])), "after": Markup(dumps_for_script(tl[1])),
             "meta": [{"step": t.get("step"), "duration_ms": (t.get("duration_us") or 0) / 1000,
                       "items_total": t.get("items_total"), "items_kept": t.get("items_kept")} for t in tl],
-            "domain": f"0,{span:.3f}", "js": Markup(_safe_js(static_asset("timeline.js")))}
+            "domain": f"0,{span:.3f}", "js": Markup(safe_js(static_asset("timeline.js")))}
 
 
 def _strip_points(d: dict) -> dict:
@@ -214,8 +172,8 @@ def _strip_points(d: dict) -> dict:
 
 
 def render_html(d: dict, sides=None, kernels: int = 25, ops: int = 20) -> str:
-    return _env.get_template("diff.html.j2").render(
-        d=d, timelines=_timelines(d, sides), strip=_strip_points(d), css=Markup(_asset("report.css")),
+    return env.get_template("diff.html.j2").render(
+        d=d, timelines=_timelines(d, sides), strip=_strip_points(d), css=Markup(static_asset("report.css")),
         kernel_rows=changed_rows(d["kernels"], kernels), op_rows=changed_rows(d["ops"], ops),
         sig_words=SIG_WORDS, fmt=_v, fmtd=_d, short=_short).lstrip()
 

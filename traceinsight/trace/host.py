@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .model import TraceModel, merged_intervals
+from .model import TraceModel
+from .steps import merged_intervals
 
 BARE_HOST_US = 1000.0
 HOST_OP_US = 50.0

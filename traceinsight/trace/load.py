@@ -15,7 +15,7 @@ from typing import Any, Union
 
 import msgspec
 
-from .errors import TraceError
+from ..errors import TraceError
 
 Scalar = Union[int, float, str, None]
 

@@ -1,0 +1,65 @@
+"""Typed fixes: bad ones fail when made, unknown ones fail in the replay, and fixes compose in order."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from traceinsight.analyses import KINDS, fixes
+from traceinsight.estimate import replay
+from traceinsight.estimate.graph import build_graph, step_window
+from traceinsight.trace.host import HostActivity
+from traceinsight.trace.load import load_trace
+from traceinsight.trace.model import build_model
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: fixes.ScaleKernels("gemm", 0.0),
+    lambda: fixes.ScaleKernels("gemm", 0.5, bounds=(0.2, -1.0)),
+    lambda: fixes.ScaleKernels("", 0.5),
+    lambda: fixes.DropKernels("(unclosed"),
+    lambda: fixes.Unblock(()),
+    lambda: fixes.FusedOptimizer(((0.0, 1.0, "t"),), 1.5),
+])
+def test_nonsense_fixes_fail_when_made(make):
+    with pytest.raises((ValueError, Exception)):
+        make()
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    m = build_model(load_trace(SAMPLES / "host_preprocess__before.json.gz"))
+    return replay.Compiled(build_graph(m, HostActivity(m), step_window(m)))
+
+
+def test_unknown_fix_is_refused_by_the_replay(compiled):
+    @dataclass(frozen=True)
+    class Teleport:
+        pass
+    with pytest.raises(TypeError, match="Teleport"):
+        replay.apply(compiled, (Teleport(),))
+
+
+def test_fixes_compose_in_either_order(compiled):
+    base = replay.simulate(replay.apply(compiled)).median_us
+    a = replay.simulate(replay.apply(compiled, (fixes.RemoveHostWork(), fixes.CudaGraph()))).median_us
+    b = replay.simulate(replay.apply(compiled, (fixes.CudaGraph(), fixes.RemoveHostWork()))).median_us
+    host_only = replay.simulate(replay.apply(compiled, (fixes.RemoveHostWork(),))).median_us
+    assert a == pytest.approx(b)
+    # Both together save at least what either saves alone, and leave a step above zero.
+    assert 0 < a <= host_only < base
+
+
+def test_combine_keeps_order_and_drops_repeats():
+    g, h = fixes.CudaGraph(), fixes.RemoveHostWork()
+    assert fixes.combine([(g,), (h, g)]) == (g, h)
+
+
+def test_every_idle_cause_has_a_colour_and_every_kind_a_label():
+    for k, s in KINDS.items():
+        assert s.kind == k and s.label
+        if s.idle_cause:
+            assert s.color and s.color.startswith("#")

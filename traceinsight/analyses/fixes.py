@@ -1,0 +1,99 @@
+"""Typed fixes: what an analysis says its fix would change in the timeline.
+
+An analysis describes its fix as one or more of these small, frozen records; the what-if replay
+(estimate/replay.py) knows how to apply each type, in order, each on top of the ones before. A
+record that does not make sense (an empty pattern, a factor <= 0) fails when it is made, not as a
+silent zero saving later; a type the replay does not know fails there, loudly.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CudaGraph:
+    """The step runs as one graph replay: no Python, dispatch or launch cost; the input pipeline stays."""
+
+
+@dataclass(frozen=True)
+class RemoveHostWork:
+    """CPU work that launches nothing (preprocessing, Python, data loading) leaves the step's path."""
+
+
+@dataclass(frozen=True)
+class Unblock:
+    """These blocking calls (cpu rows) no longer wait for the GPU."""
+    rows: tuple[int, ...]
+
+    def __post_init__(self):
+        if not self.rows:
+            raise ValueError("Unblock needs at least one call")
+        object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
+
+
+@dataclass(frozen=True)
+class PinCopies:
+    """Pageable copies become pinned, asynchronous, and prefetched on a stream of their own."""
+
+
+@dataclass(frozen=True)
+class DropKernels:
+    """Kernels whose name matches `pattern` (and their launch calls) disappear."""
+    pattern: str
+
+    def __post_init__(self):
+        if not self.pattern:
+            raise ValueError("DropKernels needs a pattern")
+        re.compile(self.pattern)
+
+
+@dataclass(frozen=True)
+class ScaleKernels:
+    """Kernels whose name matches `pattern` take `factor` times as long.
+
+    `bounds` (factor at the best and at the worst end) makes the estimate a range: the new kernels'
+    speed is not in the trace.
+    """
+    pattern: str
+    factor: float
+    bounds: tuple[float, float] | None = None
+
+    def __post_init__(self):
+        if not self.pattern:
+            raise ValueError("ScaleKernels needs a pattern")
+        re.compile(self.pattern)
+        for f in (self.factor, *(self.bounds or ())):
+            if not f > 0:
+                raise ValueError(f"ScaleKernels factor must be > 0, got {f}")
+
+    def with_factor(self, factor: float) -> "ScaleKernels":
+        return ScaleKernels(self.pattern, factor, None)
+
+
+@dataclass(frozen=True)
+class FusedOptimizer:
+    """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
+    `gpu_factor` of their time: one fused multi-tensor kernel per parameter group."""
+    regions: tuple[tuple[float, float, str], ...]
+    gpu_factor: float
+
+    def __post_init__(self):
+        if not self.regions:
+            raise ValueError("FusedOptimizer needs at least one region")
+        if not 0 < self.gpu_factor <= 1:
+            raise ValueError(f"FusedOptimizer gpu_factor must be in (0, 1], got {self.gpu_factor}")
+        object.__setattr__(self, "regions", tuple((float(a), float(b), str(t)) for a, b, t in self.regions))
+
+
+Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer
+
+
+def combine(plans: list[tuple]) -> tuple:
+    """Several findings' fixes as one plan, in order, each fix once."""
+    out: list = []
+    for plan in plans:
+        for fx in plan:
+            if fx not in out:
+                out.append(fx)
+    return tuple(out)

@@ -1,0 +1,107 @@
+"""What every command shares: one-line errors with exit code 2, never clobbering what the user gave,
+a spinner for big files, and the one analyze-then-write path (analyze, record and the example
+report generator all call `analyze_and_write`)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import TraceError, UsageError
+from ..report.analyze import analyze_file, expand_paths
+from ..report.document import Report, build_report
+from ..report.timeline import items_per_trace
+from ..render import write_outputs
+
+
+def fail(message: str) -> None:
+    typer.echo(f"traceinsight: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def warn(message: str) -> None:
+    typer.echo(f"traceinsight: warning: {message}", err=True)
+
+
+def check_writable(paths: list[Optional[Path]], inputs: list[Path], force: bool) -> None:
+    """Never clobber what the user gave: inputs never, existing files only with --force (or a yes)."""
+    resolved_inputs = {p.resolve() for p in inputs if p.exists()}
+    outs = [p for p in paths if p is not None]
+    if len({p.resolve() for p in outs}) < len(outs):
+        raise UsageError("the same file is given for two outputs")
+    for p in outs:
+        if p.resolve() in resolved_inputs:
+            raise UsageError(f"{p}: is one of the input traces; refusing to overwrite it")
+        if p.exists() and not force:
+            if sys.stdin.isatty() and typer.confirm(f"{p} exists. Overwrite?", default=False, err=True):
+                continue
+            raise UsageError(f"{p}: already exists (use --force to overwrite)")
+        if not p.parent.exists():
+            raise UsageError(f"{p}: directory {p.parent} does not exist")
+
+
+def run_guarded(fn):
+    """Run a command body: bad input and our own errors are one line on stderr and exit code 2."""
+    try:
+        return fn()
+    except (TraceError, UsageError) as exc:
+        fail(str(exc))
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a bug or a trace shape we do not know: still one line, exit 2
+        if os.environ.get("TRACEINSIGHT_DEBUG"):
+            raise
+        fail(f"could not analyze the input ({type(exc).__name__}: {exc}); "
+             "set TRACEINSIGHT_DEBUG=1 for details and please report it")
+
+
+def with_progress(path: Path, fn):
+    """A spinner on stderr for big files when a person is watching."""
+    try:
+        big = path.stat().st_size > 20 * 2**20
+    except OSError:
+        big = False
+    if big and sys.stderr.isatty():
+        from rich.console import Console
+        with Console(stderr=True).status(f"analyzing {path} ..."):
+            return fn()
+    return fn()
+
+
+def analyze_one(path: Path):
+    """Analyze one file; an unexpected failure still names the file it came from."""
+    try:
+        return analyze_file(path)
+    except (TraceError, UsageError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        if os.environ.get("TRACEINSIGHT_DEBUG"):
+            raise
+        raise TraceError(path, f"could not analyze it ({type(exc).__name__}: {exc}); "
+                               "set TRACEINSIGHT_DEBUG=1 for details and please report it") from None
+
+
+def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | None = None,
+                      markdown: Path | None = None, show: bool = False) -> list[Report]:
+    """Analyze the traces (files or directories), print the summary if asked, write the outputs."""
+    files = expand_paths(paths)
+    analyses = [with_progress(f, lambda f=f: analyze_one(f)) for f in files]
+    budget = items_per_trace(len(analyses))
+    reports = [build_report(a, timeline_items=budget) for a in analyses]
+    for r in reports:
+        for w in r.warnings:
+            warn(f"{r.path}: {w}")
+    if show:
+        from ..render import terminal
+        terminal.show(reports)
+    write_outputs(reports, html=html, json=json, markdown=markdown)
+    return reports
+
+
+def said_written(outputs: dict[str, Optional[Path]]) -> None:
+    for label, p in outputs.items():
+        if p is not None:
+            typer.echo(f"wrote {label}: {p}", err=True)

@@ -1,0 +1,104 @@
+"""`traceinsight record SCRIPT [ARGS]...`: run a script under the profiler, then analyze the trace."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..trace.record import EXIT_USAGE, RecordError, _say, run_record
+from . import common
+
+
+def _analyze_into(trace_path: Path, reports: dict) -> None:
+    # Looked up at call time (common.analyze_and_write), so a test can make the analysis fail.
+    common.analyze_and_write([trace_path], html=reports["html"], json=reports["json"], markdown=reports["markdown"])
+
+
+def _exit_like_sigint() -> None:
+    """End the way python ends after an uncaught KeyboardInterrupt: killed by SIGINT."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if hasattr(os, "kill") and os.name == "posix" and \
+            threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the signal is delivered at once; this is not reached
+    raise typer.Exit(128 + 2)
+
+
+
+
+RECORD_HELP = (
+    "Run SCRIPT (or -m MODULE) exactly as python would, under torch.profiler, then write a "
+    "gzipped trace and the analysis report into a new folder.\n\n"
+    "Options go BEFORE the script: everything after SCRIPT (or after -m MODULE) is passed to "
+    "the script untouched, e.g. traceinsight record --steps 5 train.py --lr 0.1 --help\n\n"
+    "The profiler schedule (--skip, --warmup, --steps) advances on each optimizer.step(); a "
+    "script without an optimizer gets one step per outermost nn.Module forward call, and a "
+    "script with neither is recorded whole (at most --max-seconds).\n\n"
+    "Exit status: the script's, as python would give it (uncaught exception: 1; sys.exit(n): n; "
+    "uncaught KeyboardInterrupt: ends by SIGINT like python, 130 in a shell); 2 for record's "
+    "own errors (no torch, script not found or not Python, module not found, out-dir unusable)."
+)
+
+
+def record_command(
+    script: str = typer.Argument(..., metavar="SCRIPT",
+                                 help="The Python script to run (with -m: the module name)."),
+    script_args: Optional[List[str]] = typer.Argument(
+        None, metavar="SCRIPT_ARGS", help="Passed to the script as its sys.argv[1:]."),
+    module: bool = typer.Option(False, "-m", "--module",
+                                help="SCRIPT is a module name: run it like `python -m SCRIPT`."),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out-dir", "-o",
+        help="Output folder (default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/)."),
+    skip: int = typer.Option(1, "--skip", min=0,
+                             help="Steps to skip before the warmup (the profiler's 'wait')."),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="Warmup steps (traced, discarded)."),
+    steps: int = typer.Option(3, "--steps", min=1, help="Active steps to record."),
+    with_stack: bool = typer.Option(False, "--with-stack",
+                                    help="Record Python stacks (inflates CPU time)."),
+    profile_memory: bool = typer.Option(False, "--profile-memory",
+                                        help="Record allocations (inflates CPU time)."),
+    record_shapes: bool = typer.Option(False, "--record-shapes", help="Record op input shapes."),
+    max_seconds: float = typer.Option(30.0, "--max-seconds", min=0.0,
+                                      help="Cap of a whole-run recording (0: no cap)."),
+    analyze: bool = typer.Option(True, "--analyze/--no-analyze",
+                                 help="Analyze the trace into report.html/.md/.json."),
+) -> None:
+    try:
+        code = run_record(script, list(script_args or []), module=module, out_dir=out_dir,
+                          skip=skip, warmup=warmup, steps=steps, with_stack=with_stack,
+                          profile_memory=profile_memory, record_shapes=record_shapes,
+                          max_seconds=max_seconds,
+                          analyze=_analyze_into if analyze else None)
+    except RecordError as exc:
+        _say(f"error: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if code == -signal.SIGINT:
+        _exit_like_sigint()
+    raise typer.Exit(code)
+
+
+record_command.__doc__ = RECORD_HELP
+
+CONTEXT_SETTINGS = {
+    # stop parsing record's options at SCRIPT: the rest, --help included, is the script's
+    "allow_interspersed_args": False,
+    "ignore_unknown_options": False,
+}
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``record`` command to a typer app."""
+    app.command("record", context_settings=dict(CONTEXT_SETTINGS), help=RECORD_HELP,
+                no_args_is_help=True)(record_command)

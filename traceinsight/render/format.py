@@ -1,0 +1,69 @@
+"""How numbers and names look to people, and the one jinja environment every page renders with."""
+from __future__ import annotations
+
+import math
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+# Autoescaped: every string from a trace is untrusted.
+env = Environment(loader=PackageLoader("traceinsight", "templates"),
+                  autoescape=select_autoescape(default=True, default_for_string=True),
+                  trim_blocks=True, lstrip_blocks=True)
+env.tests["string_startswith"] = lambda s, prefix: str(s).startswith(prefix)
+
+
+def fmt(v, nd: int = 3) -> str:
+    """A number for people: no float noise, no exponent for ordinary values."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return "n/a"
+        if v == int(v) and abs(v) < 1e15:
+            return str(int(v))
+        s = f"{v:.{nd}f}".rstrip("0").rstrip(".")
+        return s if s not in ("-0", "") else "0"
+    return str(v)
+
+
+def cuda_version(v) -> str | None:
+    """Kineto writes CUDA versions as integers, 1000 * major + 10 * minor: 12040 -> "12.4"."""
+    if v is None or v == "":
+        return None
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{n // 1000}.{(n % 1000) // 10}" if n >= 1000 else str(n)
+
+
+_WORDS = {"pct": "%", "mb": "MB", "gb": "GB", "kb": "KB", "gbps": "GB/s", "cpu": "CPU", "gpu": "GPU"}
+
+
+def label(key: str) -> str:
+    """evidence keys for people: "achieved_gb_per_s" -> "achieved GB per s"."""
+    return " ".join(_WORDS.get(w.lower(), w) for w in str(key).split("_") if w).strip()
+
+
+def fixed(x, nd=3) -> str:
+    if x is None:
+        return "-"
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(x):
+        return "-"
+    if abs(x) >= 1000 and nd > 1:
+        nd = 1
+    return f"{x:.{nd}f}"
+
+
+def delta(x, nd=3) -> str:
+    if x is None:
+        return "-"
+    return f"{float(x):+.{nd}f}"

@@ -1,0 +1,203 @@
+"""load -> model -> graph -> analyses -> what-if -> rank: a trace file in, an Analysis out.
+
+The Analysis holds the tables the document is built from (report/document.py); renderers never see
+it. Nothing here prints or writes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
+from ..analyses.attribution import attribute_gaps, per_step_causes
+from ..estimate.graph import build_graph, step_window
+from ..estimate.rank import estimate
+from ..trace.host import HostActivity
+from ..trace.load import find_trace_files, load_trace
+from ..trace.model import TraceModel, build_model
+from ..trace.steps import full_step_mask
+
+HEALTHY_MAX_IDLE = 0.25
+
+
+@dataclass
+class Analysis:
+    model: TraceModel
+    findings: list[Finding]
+    per_step: pd.DataFrame          # per step: dur, GPU busy, idle by cause (us)
+    gaps: pd.DataFrame              # attributed idle gaps
+    whatif: dict
+    verdict: str
+    facts: dict = field(default_factory=dict)
+    graph_stats: dict = field(default_factory=dict)
+    # Causes seen in the trace that cost less than rank.MIN_SHARE of a step: shown, not ranked.
+    minor_findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        """GPU mostly busy and nothing worth a ticket: no finding, idle under HEALTHY_MAX_IDLE."""
+        if not self.model.has_gpu or self.fixes:
+            return False
+        b = breakdown(self)
+        return b["step"] > 0 and b["gpu_idle"] / b["step"] <= HEALTHY_MAX_IDLE
+
+    @property
+    def fixes(self) -> list[Finding]:
+        """The findings that are fixes, not notes about the measurement."""
+        return [f for f in self.findings if not spec(f.kind).note]
+
+    @property
+    def full_steps(self) -> pd.DataFrame:
+        return self.per_step[full_step_mask(self.per_step["partial"])]
+
+    @property
+    def median_step_us(self) -> float:
+        return float(self.full_steps["dur"].median())
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(find_trace_files(p))
+        else:
+            out.append(p)
+    return out
+
+
+def analyze_paths(paths: list[Path]) -> list[Analysis]:
+    """One Analysis per trace file (a directory of per-rank traces gives one per rank)."""
+    return [analyze_file(p) for p in expand_paths(paths)]
+
+
+def analyze_file(path: Path) -> Analysis:
+    return analyze_model(build_model(load_trace(path)))
+
+
+def analyze_model(model: TraceModel) -> Analysis:
+    host = HostActivity(model)
+    gaps = attribute_gaps(model, host)
+    causes = per_step_causes(model, gaps)
+    steps = model.steps.set_index("step")
+    per_step = steps.join(causes)
+    full = per_step.index.to_numpy()[full_step_mask(per_step["partial"])]
+    ctx = Context(model=model, host=host, gaps=gaps, per_step=causes, full_steps=full)
+    findings: list[Finding] = []
+    if model.has_gpu:
+        for analyze in ANALYZERS.values():
+            findings.extend(analyze(ctx))
+    G = None
+    graph_stats: dict = {}
+    if model.has_gpu:
+        G = build_graph(model, host, step_window(model))
+        kinds: dict[str, int] = {}
+        for _, _, k in G.edges(data="kind"):
+            kinds[k] = kinds.get(k, 0) + 1
+        graph_stats = {"nodes": G.number_of_nodes(), "edges": kinds, "steps": G.graph["steps"]}
+    ranked = estimate(ctx, G, findings)
+    findings = ranked["findings"]
+    analysis = Analysis(model=model, findings=findings, per_step=per_step.reset_index(), gaps=gaps,
+                        whatif=ranked["whatif"], verdict="", graph_stats=graph_stats,
+                        minor_findings=ranked["minor"])
+    analysis.facts = trace_facts(model)
+    analysis.verdict = verdict(analysis)
+    return analysis
+
+
+def trace_facts(model: TraceModel) -> dict:
+    meta = model.meta
+    rec = meta.get("traceinsight_record") or {}
+    return {
+        "file": model.path,
+        "rank": model.rank,
+        "world_size": (meta.get("distributed") or {}).get("world_size"),
+        "gpu": model.device_name(),
+        "compute_capability": next((f"{d.compute_capability[0]}.{d.compute_capability[1]}"
+                                    for d in model.devices.values() if d.compute_capability), None),
+        "torch_version": rec.get("torch_version"),
+        "cuda_runtime_version": meta.get("cuda_runtime_version"),
+        "cuda_driver_version": meta.get("cuda_driver_version"),
+        "cupti_version": meta.get("cupti_version"),
+        "events": model.n_events,
+        "steps": int(len(model.steps)),
+        "step_source": model.step_source,
+        "partial_steps": int(model.steps["partial"].sum()),
+        "gpu_activities": int(len(model.gpu)),
+        "devices_with_activity": sorted(int(d) for d in model.gpu["device"].unique()) if model.has_gpu else [],
+        "streams": int(model.gpu.groupby(["device", "stream"]).ngroups) if model.has_gpu else 0,
+        "profiler": {k: meta.get(k) for k in ("with_stack", "profile_memory", "record_shapes")
+                     if meta.get(k) is not None} | ({"record": rec} if rec else {}),
+        "warnings": list(model.warnings),
+        "recording": _recording_note(rec),
+        "profiler_note": profiler_note(model),
+    }
+
+
+def _recording_note(rec: dict) -> str | None:
+    if not rec:
+        return None
+    where = "CPU and CUDA" if rec.get("cuda") else "CPU only (no GPU was available)"
+    detail = rec.get("window_detail") or rec.get("window")
+    return (f"traceinsight record of {rec.get('script')}: {rec.get('steps_recorded')} step(s) recorded, "
+            f"{where}; window: {detail}")
+
+
+def profiler_note(model: TraceModel) -> str:
+    """What the profiler's own options did to this trace's CPU times, in one sentence."""
+    n = max(1, len(model.steps))
+    py = int((model.cpu["kind"] == "python").sum())
+    mem = int(model.meta.get("n_memory_events", 0))
+    on = []
+    if py:
+        on.append(f"with_stack ({py / n:.0f} Python frames recorded per step)")
+    if mem:
+        on.append(f"profile_memory ({mem / n:.0f} allocation events per step)")
+    if not on:
+        return ("No Python stacks or memory events were recorded, so CPU times are close to an "
+                "unprofiled run (the profiler still adds about a microsecond per op).")
+    return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated, so "
+            "launch_overhead and host_bound estimates are upper bounds.")
+
+
+def representative_step(a: Analysis) -> int | None:
+    """The full step whose duration is closest to the median: the one to draw."""
+    fs = a.full_steps
+    if fs.empty:
+        return None
+    return int(fs.iloc[(fs["dur"] - fs["dur"].median()).abs().argmin()]["step"])
+
+
+def breakdown(a: Analysis) -> dict:
+    """Median per full step (us): GPU busy, and idle by cause. Medians do not add up exactly."""
+    fs = a.full_steps
+    out = {"step": float(fs["dur"].median()), "gpu_busy": float(fs["gpu_busy"].median()),
+           "gpu_idle": float(fs["gpu_idle"].median())}
+    for c in CAUSES:
+        out[c] = float(fs[c].median()) if c in fs else 0.0
+    return out
+
+
+def verdict(a: Analysis) -> str:
+    m = a.model
+    if not m.has_gpu:
+        return ("CPU-only trace: no GPU activity was recorded, so there is no GPU idle time to explain "
+                f"({len(m.steps)} step(s), median {a.median_step_us / 1000:.2f} ms).")
+    b = breakdown(a)
+    idle_pct = 100 * b["gpu_idle"] / b["step"] if b["step"] else 0.0
+    real = a.fixes
+    if a.healthy:
+        return (f"Healthy: the GPU is busy {100 - idle_pct:.0f}% of each step (median "
+                f"{b['step'] / 1000:.2f} ms) and no fix we can see would save more than 3% of it.")
+    if not real:
+        causes = sorted(((b[c], c) for c in CAUSES if b[c] > 0), reverse=True)[:3]
+        said = ", ".join(f"{c} {v / 1000:.2f} ms" for v, c in causes)
+        return (f"The GPU is idle {idle_pct:.0f}% of each step (median {b['step'] / 1000:.2f} ms), but no "
+                f"fix we can model would save more than 3% of a step; idle by cause: {said or 'none'}.")
+    top = real[0]
+    pct = 100 * top.estimated_savings_us / a.median_step_us if a.median_step_us else 0.0
+    return (f"{spec(top.kind).label.capitalize()}: the GPU is idle {idle_pct:.0f}% of "
+            f"each step (median step {b['step'] / 1000:.2f} ms); the top fix ({top.kind}) would save "
+            f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}%).")

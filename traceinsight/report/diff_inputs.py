@@ -1,0 +1,105 @@
+"""The two sides of a diff: a trace (analyzed here) or an earlier analyze --json output."""
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import TraceError
+from ..trace.load import read_bytes
+from .analyze import Analysis, analyze_file
+from .document import build_report, thaw
+
+@dataclass
+class Side:
+    """One side of a diff: the analyze document, and the Analysis when the side was a trace."""
+    path: str
+    source: str                    # "trace" | "json"
+    doc: dict
+    report: Any = None             # report.document.Report for a trace (its timeline is drawn)
+    full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _peek(path: Path, n: int = 65536) -> bytes:
+    """The first n bytes of a file (gunzipped when gzip); b"" when it cannot be read (the loader
+    then reports the problem properly)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(n)
+            if data[:2] != b"\x1f\x8b":
+                return data
+            d = zlib.decompressobj(wbits=47)
+            out, chunk = b"", data
+            while len(out) < n and chunk:
+                out += d.decompress(chunk, n - len(out))
+                if d.eof:
+                    break
+                chunk = d.unconsumed_tail or fh.read(n)
+            return out[:n]
+    except (OSError, zlib.error):
+        return b""
+
+
+_ANALYSIS_HEAD = re.compile(rb'"schema_version"\s*:')
+
+
+def looks_like_analysis_json(head: bytes) -> bool:
+    """An analyze --json output: a JSON object with "schema_version" (Kineto writes "schemaVersion")
+    and no "traceEvents" near the start."""
+    h = head.lstrip()
+    return h[:1] == b"{" and bool(_ANALYSIS_HEAD.search(h)) and b'"traceEvents"' not in h
+
+
+def load_analysis_json(path: Path) -> dict | None:
+    data, _ = read_bytes(path)
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(path, f"not valid JSON ({str(exc)[:120]})") from None
+    if not isinstance(doc, dict):
+        raise TraceError(path, "not a Kineto trace nor a traceinsight analyze --json output")
+    if "traceEvents" in doc:
+        return None        # a trace after all (its "traceEvents" came late): the caller analyzes it
+    if doc.get("kind") == "traceinsight.diff":
+        raise TraceError(path, "a traceinsight diff output; give a trace or an analyze --json output")
+    if "traces" in doc and "findings" not in doc:
+        n = len(doc["traces"]) if isinstance(doc["traces"], list) else "several"
+        raise TraceError(path, f"an analyze --json output of {n} traces; diff compares one trace per side "
+                               "(give the trace files, or analyze --json one trace at a time)")
+    missing = [k for k in ("schema_version", "summary", "findings") if k not in doc]
+    if missing:
+        raise TraceError(path, "JSON with \"schema_version\" but not a traceinsight analyze --json output "
+                               f"(no {', '.join(repr(k) for k in missing)})")
+    if not isinstance(doc["summary"], dict) or not isinstance(doc["findings"], list):
+        raise TraceError(path, "not a traceinsight analyze --json output (summary/findings have the wrong type)")
+    if doc.get("summary", {}).get("median_step_ms") is None:
+        raise TraceError(path, "analyze --json output without a median step time; nothing to compare")
+    return doc
+
+
+def load_side(path: str | Path) -> Side:
+    """A trace file or an analyze --json output -> Side. Raises TraceError on bad input."""
+    path = Path(path)
+    if path.is_dir():
+        raise TraceError(path, "is a directory; diff takes one trace file (or one analyze --json output) "
+                               "per side")
+    if looks_like_analysis_json(_peek(path)):
+        doc = load_analysis_json(path)
+        if doc is not None:
+            return Side(path=str(path), source="json", doc=doc, report=None, full_tables=False)
+    return side_from_analysis(analyze_file(path), str(path))
+
+
+# Two timelines on one diff page: a lighter item budget for each than a report's one.
+DIFF_TIMELINE_ITEMS = 12_000
+
+
+def side_from_analysis(a: Analysis, path: str | None = None, timeline_items: int = DIFF_TIMELINE_ITEMS) -> Side:
+    # The full tables, not the top 50: then "removed" and "added" are exact.
+    r = build_report(a, timeline_items=timeline_items, full_tables=True)
+    return Side(path=path or str(a.model.path), source="trace", doc=thaw(r.doc), report=r, full_tables=True,
+                warnings=list(r.warnings))

@@ -1,0 +1,147 @@
+"""diff's kernel and op tables: rows matched across the two sides, with what changed, and the small
+number helpers the diff document shares."""
+from __future__ import annotations
+
+import math
+
+from .diff_inputs import Side
+from .diff_names import normalize_kernel
+
+# Per kernel / op: at least this share of the larger side and KERNEL_MIN_MS per step.
+KERNEL_REL = 0.05
+KERNEL_MIN_MS = 0.001
+ROW_LIMIT = 200   # rows per table kept in the diff document (sorted by |change|)
+
+
+def _f(x) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) or math.isinf(v) else v
+
+
+def _r(x, nd=4):
+    v = _f(x)
+    return None if v is None else round(v, nd)
+
+
+def _fmt_ms(v: float) -> str:
+    v = abs(v)
+    if v >= 100:
+        return f"{v:.1f} ms"
+    if v >= 1:
+        return f"{v:.2f} ms"
+    if v >= 0.01:
+        return f"{v:.3f} ms"
+    return f"{v * 1000:.1f} us"
+
+
+def _status(b: float, a: float, rel: float, min_ms: float) -> str:
+    d = a - b
+    if abs(d) >= max(rel * max(abs(a), abs(b)), min_ms):
+        return "grown" if d > 0 else "shrunk"
+    return "unchanged"
+
+
+def _aggregate(rows: list[dict], key_fn, ms_key: str, count_key: str, label_fn) -> dict:
+    out: dict = {}
+    for r in rows or []:
+        if not isinstance(r, dict):
+            continue
+        k = key_fn(r)
+        e = out.setdefault(k, {"label": label_fn(r), "ms": 0.0, "count": 0.0, "names": []})
+        e["ms"] += _f(r.get(ms_key)) or 0.0
+        e["count"] += _f(r.get(count_key)) or 0.0
+        raw = r.get("name") or r.get("op")
+        if raw is not None and raw not in e["names"] and len(e["names"]) < 5:
+            e["names"].append(raw)
+    return out
+
+
+def _table_diff(before: dict, after: dict, complete_b: bool, complete_a: bool, floor_b: float,
+                floor_a: float) -> tuple[list[dict], dict]:
+    rows = []
+    for key in dict.fromkeys([*before, *after]):
+        b, a = before.get(key), after.get(key)
+        mb = b["ms"] if b else 0.0
+        ma = a["ms"] if a else 0.0
+        if b and not a:
+            status = "removed" if complete_a else "dropped from the top list"
+        elif a and not b:
+            status = "added" if complete_b else "entered the top list"
+        else:
+            s = _status(mb, ma, KERNEL_REL, KERNEL_MIN_MS)
+            status = {"grown": "slower", "shrunk": "faster"}.get(s, "unchanged")
+        e = b or a
+        rows.append({
+            "key": key if isinstance(key, str) else list(key),
+            "label": e["label"],
+            "status": status,
+            "before_ms_per_step": _r(mb) if b else (None if not complete_b else 0.0),
+            "after_ms_per_step": _r(ma) if a else (None if not complete_a else 0.0),
+            "delta_ms_per_step": _r(ma - mb),
+            "before_count_per_step": _r(b["count"], 2) if b else 0.0,
+            "after_count_per_step": _r(a["count"], 2) if a else 0.0,
+            "names_before": b["names"] if b else [],
+            "names_after": a["names"] if a else [],
+            # A row missing from a truncated top-50 table took at most the smallest listed time.
+            "bound_note": (f"after: at most {_fmt_ms(floor_a)} (not in the top list)" if b and not a and not complete_a
+                           else f"before: at most {_fmt_ms(floor_b)} (not in the top list)" if a and not b
+                           and not complete_b else None),
+        })
+    rows.sort(key=lambda r: -abs(r["delta_ms_per_step"] or 0))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    totals = {
+        "before_ms_per_step": _r(sum(e["ms"] for e in before.values())),
+        "after_ms_per_step": _r(sum(e["ms"] for e in after.values())),
+    }
+    for st in ("added", "removed", "faster", "slower"):
+        sel = [r for r in rows if r["status"] == st]
+        totals[f"{st}_delta_ms_per_step"] = _r(sum(r["delta_ms_per_step"] or 0 for r in sel))
+    return rows, {"counts": counts, **totals}
+
+
+# analyze --json keeps the top 50 kernels and ops (pipeline.kernel_table / op_table): a shorter list is whole.
+JSON_TABLE_LIMIT = 50
+
+
+def _complete(s: Side, key: str) -> bool:
+    return s.full_tables or len(s.doc.get(key) or []) < JSON_TABLE_LIMIT
+
+
+def _compare_table(sb: Side, sa: Side, table: str, key, ms_key: str, count_key: str, label) -> dict:
+    """Rows of one table (kernels or ops) matched by key across the sides, with what changed."""
+    tb = _aggregate(sb.doc.get(table), key, ms_key, count_key, label)
+    ta = _aggregate(sa.doc.get(table), key, ms_key, count_key, label)
+    fb = min((e["ms"] for e in tb.values()), default=0.0)
+    fa = min((e["ms"] for e in ta.values()), default=0.0)
+    cb, ca = _complete(sb, table), _complete(sa, table)
+    rows, summary = _table_diff(tb, ta, cb, ca, fb, fa)
+    return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
+            "complete": {"before": cb, "after": ca}}
+
+
+def compare_kernels(sb: Side, sa: Side) -> dict:
+    key = lambda r: normalize_kernel(r.get("name", ""), r.get("kind", "kernel"))
+    out = _compare_table(sb, sa, "top_kernels", key, "ms_per_step", "count_per_step", key)
+    out["normalization"] = ("memcpy/memset exact; kernels: drop return type, argument list and template "
+                            "arguments, keep up to 3 distinctive identifiers from the template arguments")
+    return out
+
+
+def _op_label(r: dict) -> str:
+    d = r.get("input_dims") or ""
+    return f"{r.get('op', '')} {d}".strip()
+
+
+def compare_ops(sb: Side, sa: Side) -> dict:
+    key = lambda r: (str(r.get("op", "")), str(r.get("input_dims") or ""))
+    out = _compare_table(sb, sa, "top_ops", key, "gpu_ms_per_step", "kernels_per_step", _op_label)
+    for r in out["rows"]:
+        r["op"], r["input_dims"] = r["key"]
+    return out

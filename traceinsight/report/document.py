@@ -1,0 +1,121 @@
+"""The report: the document every output is rendered from, built once per analysed trace.
+
+A Report is immutable: its `doc` is the JSON document (frozen mappings and tuples, so no renderer
+can change what another one reads) and its `timeline` the representative step's timeline data.
+diff works on its own copy (`thaw`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import __version__
+from ..analyses import CAUSES, Finding
+from .analyze import Analysis, breakdown, representative_step
+from .numbers import num
+from .tables import gap_table, kernel_table, op_table
+from .timeline import MAX_ITEMS, timeline_data
+
+SCHEMA_VERSION = 1
+
+
+class FrozenDict(dict):
+    """A dict that refuses changes (json.dumps and jinja read it as a dict)."""
+
+    def _refuse(self, *_a, **_k):
+        raise TypeError("the report document is read-only; thaw() a copy to change it")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore
+    __ior__ = _refuse  # type: ignore
+
+
+def freeze(x):
+    if isinstance(x, dict):
+        return FrozenDict((k, freeze(v)) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return tuple(freeze(v) for v in x)
+    return x
+
+
+def thaw(x):
+    """A plain, mutable deep copy of a (frozen) document."""
+    if isinstance(x, dict):
+        return {k: thaw(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [thaw(v) for v in x]
+    return x
+
+
+@dataclass(frozen=True)
+class Report:
+    doc: FrozenDict
+    timeline: FrozenDict | None    # the representative step on one time axis (report/timeline.py)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return str(self.doc["trace"]["file"])
+
+
+def build_report(a: Analysis, timeline_items: int = MAX_ITEMS, full_tables: bool = False) -> Report:
+    tl = timeline_data(a, max_items=timeline_items) if len(a.model.steps) else None
+    return Report(doc=freeze(document(a, full_tables)), timeline=freeze(tl) if tl is not None else None,
+                  warnings=tuple(a.model.warnings))
+
+
+def finding_dict(f: Finding, median_step_us: float) -> dict:
+    return {
+        "kind": f.kind,
+        "title": f.title,
+        "estimated_savings_ms": num(f.estimated_savings_us / 1000),
+        "estimated_savings_pct": num(100 * f.estimated_savings_us / median_step_us if median_step_us else 0, 1),
+        "savings_range_ms": [num(f.savings_bound_us[0] / 1000), num(f.savings_bound_us[1] / 1000)]
+        if f.savings_bound_us else None,
+        "estimate_method": f.estimate_note,
+        "measured_cost_ms_per_step": num(f.lost_per_step_us / 1000),
+        "measured_cost_ms_total": num(f.lost_total_us / 1000),
+        "confidence": f.confidence,
+        "fix": f.fix,
+        "evidence": f.evidence,
+    }
+
+
+def document(a: Analysis, full_tables: bool = False) -> dict:
+    """The JSON output: stable field names; times in ms; per-step values are medians over full steps.
+    `full_tables`: every kernel and op, not the top 50 (diff matches them all)."""
+    b = breakdown(a)
+    fs = a.per_step
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "traceinsight", "version": __version__},
+        "trace": a.facts,
+        "verdict": a.verdict,
+        "healthy": a.healthy,
+        "summary": {
+            "steps": int(len(fs)),
+            "full_steps": int((~fs["partial"]).sum()),
+            "median_step_ms": num(a.median_step_us / 1000),
+            "mean_step_ms": num(a.full_steps["dur"].mean() / 1000),
+            "min_step_ms": num(a.full_steps["dur"].min() / 1000),
+            "max_step_ms": num(a.full_steps["dur"].max() / 1000),
+            "median_gpu_busy_ms": num(b["gpu_busy"] / 1000),
+            "median_gpu_idle_ms": num(b["gpu_idle"] / 1000),
+            "gpu_idle_pct": num(100 * b["gpu_idle"] / b["step"], 1) if b["step"] else None,
+            "idle_by_cause_ms_median_per_step": {c: num(b[c] / 1000) for c in CAUSES},
+            "gpu_idle_total_ms": num(float(a.gaps["dur"].sum()) / 1000) if len(a.gaps) else 0.0,
+        },
+        "findings": [finding_dict(f, a.median_step_us) for f in a.findings],
+        "minor_findings": [finding_dict(f, a.median_step_us) for f in a.minor_findings],
+        "whatif": a.whatif,
+        "steps": [
+            {"step": int(r.step), "start_ms": num(r.start / 1000), "duration_ms": num(r.dur / 1000),
+             "partial": bool(r.partial), "gpu_busy_ms": num(r.gpu_busy / 1000),
+             "gpu_idle_ms": num(r.gpu_idle / 1000),
+             "idle_by_cause_ms": {c: num(getattr(r, c) / 1000) for c in CAUSES}}
+            for r in fs.itertuples()
+        ],
+        "graph": a.graph_stats,
+        "representative_step": representative_step(a),
+        "top_kernels": kernel_table(a, limit=10**9 if full_tables else 50),
+        "top_ops": op_table(a, limit=10**9 if full_tables else 50),
+        "longest_gaps": gap_table(a),
+    }

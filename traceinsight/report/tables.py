@@ -1,0 +1,101 @@
+"""The document's tables: GPU activities and ops per full step, the longest idle gaps with their
+cause and what the CPU was doing, GPU idle over the whole span (what HTA calls idle time)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..analyses import CAUSES
+from ..analyses.base import top_op
+from ..trace.model import TraceModel, dims_text
+from ..trace.steps import merged_intervals, step_at
+from .analyze import Analysis
+from .numbers import num
+
+
+def _in_full_steps(a: Analysis, g: pd.DataFrame) -> pd.DataFrame:
+    """The GPU activities that start inside a full step's window."""
+    return g[step_at(a.full_steps, g["ts"].to_numpy()) >= 0]
+
+
+def kernel_table(a: Analysis, limit: int = 50) -> list[dict]:
+    """GPU activities by name over full steps: count, total and per-step time (ms), share of GPU time."""
+    g = a.model.gpu
+    if g.empty:
+        return []
+    g = _in_full_steps(a, g)
+    n = max(1, len(a.full_steps))
+    agg = g.groupby(["name", "kind"]).agg(count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"))
+    total = float(g["dur"].sum()) or 1.0
+    agg = agg.sort_values("total", ascending=False).head(limit)
+    return [{"name": name[:400], "kind": kind, "count_per_step": round(r["count"] / n, 2),
+             "ms_per_step": round(r["total"] / n / 1000, 4), "mean_us": round(r["mean"], 2),
+             "pct_gpu_time": round(100 * r["total"] / total, 2)} for (name, kind), r in agg.iterrows()]
+
+
+def op_table(a: Analysis, limit: int = 50) -> list[dict]:
+    """GPU time by the op (outermost aten op, with its input shapes) that launched it, over full steps."""
+    g = a.model.gpu
+    cpu = a.model.cpu
+    g = g[g["launcher"] >= 0]
+    if g.empty:
+        return []
+    g = _in_full_steps(a, g)
+    parent = cpu["parent"].to_numpy()[g["launcher"].to_numpy()]
+    top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
+    uniq, inv = np.unique(top, return_inverse=True)
+    col = cpu["input_dims"].to_numpy()
+    dims = np.array([dims_text(col[t]) if t >= 0 else "" for t in uniq], dtype=object)[inv]
+    df = pd.DataFrame({"op": names, "input_dims": dims, "dur": g["dur"].to_numpy()})
+    n = max(1, len(a.full_steps))
+    agg = df.groupby(["op", "input_dims"]).agg(kernels=("dur", "size"), total=("dur", "sum"))
+    agg = agg.sort_values("total", ascending=False).head(limit)
+    return [{"op": op[:300], "input_dims": d[:200], "kernels_per_step": round(r["kernels"] / n, 2),
+             "gpu_ms_per_step": round(r["total"] / n / 1000, 4)} for (op, d), r in agg.iterrows()]
+
+
+def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
+    """The longest GPU idle gaps: when, how long, on which stream work resumed, why, and what the
+    launching thread was doing (the outermost ops it was in, or the call that blocked it)."""
+    gaps = a.gaps
+    if gaps.empty:
+        return []
+    cpu, gpu = a.model.cpu, a.model.gpu
+    top = gaps.nlargest(limit, "dur")
+    ops = cpu[cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()]
+    by_thread = {th: g.sort_values("ts") for th, g in ops.groupby("thread")} if len(top) else {}
+    out = []
+    for r in top.itertuples():
+        causes = {c: getattr(r, c) for c in CAUSES if getattr(r, c) > 0}
+        stream = int(gpu.at[r.next_gpu, "stream"]) if r.next_gpu >= 0 else None
+        doing: list[str] = []
+        if r.blocker >= 0:
+            doing = [f"blocked in {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))})"]
+        elif r.thread in by_thread:
+            t = by_thread[r.thread]
+            b = min(r.end, r.launch_ts) if r.launch_ts == r.launch_ts else r.end
+            cand = t.iloc[:np.searchsorted(t["ts"].to_numpy(), b, side="left")]
+            cand = cand[cand["end"].to_numpy() > r.start]
+            if len(cand):
+                cand = cand[cand["depth"] == cand["depth"].min()]
+                doing = list(dict.fromkeys(cand["name"].tolist()))[:3]
+        out.append({"step": int(r.step), "device": int(r.device), "start_ms": num(r.start / 1000),
+                    "duration_ms": num(r.dur / 1000), "resumed_on_stream": stream,
+                    "cause": max(causes, key=causes.get) if causes else None,
+                    "by_cause_ms": {c: num(v / 1000) for c, v in causes.items()},
+                    "launching_thread": r.thread or None, "cpu_was_in": doing})
+    return out
+
+
+
+
+def gpu_idle_over_span(model: TraceModel) -> dict:
+    """GPU idle inside [first GPU start, last GPU end] per device: what HTA calls idle time."""
+    out = {}
+    for dev, g in model.gpu.groupby("device"):
+        s, e = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy())
+        span = float(e.max() - s.min())
+        out[int(dev)] = {"span_us": span, "busy_us": float((e - s).sum()),
+                         "idle_us": span - float((e - s).sum())}
+    return out

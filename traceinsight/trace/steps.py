@@ -1,0 +1,154 @@
+"""Steps and idle gaps: the step windows (ProfilerStep ranges, following the GPU when it lags), the
+GPU idle gaps inside them, and each step's GPU busy / idle accounting."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def full_step_mask(partial: pd.Series) -> np.ndarray:
+    """Which steps medians are taken over: the complete ones, or all when every step is partial."""
+    full = ~partial.to_numpy(dtype=bool)
+    return full if full.any() else np.ones(len(full), dtype=bool)
+
+
+def step_at(steps: pd.DataFrame, ts: np.ndarray, start_col: str = "start", end_col: str = "end") -> np.ndarray:
+    """Step number of each timestamp by the steps' [start_col, end_col) windows (-1 outside all)."""
+    starts, ends = steps[start_col].to_numpy(), steps[end_col].to_numpy()
+    k = np.searchsorted(starts, ts, side="right") - 1
+    ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
+    return np.where(ok, steps["step"].to_numpy()[np.maximum(k, 0)], -1)
+
+
+def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    ann = cpu[cpu["is_step"].to_numpy()]
+    if len(ann):
+        num = ann["name"].str.extract(_STEP)[0]
+        ann = ann[num.notna()]
+        steps = pd.DataFrame({"step": num[num.notna()].astype(int).to_numpy(),
+                              "start": ann["ts"].to_numpy(), "end": ann["end"].to_numpy()})
+        # Some exporters repeat a step (e.g. one per thread); keep the widest range per step number.
+        steps = (steps.groupby("step", as_index=False).agg(start=("start", "min"), end=("end", "max"))
+                 .sort_values("start").reset_index(drop=True))
+        source = "ProfilerStep"
+    else:
+        ends = [df["end"].max() for df in (cpu, gpu) if len(df)]
+        steps = pd.DataFrame({"step": [0], "start": [0.0], "end": [float(max(ends))]})
+        source = "whole trace"
+    steps["dur"] = steps["end"] - steps["start"]
+    return steps, source
+
+
+def mark_partial(steps: pd.DataFrame, source: str) -> pd.DataFrame:
+    steps["partial"] = False
+    if source == "ProfilerStep" and len(steps) >= 2:
+        # The profiler often cuts the last step short when it stops; it would skew the medians.
+        med = steps["dur"].iloc[:-1].median()
+        if steps["dur"].iloc[-1] < 0.5 * med:
+            steps.loc[steps.index[-1], "partial"] = True
+    return steps
+
+
+def gpu_aware_bounds(steps: pd.DataFrame, cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """Move step boundaries to where the GPU finished the previous step's work, when it lags.
+
+    When the GPU is the bottleneck the CPU runs steps ahead: ProfilerStep ranges on the CPU are short
+    and say nothing about the real step time. A step's window starts at the later of its CPU start
+    and the end of the GPU work the previous step issued, and ends where the next one starts; so a
+    step lasts as long as its slower side. The CPU ranges stay in cpu_start / cpu_end.
+    """
+    steps = steps.copy()
+    steps["cpu_start"], steps["cpu_end"] = steps["start"], steps["end"]
+    if gpu.empty or len(steps) == 0 or (gpu["launcher"] < 0).all():
+        return steps
+    g = gpu[gpu["launcher"] >= 0]
+    lts = cpu["ts"].to_numpy()[g["launcher"].to_numpy()]
+    cs, ce = steps["cpu_start"].to_numpy(), steps["cpu_end"].to_numpy()
+    k = np.searchsorted(cs, lts, side="right") - 1
+    inside = (k >= 0) & (lts < ce[np.maximum(k, 0)])
+    done = pd.Series(g["end"].to_numpy()[inside]).groupby(k[inside]).max()
+    gpu_done = np.full(len(steps), -np.inf)
+    gpu_done[done.index.to_numpy()] = done.to_numpy()
+    start = cs.copy()
+    start[1:] = np.maximum(cs[1:], gpu_done[:-1])
+    end = np.append(start[1:], max(ce[-1], gpu_done[-1]))
+    steps["start"], steps["end"] = start, end
+    steps["dur"] = steps["end"] - steps["start"]
+    return steps
+
+
+def merged_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of [start, end) intervals, as sorted disjoint (starts, ends). Vectorised."""
+    if len(starts) == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > run_end[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    out_e = np.append(run_end[idx[1:] - 1], run_end[-1])
+    return out_s, out_e
+
+
+def idle_gaps(gpu: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Idle stretches per device inside each step window, with the activities on either side."""
+    cols = ["device", "step", "start", "end", "dur", "next_gpu", "prev_gpu"]
+    frames = []
+    for dev, g in gpu.groupby("device", sort=True):
+        st, en = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy())
+        # Complement of the busy blocks on the whole line: (-inf, st0), (en0, st1), ..., (en_last, inf).
+        idle_s = np.concatenate([[-np.inf], en])
+        idle_e = np.concatenate([st, [np.inf]])
+        for step, w0, w1 in steps[["step", "start", "end"]].itertuples(index=False):
+            lo = np.searchsorted(idle_e, w0, side="right")
+            hi = np.searchsorted(idle_s, w1, side="left")
+            if hi <= lo:
+                continue
+            s = np.maximum(idle_s[lo:hi], w0)
+            e = np.minimum(idle_e[lo:hi], w1)
+            keep = e > s
+            frames.append((dev, step, s[keep], e[keep]))
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    gaps = pd.DataFrame({
+        "device": np.concatenate([np.full(len(f[2]), f[0], dtype=np.int64) for f in frames]),
+        "step": np.concatenate([np.full(len(f[2]), f[1], dtype=np.int64) for f in frames]),
+        "start": np.concatenate([f[2] for f in frames]),
+        "end": np.concatenate([f[3] for f in frames]),
+    })
+    gaps["dur"] = gaps["end"] - gaps["start"]
+    gaps["next_gpu"] = -1
+    gaps["prev_gpu"] = -1
+    # The activity that ends each gap (first to start at its end) and the last one to end before it.
+    for dev, g in gpu.groupby("device", sort=True):
+        sel = (gaps["device"] == dev).to_numpy()
+        by_start = g.sort_values("ts", kind="stable")
+        by_end = g.sort_values("end", kind="stable")
+        nxt = np.searchsorted(by_start["ts"].to_numpy(), gaps.loc[sel, "end"].to_numpy() - 1e-6, side="left")
+        prv = np.searchsorted(by_end["end"].to_numpy(), gaps.loc[sel, "start"].to_numpy() + 1e-6,
+                              side="right") - 1
+        gaps.loc[sel, "next_gpu"] = np.where(nxt < len(g), by_start.index.to_numpy()[np.minimum(nxt, len(g) - 1)], -1)
+        gaps.loc[sel, "prev_gpu"] = np.where(prv >= 0, by_end.index.to_numpy()[np.maximum(prv, 0)], -1)
+    return gaps[cols].reset_index(drop=True)
+
+
+def step_gpu_accounting(steps: pd.DataFrame, gpu: pd.DataFrame, gaps: pd.DataFrame) -> pd.DataFrame:
+    """GPU idle per step = sum of gap lengths (summed over devices, so divide by device count)."""
+    steps = steps.copy()
+    devs = sorted(gpu["device"].unique()) if len(gpu) else []
+    steps["n_devices"] = len(devs)
+    if not devs:
+        steps["gpu_idle"] = steps["dur"]
+        steps["gpu_busy"] = 0.0
+        return steps
+    idle = gaps.groupby("step")["dur"].sum() if len(gaps) else pd.Series(dtype=float)
+    steps["gpu_idle"] = steps["step"].map(idle).fillna(0.0).to_numpy() / len(devs)
+    steps["gpu_busy"] = steps["dur"] - steps["gpu_idle"]
+    return steps
