@@ -4,12 +4,14 @@ by cause. This registry is the one place that lists the kinds: every other layer
 """
 from __future__ import annotations
 
-from . import (attribution, collective_wait, fp32_matmul, fusion_candidates, host_bound, launch_overhead,
-               layout_permute, pageable_memcpy, profiler_overhead, sync_stall, unfused_optimizer)
+from . import (attribution, collective_wait, dependency_wait, exposed_communication, fp32_matmul,
+               fusion_candidates, graph_capture, host_bound, launch_overhead, layout_permute, pageable_memcpy,
+               profiler_overhead, sync_stall, unfused_optimizer)
 from .base import Context, Finding, KindSpec
 
-_MODULES = (launch_overhead, sync_stall, pageable_memcpy, layout_permute, host_bound, fp32_matmul,
-            unfused_optimizer, fusion_candidates, collective_wait, profiler_overhead)
+_MODULES = (graph_capture, launch_overhead, sync_stall, pageable_memcpy, layout_permute, host_bound, fp32_matmul,
+            unfused_optimizer, fusion_candidates, collective_wait, dependency_wait, exposed_communication,
+            profiler_overhead)
 
 # kind -> analyze(ctx), in the order they run.
 ANALYZERS = {m.SPEC.kind: m.analyze for m in _MODULES}

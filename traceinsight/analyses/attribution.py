@@ -22,13 +22,12 @@ import numpy as np
 import pandas as pd
 
 from .base import KindSpec
-from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us
+from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
 # Idle causes that are no finding kind of their own (yet): their specs live here.
 CAUSE_ONLY = (
-    KindSpec("dependency_wait", "waiting on dependencies", idle_cause=True, color="#5b7fd6", estimate="measured"),
     KindSpec("unattributed", "idle for reasons the trace does not show", idle_cause=True, color="#9a9a9a",
              estimate="measured"),
 )
@@ -73,10 +72,25 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     just_in_time = early & ((e - lt) <= lat)
     res["launch_overhead"][just_in_time] = dur[just_in_time]
     waited = early & ~just_in_time
+    # Inside one graph replay, the spacing between its kernels is the graph's own launch cost, not a
+    # dependency: both sides of the gap came from the same graph launch call.
+    prv = gaps["prev_gpu"].to_numpy()
+    prev_launcher = np.where(prv >= 0, gpu["launcher"].to_numpy()[np.maximum(prv, 0)], -2) if len(gpu) else prv
+    same_graph = waited & (prev_launcher == launcher)
+    res["launch_overhead"][same_graph] = dur[same_graph]
+    waited &= ~same_graph
     res["collective_wait"][waited & coll] = dur[waited & coll]
     res["dependency_wait"][waited & ~coll] = dur[waited & ~coll]
-    # 3. Issued after: was the thread just released by a blocking call?
+    # 3. Issued after the GPU went idle: the CPU was late. The activity may also have waited after its
+    # launch (behind an event or another stream): what exceeds the launch latency is that wait's, not
+    # the CPU's, so launch overhead is bounded by how late the launch call itself was.
     late = linked & (lt > s)
+    cpu_end = np.where(late, np.minimum(lt, e), s)           # the CPU's part ends at the launch
+    waited_after = np.where(late, np.maximum(0.0, (e - cpu_end) - lat), 0.0)
+    waited_after = np.minimum(waited_after, dur)
+    res["collective_wait"][late & coll] += waited_after[late & coll]
+    res["dependency_wait"][late & ~coll] += waited_after[late & ~coll]
+    left = dur - waited_after                               # the CPU-late part, launch latency included
     blocker = np.full(len(gaps), -1, dtype=np.int64)
     blocks = blocking_calls(model)
     for th in np.unique(thread[late]):
@@ -91,25 +105,45 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         ok &= b_end[kk] >= s[sel] - BLOCK_TOL_US
         blocker[sel[ok]] = b.index.to_numpy()[kk[ok]]
     gaps["blocker"] = blocker
+    # A blocking call owns the stretch the GPU spent drained while the CPU waited in it, and the
+    # dispatch that refills the queue after it returns (without the sync the CPU would have issued that
+    # work while the GPU was still busy). Host work the thread did after the call returned (Python,
+    # preprocessing, the DataLoader) is host_bound's: the fix for it is not removing the sync.
+    released = s.copy()
     blocked = late & (blocker >= 0)
+    block_cause = np.full(len(gaps), "", dtype=object)
     if blocked.any():
-        bk = blocks["block_kind"].reindex(blocker[blocked]).to_numpy()
         idx = np.flatnonzero(blocked)
-        pg = idx[bk == "pageable"]
-        sy = idx[bk != "pageable"]
-        res["pageable_memcpy"][pg] = dur[pg]
-        res["sync_stall"][sy] = dur[sy]
-    # 4. Issued after, nothing blocked: host work vs feeding the GPU.
-    free = np.flatnonzero(late & (blocker < 0))
-    if len(free):
-        host_us = np.zeros(len(free))
-        for th in np.unique(thread[free]):
-            m = thread[free] == th
-            rows = free[m]
-            host_us[m] = host.host_time(th, s[rows], np.minimum(lt[rows], e[rows]))
-        host_us = np.minimum(host_us, dur[free])
-        res["host_bound"][free] = host_us
-        res["launch_overhead"][free] = dur[free] - host_us
+        bk = blocks["block_kind"].reindex(blocker[idx]).to_numpy()
+        b_end = blocks["end"].reindex(blocker[idx]).to_numpy()
+        owned = np.clip(np.minimum(b_end, cpu_end[idx]) - s[idx], 0.0, left[idx])
+        released[idx] = np.maximum(s[idx], np.minimum(b_end, cpu_end[idx]))
+        block_cause[idx] = np.where(bk == "pageable", "pageable_memcpy", "sync_stall")
+        for cause in ("pageable_memcpy", "sync_stall"):
+            m = block_cause[idx] == cause
+            res[cause][idx[m]] += owned[m]
+        left[idx] -= owned
+    # 4. The rest of the CPU-late part: host work vs feeding the GPU. Without CPU ops in the trace the
+    # split cannot be known: that time stays unattributed rather than guessed.
+    rest = np.flatnonzero(late & (left > 0))
+    if len(rest):
+        host_us = np.zeros(len(rest))
+        if model_has_cpu_ops(model):
+            for th in np.unique(thread[rest]):
+                m = thread[rest] == th
+                rows = rest[m]
+                host_us[m] = host.host_time(th, released[rows], cpu_end[rows])
+        else:
+            res["unattributed"][rest] += np.maximum(0.0, left[rest] - lat)
+            left[rest] = np.minimum(left[rest], lat)
+        host_us = np.minimum(host_us, left[rest])
+        res["host_bound"][rest] += host_us
+        feed = left[rest] - host_us
+        for cause in ("pageable_memcpy", "sync_stall"):
+            m = block_cause[rest] == cause
+            res[cause][rest[m]] += feed[m]
+        m = block_cause[rest] == ""
+        res["launch_overhead"][rest[m]] += feed[m]
     for c in CAUSES:
         gaps[c] = res[c]
     return gaps

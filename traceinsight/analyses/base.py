@@ -34,6 +34,11 @@ class KindSpec:
     note: bool = False
     # A note is shown when it costs at least this share of a step (fixes: rank.MIN_SHARE).
     note_share: float = 0.05
+    # A finding about what the trace is (a graph capture, not a steady-state step): when present, its
+    # title is the verdict and fixes for the steady state are not offered.
+    headline: bool = False
+    # A fix must save at least this share of the median step to be ranked (None: rank.MIN_SHARE).
+    min_share: float | None = None
 
 
 @dataclass

@@ -6,13 +6,40 @@ Cost = idle time attribution.py gave to feeding the GPU (plus launch latency), m
 from __future__ import annotations
 
 
+from ..trace.facts import program_facts
 from .fixes import CudaGraph
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a")
 
 
+GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step is graphed
+COMPILED = 0.2     # share of kernels that are Triton's: the step is compiled
+
+
+def _advice(p: dict) -> tuple[str, str, tuple]:
+    """(program, fix, typed fixes) for what the program already does: eager -> compile / graphs;
+    compiled -> reduce-overhead; already graphed -> what a graph cannot remove."""
+    if p["graphed_share"] >= GRAPHED:
+        return ("graphed", f"{p['graphed_share']:.0%} of the GPU time already runs from CUDA-graph replays: "
+                "what is left is the CPU between replays. Trim the Python between graph launches (input "
+                "preparation, sampling, bookkeeping), copy inputs into the graph's static buffers with "
+                "non_blocking copies, and give each replay more work (bigger batches, more tokens per "
+                "launch).", ())
+    if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
+        return ("compiled", "The step is already compiled (Triton kernels): compile it with "
+                "torch.compile(model, mode=\"reduce-overhead\") so the compiled step replays as a CUDA graph, "
+                "and remove graph breaks and syncs that keep it from being captured.", (CudaGraph(),))
+    return ("eager", "Cut the per-kernel CPU cost: capture the step in a CUDA graph "
+            "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
+            "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
+            "layers).", (CudaGraph(),))
+
+
 def analyze(ctx: Context) -> list[Finding]:
+    prog = program_facts(ctx.model)
+    if prog["capture_calls"] or prog["capture_ranges"]:
+        return []  # a capture is not a steady-state step: graph_capture says so
     per_step = ctx.per_step["launch_overhead"]
     lost = ctx.per_step_median(per_step)
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
@@ -33,13 +60,14 @@ def analyze(ctx: Context) -> list[Finding]:
     }
     share = lost / ctx.median_step_us if ctx.median_step_us else 0
     conf = "high" if share > 0.3 and med_kernel < 30 else ("medium" if share > 0.1 else "low")
+    program, fix, plan = _advice(prog)
+    ev["program"] = program
+    ev["graphed_share_pct"] = round(100 * prog["graphed_share"], 1)
+    if program == "graphed":
+        conf = "low"
     return [Finding(
         kind="launch_overhead",
         title=f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
               f"{med_kernel:.1f} us each, {share:.0%} of each step idle between them",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["launch_overhead"].sum()),
-        fix="Cut the per-kernel CPU cost: capture the step in a CUDA graph "
-            "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
-            "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
-            "layers).",
-        confidence=conf, evidence=ev, fixes=(CudaGraph(),))]
+        fix=fix, confidence=conf, evidence=ev, fixes=plan)]

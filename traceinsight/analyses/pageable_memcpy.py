@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.facts import PAGEABLE_MIN_BYTES
 from ..trace.steps import merged_intervals
 from .fixes import PinCopies
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("pageable_memcpy", "copy-bound", idle_cause=True, color="#d6a21e")
 
-MIN_BYTES = 64 * 1024
+MIN_BYTES = PAGEABLE_MIN_BYTES
 
 
 def analyze(ctx: Context) -> list[Finding]:

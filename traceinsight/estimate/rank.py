@@ -93,8 +93,8 @@ def _saving(compiled, base, plan, bw) -> float:
 
 def _significant(f: Finding, median_step: float) -> bool:
     """Worth a ticket: the estimate clears the bar, and for idle causes so does the measured idle."""
-    bar = max(MIN_US, MIN_SHARE * median_step)
     sp = spec(f.kind)
+    bar = max(MIN_US, (MIN_SHARE if sp.min_share is None else sp.min_share) * median_step)
     if sp.note:
         return f.lost_per_step_us >= sp.note_share * median_step
     if sp.idle_cause and f.lost_per_step_us < bar:

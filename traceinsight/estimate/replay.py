@@ -152,8 +152,10 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT) -> St
 
 
 def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
-    # A graph of the whole step replays without Python or dispatch; the input pipeline stays (but
-    # what an earlier fix already removed stays removed: fixes compose in either order).
+    # A graph of the whole step replays without Python or dispatch; the input pipeline stays (and what an
+    # earlier fix already removed stays removed: fixes compose in either order). Known limit: host work
+    # that launches nothing (numpy preprocessing in the loop) would stay under a graph too, but the graph
+    # cannot yet tell it from the loop thread waiting in backward(), so it is removed here as well.
     cpu_idx, gpu_idx = c.cpu_idx, c.gpu_idx
     s.feed[cpu_idx] = 0.0
     s.host[cpu_idx] = np.minimum(s.host[cpu_idx], c.input[cpu_idx])

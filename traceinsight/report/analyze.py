@@ -14,6 +14,7 @@ from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import estimate
+from ..trace.facts import model_has_cpu_ops
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
@@ -38,7 +39,7 @@ class Analysis:
     @property
     def healthy(self) -> bool:
         """GPU mostly busy and nothing worth a ticket: no finding, idle under HEALTHY_MAX_IDLE."""
-        if not self.model.has_gpu or self.fixes:
+        if not self.model.has_gpu or self.fixes or any(spec(f.kind).headline for f in self.findings):
             return False
         b = breakdown(self)
         return b["step"] > 0 and b["gpu_idle"] / b["step"] <= HEALTHY_MAX_IDLE
@@ -47,6 +48,11 @@ class Analysis:
     def fixes(self) -> list[Finding]:
         """The findings that are fixes, not notes about the measurement."""
         return [f for f in self.findings if not spec(f.kind).note]
+
+    @property
+    def notes(self) -> list[Finding]:
+        """Notes about the measurement or about what the trace is (never ranked as fixes)."""
+        return [f for f in self.findings if spec(f.kind).note]
 
     @property
     def full_steps(self) -> pd.DataFrame:
@@ -133,7 +139,38 @@ def trace_facts(model: TraceModel) -> dict:
         "warnings": list(model.warnings),
         "recording": _recording_note(rec),
         "profiler_note": profiler_note(model),
+        "limits": limits(model),
     }
+
+
+def limits(model: TraceModel) -> list[str]:
+    """What this trace cannot show, in the report's words (instead of guessing)."""
+    out = []
+    meta = model.meta
+    steps = model.steps
+    if model.has_gpu and not model_has_cpu_ops(model):
+        out.append("No CPU op events in this trace (only runtime calls): what the CPU did between launches "
+                   "cannot be known, so host-side causes (data loading, preprocessing, Python) are not "
+                   "reported; GPU idle the CPU caused beyond the launch latency is shown as unattributed.")
+    if not model.has_gpu and (model.cpu["kind"] == "runtime").any() and \
+            (model.cpu["rkind"] == "launch").any():
+        out.append("The CPU launched GPU work but no GPU activity was recorded: the profiler most likely "
+                   "started without a warm-up step, so CUPTI missed the kernels. Record with a warm-up "
+                   "step (torch.profiler.schedule(wait=1, warmup=1, active=N)); this is not a CPU-only program.")
+    if model.step_source != "ProfilerStep":
+        out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
+                   "are for that window (call prof.step() once per iteration to get steps).")
+    if meta.get("warmup_steps"):
+        out.append(f"Warm-up step(s) {', '.join(map(str, meta['warmup_steps']))} far slower than the rest "
+                   "(autotuning, allocator growth, lazy init or graph capture) are left out of the medians.")
+    full = int((~steps["partial"]).sum()) if len(steps) else 0
+    if model.step_source == "ProfilerStep" and full < 3:
+        out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
+                   "more active steps.")
+    if meta.get("leading_idle_excluded_us"):
+        out.append(f"{meta['leading_idle_excluded_us'] / 1000:.2f} ms before the first recorded GPU activity "
+                   "is not counted as idle: work launched before the trace began may have been running.")
+    return out
 
 
 def _recording_note(rec: dict) -> str | None:
@@ -182,6 +219,9 @@ def breakdown(a: Analysis) -> dict:
 
 def verdict(a: Analysis) -> str:
     m = a.model
+    head = next((f for f in a.findings if spec(f.kind).headline), None)
+    if head is not None:
+        return f"{spec(head.kind).label.capitalize()}: {head.title}"
     if not m.has_gpu:
         return ("CPU-only trace: no GPU activity was recorded, so there is no GPU idle time to explain "
                 f"({len(m.steps)} step(s), median {a.median_step_us / 1000:.2f} ms).")
@@ -198,6 +238,11 @@ def verdict(a: Analysis) -> str:
                 f"fix we can model would save more than 3% of a step; idle by cause: {said or 'none'}.")
     top = real[0]
     pct = 100 * top.estimated_savings_us / a.median_step_us if a.median_step_us else 0.0
-    return (f"{spec(top.kind).label.capitalize()}: the GPU is idle {idle_pct:.0f}% of "
-            f"each step (median step {b['step'] / 1000:.2f} ms); the top fix ({top.kind}) would save "
-            f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}%).")
+    out = (f"{spec(top.kind).label.capitalize()}: the GPU is idle {idle_pct:.0f}% of "
+           f"each step (median step {b['step'] / 1000:.2f} ms); the top fix ({top.kind}) would save "
+           f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}%).")
+    # The verdict must agree with the picture: say so when the largest idle cause is another one.
+    big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
+    if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us):
+        out += f" The largest idle cause is {big_c} ({big_v / 1000:.2f} ms per step)."
+    return out

@@ -103,7 +103,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             "idle_by_cause_ms_median_per_step": {c: num(b[c] / 1000) for c in CAUSES},
             "gpu_idle_total_ms": num(float(a.gaps["dur"].sum()) / 1000) if len(a.gaps) else 0.0,
         },
-        "findings": [finding_dict(f, a.median_step_us) for f in a.findings],
+        "findings": [finding_dict(f, a.median_step_us) for f in a.fixes],
+        "notes": [finding_dict(f, a.median_step_us) for f in a.notes],
         "minor_findings": [finding_dict(f, a.median_step_us) for f in a.minor_findings],
         "whatif": a.whatif,
         "steps": [

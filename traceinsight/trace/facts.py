@@ -14,6 +14,8 @@ import pandas as pd
 from .model import TraceModel
 
 BLOCK_TOL_US = 50.0
+# Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
+PAGEABLE_MIN_BYTES = 64 * 1024
 
 
 COLLECTIVE = r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather"
@@ -71,10 +73,72 @@ def _blocking_calls(model: TraceModel) -> pd.DataFrame:
         plain = ~mc["name"].str.contains("Async").to_numpy()  # cudaMemcpy: synchronous by definition
         # A device-to-host copy waits for the GPU queue whatever the host memory: that is a sync
         # (.item(), .cpu()). Host-to-device pageable copies block while staging: pageable_memcpy.
-        k = np.where(dtoh | plain, "copy_sync", np.where(pageable, "pageable", ""))
+        big = d["bytes"].fillna(0.0).to_numpy() >= PAGEABLE_MIN_BYTES
+        # One cause per span: a large pageable copy is pageable_memcpy's (pinning it is the fix), a
+        # small device-to-host one (.item(), .cpu() of a scalar) is a sync like any other.
+        k = np.where(pageable & big, "pageable", np.where(dtoh | plain, "copy_sync", np.where(pageable, "pageable", "")))
         kind[mc.index] = k
     out = rt.loc[kind[kind != ""].index, ["thread", "ts", "end", "name", "parent"]].copy()
     out["block_kind"] = kind[kind != ""]
     return out.sort_values("end")
 
 
+
+
+def model_has_cpu_ops(model: TraceModel) -> bool:
+    """Whether the trace recorded what the CPU did (ops, annotations other than steps, Python), not
+    only runtime calls: without them host-side causes cannot be told apart."""
+    cpu = model.cpu
+    if cpu.empty:
+        return False
+    ops = cpu["kind"].isin(("op", "python")).to_numpy() | (
+        (cpu["kind"] == "annotation").to_numpy() & ~cpu["is_step"].to_numpy())
+    return bool(ops.any())
+
+
+# cudaThreadExchangeStreamCaptureMode is not here: the caching allocator calls it in every eager run.
+_CAPTURE_CALL = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiate", re.I)
+# Ranges (annotations, ops), not Python frames: optimizer.py's _accelerator_graph_capture_health_check
+# runs in every eager optimizer step.
+_CAPTURE_RANGE = re.compile(r"CUDAGraphNode\.record|^capture_|cuda_graph_capture|CUDAGraph\.capture|"
+                            r"capture_cudagraph", re.I)
+_GRAPH_LAUNCH = re.compile(r"GraphLaunch")
+_COMPILED = re.compile(r"Torch-Compiled Region|CompiledFunction|torch_compile|TorchDynamo", re.I)
+_TRITON = re.compile(r"^triton_|triton_poi|triton_red|triton_per|triton_tem")
+
+
+def program_facts(model: TraceModel) -> dict:
+    """What the program already does, read from the trace: graph capture, graph replay, compilation."""
+    return model.memo("program_facts", lambda: _program_facts(model))
+
+
+def _program_facts(model: TraceModel) -> dict:
+    cpu, gpu = model.cpu, model.gpu
+    rt = cpu["kind"].to_numpy() == "runtime"
+    names = cpu["name"].to_numpy()
+    capture_calls = int((rt & model.cpu_match(_CAPTURE_CALL.pattern, re.I)).sum()) if len(cpu) else 0
+    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
+    capture_ranges = int((ranges & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)).sum()) if len(cpu) else 0
+    graph_launch = rt & model.cpu_match(_GRAPH_LAUNCH.pattern) if len(cpu) else np.zeros(0, dtype=bool)
+    launches = int((cpu["rkind"].to_numpy() == "launch").sum()) if len(cpu) else 0
+    kernels = gpu[gpu["kind"] == "kernel"] if len(gpu) else gpu
+    busy = float(kernels["dur"].sum()) if len(kernels) else 0.0
+    graphed_us = 0.0
+    if len(kernels) and graph_launch.any():
+        launcher = kernels["launcher"].to_numpy()
+        from_graph = (launcher >= 0) & graph_launch[np.maximum(launcher, 0)]
+        graphed_us = float(kernels["dur"].to_numpy()[from_graph].sum())
+    compiled = int((~rt & model.cpu_match(_COMPILED.pattern, re.I)).sum()) if len(cpu) else 0
+    triton = int(model.gpu_match(_TRITON.pattern).sum()) if len(gpu) else 0
+    return {
+        "capture_calls": capture_calls,
+        "capture_ranges": capture_ranges,
+        "graph_launches": int(graph_launch.sum()) if len(cpu) else 0,
+        "launch_calls": launches,
+        "kernels": int(len(kernels)),
+        "graphed_share": busy and graphed_us / busy,
+        "compiled_regions": compiled,
+        "triton_kernels": triton,
+        "has_cpu_ops": model_has_cpu_ops(model),
+        "names_seen": len(names),
+    }

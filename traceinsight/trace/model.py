@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from .load import RawTrace
-from .steps import find_steps, gpu_aware_bounds, idle_gaps, mark_partial, step_gpu_accounting
+from .steps import (drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps, mark_partial, mark_warmup,
+                    step_gpu_accounting)
 
 CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
@@ -188,8 +189,9 @@ def build_model(raw: RawTrace) -> TraceModel:
     steps = mark_partial(gpu_aware_bounds(steps, cpu, gpu), step_source)
     if step_source == "whole trace":
         warnings.append("no ProfilerStep annotations: the whole trace is analysed as one window")
-    gaps = idle_gaps(gpu, steps)
+    gaps, steps, leading_idle = drop_leading_idle(idle_gaps(gpu, steps), steps, gpu, cpu, step_source)
     steps = step_gpu_accounting(steps, gpu, gaps)
+    steps, warmup = mark_warmup(steps)
 
     devices = {}
     for d in raw.devices:
@@ -203,6 +205,8 @@ def build_model(raw: RawTrace) -> TraceModel:
     meta = dict(raw.meta)
     meta["distributed"] = raw.distributed
     meta["n_memory_events"] = n_memory
+    meta["warmup_steps"] = warmup
+    meta["leading_idle_excluded_us"] = leading_idle
     return TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                       devices=devices, meta=meta, thread_names=thread_names, warnings=warnings,
                       t0_us=t0, n_events=len(ev), n_flows=n_flows, step_source=step_source)

@@ -53,6 +53,59 @@ def mark_partial(steps: pd.DataFrame, source: str) -> pd.DataFrame:
     return steps
 
 
+def mark_warmup(steps: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
+    """Leading steps far slower than the rest (cudnn autotuning, allocator growth, lazy init, graph
+    capture) are not the steady state: they are marked partial, so medians leave them out."""
+    steps["warmup"] = False
+    full = steps.index[~steps["partial"].to_numpy()]
+    out: list[int] = []
+    if len(full) < 3:
+        return steps, out
+    d = steps.loc[full, "dur"].to_numpy()
+    for k in range(min(2, len(full) - 2)):  # at most the first two steps, and at least two remain
+        rest = d[k + 1:]
+        med = float(np.median(rest))
+        mad = 1.4826 * float(np.median(np.abs(rest - med)))
+        if d[k] > 1.5 * med and d[k] > med + 5 * mad:
+            out.append(int(steps.at[full[k], "step"]))
+        else:
+            break
+    if out:
+        sel = steps["step"].isin(out)
+        steps.loc[sel, "warmup"] = True
+        steps.loc[sel, "partial"] = True
+    return steps, out
+
+
+def drop_leading_idle(gaps: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
+                      source: str) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """Idle before a device's first recorded GPU activity is not known to be idle: work launched before
+    the trace began may have been running (CUPTI records activities that start inside the window).
+    Drop that gap when the trace has no step markers or the CPU sat in a blocking call across it; the
+    step's window then starts at that first activity (the time before it is neither idle nor busy)."""
+    if gaps.empty or gpu.empty:
+        return gaps, steps, 0.0
+    drop = np.zeros(len(gaps), dtype=bool)
+    blocking = cpu[(cpu["rkind"] == "sync").to_numpy()] if len(cpu) else cpu
+    for dev, g in gpu.groupby("device"):
+        first = float(g["ts"].min())
+        lead = (gaps["device"].to_numpy() == dev) & (np.abs(gaps["end"].to_numpy() - first) < 1e-6)
+        if not lead.any():
+            continue
+        waiting = len(blocking) and bool(((blocking["ts"].to_numpy() < first) &
+                                         (blocking["end"].to_numpy() >= first)).any())
+        if source != "ProfilerStep" or waiting:
+            drop |= lead
+    excluded = float(gaps.loc[drop, "dur"].sum())
+    if drop.any():
+        steps = steps.copy()
+        for step, t in gaps[drop].groupby("step")["end"].min().items():
+            sel = steps["step"] == step
+            steps.loc[sel, "start"] = t
+            steps.loc[sel, "dur"] = steps.loc[sel, "end"] - t
+    return gaps[~drop].reset_index(drop=True), steps, excluded
+
+
 def gpu_aware_bounds(steps: pd.DataFrame, cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     """Move step boundaries to where the GPU finished the previous step's work, when it lags.
 

@@ -1,0 +1,73 @@
+"""exposed_communication: collective (NCCL / RCCL) kernels that run while no compute runs. They make the
+GPU look busy, so a communication-bound step passes for a healthy one; what counts is the compute share
+of the step and the communication time nothing hides.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.facts import is_collective
+from ..trace.steps import merged_intervals
+from .base import Context, Finding, KindSpec
+
+SPEC = KindSpec("exposed_communication", "communication-bound", estimate="measured")
+
+
+def _covered(s: np.ndarray, e: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> float:
+    """Length of the union [s, e) that the (merged, sorted) intervals [cs, ce) cover."""
+    total = 0.0
+    for a, b in zip(s, e):
+        lo, hi = np.searchsorted(ce, a, "right"), np.searchsorted(cs, b, "left")
+        if hi > lo:
+            total += float(np.sum(np.minimum(b, ce[lo:hi]) - np.maximum(a, cs[lo:hi])))
+    return total
+
+
+def comm_split(ctx: Context) -> pd.DataFrame:
+    """Per step (us, summed over devices / device count): compute busy, communication, and the part of
+    communication no compute overlaps."""
+    m = ctx.model
+    rows = []
+    g = m.gpu
+    coll = is_collective(m) if len(g) else np.zeros(0, dtype=bool)
+    ndev = max(1, g["device"].nunique()) if len(g) else 1
+    for st in m.steps.itertuples():
+        comp = comm = exposed = 0.0
+        for dev in (g["device"].unique() if len(g) else []):
+            on = (g["device"].to_numpy() == dev) & (g["end"].to_numpy() > st.start) & (g["ts"].to_numpy() < st.end)
+            ts = np.clip(g["ts"].to_numpy()[on], st.start, st.end)
+            te = np.clip(g["end"].to_numpy()[on], st.start, st.end)
+            c = coll[on]
+            ks, ke = merged_intervals(ts[~c], te[~c]) if (~c).any() else (np.zeros(0), np.zeros(0))
+            cs, ce = merged_intervals(ts[c], te[c]) if c.any() else (np.zeros(0), np.zeros(0))
+            comp += float((ke - ks).sum())
+            cl = float((ce - cs).sum())
+            comm += cl
+            exposed += cl - _covered(cs, ce, ks, ke)
+        rows.append((st.step, comp / ndev, comm / ndev, exposed / ndev))
+    return pd.DataFrame(rows, columns=["step", "compute", "comm", "exposed"]).set_index("step")
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    if not len(ctx.model.gpu) or not is_collective(ctx.model).any():
+        return []
+    split = comm_split(ctx)
+    lost = ctx.per_step_median(split["exposed"])
+    comp = ctx.per_step_median(split["compute"])
+    comm = ctx.per_step_median(split["comm"])
+    step = ctx.median_step_us or 1.0
+    ev = {"compute_busy_ms_per_step": round(comp / 1000, 3), "communication_ms_per_step": round(comm / 1000, 3),
+          "exposed_communication_ms_per_step": round(lost / 1000, 3),
+          "compute_utilisation_pct": round(100 * comp / step, 1),
+          "overlapped_pct_of_communication": round(100 * (1 - lost / comm), 1) if comm else None}
+    return [Finding(
+        kind=SPEC.kind,
+        title=(f"Communication runs exposed: {lost / 1000:.2f} ms per step of collectives overlap no compute; "
+               f"compute keeps the GPU busy only {100 * comp / step:.0f}% of the step"),
+        lost_per_step_us=lost, lost_total_us=float(split["exposed"].sum()),
+        fix=("Overlap communication with compute: let DDP start all-reduces during backward (smaller "
+             "bucket_cap_mb, gradient_as_bucket_view=True, no sync points inside backward), prefetch FSDP "
+             "all-gathers (forward_prefetch / backward_prefetch), and check for a straggler rank that makes "
+             "the others wait inside the collective (`traceinsight analyze` on all ranks' traces)."),
+        confidence="medium" if comm else "low", evidence=ev)]
