@@ -1,7 +1,7 @@
 """Shared fixtures: where the real traces live, a writer for tiny synthetic traces, the real CLI.
 
-The real traces (../shared/external_traces, next to the repository) are other people's recordings;
-tests that need them skip cleanly when the folder is absent.
+The real traces (tests/data/external/, copied with their licences: see its README) are other people's
+recordings; they are part of the repository, so a fresh clone runs every test that reads them.
 """
 from __future__ import annotations
 
@@ -15,23 +15,21 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EXTERNAL_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "external_traces"
+EXTERNAL_TRACES = REPO_ROOT / "tests" / "data" / "external"
 HTA_DIR = EXTERNAL_TRACES / "hta"
+TRACELENS_DIR = EXTERNAL_TRACES / "tracelens"
 
 
 def hta_trace_names() -> list[str]:
-    """File names of the real traces (empty when the folder is absent: parametrized tests then skip)."""
-    if not HTA_DIR.is_dir():
-        return []
+    """File names of the real traces in tests/data/external/hta."""
     return sorted(p.name for p in HTA_DIR.iterdir()
                   if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz")))
 
 
 def hta_path(name: str) -> Path:
-    """Path of one real trace; skips the calling test when it is not there."""
+    """Path of one real trace (they are in the repository: a missing one is an error, not a skip)."""
     p = HTA_DIR / name
-    if not p.is_file():
-        pytest.skip(f"external trace {p} is absent")
+    assert p.is_file(), f"external trace {p} is missing from the repository"
     return p
 
 
@@ -133,8 +131,7 @@ def make_trace(tmp_path):
 
 @pytest.fixture
 def hta_dir() -> Path:
-    if not HTA_DIR.is_dir():
-        pytest.skip(f"external traces not found at {HTA_DIR}")
+    assert HTA_DIR.is_dir(), f"external traces missing from the repository: {HTA_DIR}"
     return HTA_DIR
 
 

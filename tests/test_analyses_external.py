@@ -8,8 +8,7 @@ import pytest
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import build_report, document as to_dict
 
-EXT = Path(__file__).resolve().parents[1].parent / "shared" / "external_traces" / "hta"
-pytestmark = pytest.mark.skipif(not EXT.is_dir(), reason="../shared/external_traces not present")
+EXT = Path(__file__).resolve().parent / "data" / "external" / "hta"
 
 
 def _doc(name: str) -> dict:

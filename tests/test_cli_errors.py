@@ -342,7 +342,6 @@ def test_missing_trace_argument_is_a_usage_error():
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
-@pytest.mark.skipif(not HTA_DIR.is_dir(), reason="external traces absent")
 def test_real_traces_directory_is_refused_cleanly_when_one_is_bad(tmp_path):
     """A directory of real traces plus one broken file: the broken one is named, nothing else printed."""
     d = tmp_path / "ranks"

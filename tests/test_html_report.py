@@ -17,7 +17,7 @@ from traceinsight.render.format import fmt
 from traceinsight.report.timeline import MAX_ITEMS, timeline_data
 
 ROOT = Path(__file__).resolve().parents[1]
-EXTERNAL = ROOT.parent / "shared" / "external_traces" / "hta"
+EXTERNAL = ROOT / "tests" / "data" / "external" / "hta"
 SAMPLES = ROOT / "sample_traces"
 
 def esc(s: str) -> str:
@@ -86,8 +86,6 @@ def evil(tmp_path_factory):
 def ext():
     # Small, fast, and two ranked findings plus a minor one.
     p = EXTERNAL / "a100_cuda_event_sync.json.gz"
-    if not p.exists():
-        pytest.skip(f"external trace missing: {p}")
     a = analyze_file(p)
     return a, html_r.render([build_report(a)])
 
@@ -211,8 +209,6 @@ def test_deterministic(ext):
 
 def test_cpu_only_trace_renders():
     p = EXTERNAL / "cpu_only.pt.trace.json.gz"
-    if not p.exists():
-        pytest.skip(f"external trace missing: {p}")
     a = analyze_file(p)
     page = html_r.render([build_report(a)])
     assert esc(a.verdict) in page and "CPU-only trace" in page

@@ -19,7 +19,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 SAMPLE = ROOT / "sample_traces" / "launch_tiny_conv__before.json.gz"
-EXTERNAL = ROOT.parent / "shared" / "external_traces" / "hta" / "a100_rank0_of2_nccl.json.gz"
+EXTERNAL = ROOT / "tests" / "data" / "external" / "hta" / "a100_rank0_of2_nccl.json.gz"
 
 if importlib.util.find_spec("playwright") is None:
     pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)

@@ -7,14 +7,26 @@ from __future__ import annotations
 
 import typer
 
+from .. import __version__
 from . import analyze, diff, record
+from .help import TidyGroup, examples
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Why does the GPU sit idle? Diagnose PyTorch profiler (Kineto) traces and rank the fixes.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=TidyGroup,
+                  help="Why does the GPU sit idle? Diagnose PyTorch profiler (Kineto) traces and rank the fixes.",
+                  epilog=examples("traceinsight analyze trace.json.gz -o report.html",
+                                  "traceinsight record train.py --lr 0.1",
+                                  "traceinsight diff before.json.gz after.json.gz --fail-on-regression 5"))
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"traceinsight {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")) -> None:
     """Why does the GPU sit idle? Diagnose PyTorch profiler (Kineto) traces and rank the fixes."""
 
 

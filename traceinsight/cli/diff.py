@@ -1,4 +1,4 @@
-"""`traceinsight diff BEFORE AFTER`: did the fix work?"""
+"""`traceinsight diff BEFORE AFTER`: did the fix work? With --fail-on-regression, a CI gate."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,22 +8,67 @@ import typer
 
 from ..render import diff_view
 from ..report.diff import compare, load_side
+from ..report.diff_regression import regression
 from .common import check_writable, run_guarded, said_written, warn, with_progress
+from .help import TidyCommand, examples
+
+GATE = "--fail-on-regression"
+
+
+def _number(s: str) -> bool:
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+class DiffCommand(TidyCommand):
+    """--fail-on-regression takes an optional PCT: given alone (or before a non-number) it means 0."""
+
+    def parse_args(self, ctx, args):
+        args = list(args)
+        out = []
+        for i, a in enumerate(args):
+            out.append(a)
+            if a == GATE and (i + 1 == len(args) or not _number(args[i + 1])):
+                out.append("0")
+        return super().parse_args(ctx, out)
+
+
+HELP = ("Compare two traces of the same workload: step time change vs noise, causes, kernels, ops.\n\n"
+        "With --fail-on-regression [PCT] the exit status is 1 when the after trace is slower than the before "
+        "trace beyond the step-to-step noise (and by more than PCT percent, if given); the JSON's "
+        "`regression` block says why.")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("diff")
+    @app.command("diff", cls=DiffCommand, help=HELP, epilog=examples(
+        "traceinsight diff before.json.gz after.json.gz -o diff.html",
+        "traceinsight diff before.json.gz after.json.gz --json diff.json --fail-on-regression 5",
+        "traceinsight diff findings_before.json findings_after.json   (earlier analyze --json outputs)"))
     def diff(
-        before: Path = typer.Argument(..., help="The trace before the change (.json / .json.gz), or an earlier "
-                                                "`traceinsight analyze --json` output of it."),
-        after: Path = typer.Argument(..., help="The trace after the change, or an analyze --json output of it."),
-        output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the HTML diff page here."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Write the diff as JSON here."),
-        markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary here."),
+        before: Path = typer.Argument(..., metavar="BEFORE",
+                                      help="The trace before the change (.json / .json.gz), or an earlier "
+                                           "`traceinsight analyze --json` output of it."),
+        after: Path = typer.Argument(..., metavar="AFTER",
+                                     help="The trace after the change, or an analyze --json output of it."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE",
+                                              help="Write the HTML diff page here."),
+        json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Write the diff as JSON here."),
+        markdown: Optional[Path] = typer.Option(None, "--markdown", metavar="FILE",
+                                                help="Write a Markdown summary here."),
+        fail_on_regression: Optional[float] = typer.Option(
+            None, GATE, metavar="[PCT]",
+            help="Exit 1 when the after trace is slower beyond its step-to-step noise (and by more than PCT% "
+                 "if given). Put it after the traces, or write --fail-on-regression=PCT."),
         force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No terminal summary."),
     ) -> None:
-        """Compare two traces of the same workload: step time change vs noise, causes, kernels, ops."""
+        if fail_on_regression is not None and fail_on_regression < 0:
+            typer.echo(f"traceinsight: error: {GATE}: the percentage must be 0 or more", err=True)
+            raise typer.Exit(2)
+
         def go():
             check_writable([output, json_out, markdown], [before, after], force)
             sb = with_progress(before, lambda: load_side(before))
@@ -32,9 +77,16 @@ def register(app: typer.Typer) -> None:
                 for w in s.warnings:
                     warn(f"{s.path}: {w}")
             d = compare(sb, sa)
+            d["regression"] = regression(d["step_time"], fail_on_regression)
             if not quiet:
                 diff_view.show(d)
             diff_view.write_outputs(d, (sb, sa), html=output, json_path=json_out, markdown=markdown)
             said_written({"diff page": output, "json": json_out, "markdown": markdown})
+            return d["regression"]
 
-        run_guarded(go)
+        gate = run_guarded(go)
+        if gate["checked"]:
+            typer.echo(f"traceinsight: {'REGRESSION' if gate['regressed'] else 'no regression'}: {gate['reason']}",
+                       err=True)
+            if gate["regressed"]:
+                raise typer.Exit(1)

@@ -13,6 +13,7 @@ import typer
 
 from ..trace.record import EXIT_USAGE, RecordError, _say, run_record
 from . import common
+from .help import TidyCommand, examples
 
 
 def _analyze_into(trace_path: Path, reports: dict) -> None:
@@ -59,19 +60,22 @@ def record_command(
     module: bool = typer.Option(False, "-m", "--module",
                                 help="SCRIPT is a module name: run it like `python -m SCRIPT`."),
     out_dir: Optional[Path] = typer.Option(
-        None, "--out-dir", "-o",
-        help="Output folder (default: a new ./traceinsight-SCRIPT-YYYYmmdd-HHMMSS/)."),
-    skip: int = typer.Option(1, "--skip", min=0,
-                             help="Steps to skip before the warmup (the profiler's 'wait')."),
-    warmup: int = typer.Option(1, "--warmup", min=0, help="Warmup steps (traced, discarded)."),
-    steps: int = typer.Option(3, "--steps", min=1, help="Active steps to record."),
+        None, "--out-dir", "-o", metavar="DIR", show_default=False,
+        help="Output folder. Default: a new folder in the current directory, named "
+             "traceinsight-SCRIPT-DATE-TIME (DATE-TIME as YYYYmmdd-HHMMSS); an earlier recording is "
+             "never overwritten."),
+    skip: int = typer.Option(1, "--skip", min=0, metavar="N",
+                             help="Steps to skip before the warmup (the profiler's 'wait'; 0 or more)."),
+    warmup: int = typer.Option(1, "--warmup", min=0, metavar="N",
+                               help="Warmup steps (traced, discarded; 0 or more)."),
+    steps: int = typer.Option(3, "--steps", min=1, metavar="N", help="Active steps to record (1 or more)."),
     with_stack: bool = typer.Option(False, "--with-stack",
                                     help="Record Python stacks (inflates CPU time)."),
     profile_memory: bool = typer.Option(False, "--profile-memory",
                                         help="Record allocations (inflates CPU time)."),
     record_shapes: bool = typer.Option(False, "--record-shapes", help="Record op input shapes."),
-    max_seconds: float = typer.Option(30.0, "--max-seconds", min=0.0,
-                                      help="Cap of a whole-run recording (0: no cap)."),
+    max_seconds: float = typer.Option(30.0, "--max-seconds", min=0.0, metavar="S",
+                                      help="Cap of a whole-run recording, in seconds (0: no cap)."),
     analyze: bool = typer.Option(True, "--analyze/--no-analyze",
                                  help="Analyze the trace into report.html/.md/.json."),
 ) -> None:
@@ -100,5 +104,8 @@ CONTEXT_SETTINGS = {
 
 def register(app: typer.Typer) -> None:
     """Add the ``record`` command to a typer app."""
-    app.command("record", context_settings=dict(CONTEXT_SETTINGS), help=RECORD_HELP,
-                no_args_is_help=True)(record_command)
+    app.command("record", cls=TidyCommand, context_settings=dict(CONTEXT_SETTINGS), help=RECORD_HELP,
+                no_args_is_help=True, epilog=examples(
+                    "traceinsight record train.py --lr 0.1",
+                    "traceinsight record --steps 5 --with-stack -o run1 train.py --epochs 1",
+                    "traceinsight record -m mypkg.train --config small.yaml"))(record_command)

@@ -87,6 +87,10 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
         console.print(tab)
     for n in d["notes"]:
         console.print(Text("note: " + n, style="yellow"))
+    gate = d.get("regression") or {}
+    if gate.get("checked"):
+        console.print(Text(("REGRESSION: " if gate["regressed"] else "no regression: ") + gate["reason"],
+                           style="bold red" if gate["regressed"] else "green"))
     if d.get("timeline_note"):
         console.print(Text(d["timeline_note"], style="dim"))
     for label, s in (("before", b), ("after", a)):
@@ -133,6 +137,10 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
             out.append("")
     for n in d["notes"]:
         out.append(f"- {_cell(n)}")
+    gate = d.get("regression") or {}
+    if gate.get("checked"):
+        out.append(f"\n**{'Regression' if gate['regressed'] else 'No regression'}** "
+                   f"(--fail-on-regression {gate['threshold_pct']:g}%): {_cell(gate['reason'])}")
     return "\n".join(out) + "\n"
 
 

@@ -179,13 +179,17 @@ def compare_causes(db: dict, da: dict) -> list[dict]:
         ca = cost(k, ma, na, ia)
         rep_b = "finding" if k in mb else ("minor" if k in nb else None)
         rep_a = "finding" if k in ma else ("minor" if k in na else None)
-        if rep_b == "finding" and rep_a != "finding":
+        trend = _status(cb, ca, CAUSE_REL, CAUSE_MIN_MS)
+        how = None
+        if rep_b == "finding" and rep_a != "finding" and (trend == "shrunk" or ca <= 0):
+            # Resolved only when its cost went down: a cause that grew is "grown" even when it
+            # dropped out of the ranked findings (a longer step can push it under the bar).
             status = "resolved"
             how = "gone" if rep_a is None else "below the report threshold"
-        elif rep_a == "finding" and rep_b != "finding":
-            status, how = "new", None
+        elif rep_a == "finding" and rep_b != "finding" and (trend == "grown" or cb <= 0):
+            status = "new"
         else:
-            status, how = _status(cb, ca, CAUSE_REL, CAUSE_MIN_MS), None
+            status = trend
             if status == "unchanged" and cb == 0 and ca == 0:
                 status = "absent"
         if status == "absent":
