@@ -20,10 +20,10 @@ from . import analysis, clock, discover, match
 from .engine import Session
 
 CAUSE_TEXT = {
-    "host-bound": "more host time outside any profiled op (Python between ops: CPU work that launches nothing)",
-    "data-loading": "more time in the DataLoader (waiting for the next batch)",
-    "slower-kernels": "slower or more GPU compute kernels (matched by name and input shapes)",
-    "slower-cpu-ops": "slower or more traced CPU ops (on a CPU-only job, the compute itself)",
+    "host-bound": "host code outside any profiled op (Python between ops, CPU work that launches nothing)",
+    "data-loading": "the DataLoader (waiting for its next batch)",
+    "slower-kernels": "GPU compute kernels (compared by name and input shapes)",
+    "slower-cpu-ops": "traced CPU ops (on a CPU-only job, the compute itself)",
 }
 CAUSE_FIX = {
     "host-bound": "Find the extra host work on that rank (record it with with_stack=True) and remove, defer or "
@@ -108,15 +108,12 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, object]
     mrow = sorted(pool, key=lambda i: (wait_med[i], ok[i].rank))[(len(pool) - 1) // 2] if pool else None
     exposed = analysis.step_medians(m, chosen, "exposed")
     comm = analysis.step_medians(m, chosen, "comm")
-    last_counts = np.zeros(len(ok), dtype=int)
-    s_use = np.where(al.use[None, :] & np.isfinite(al.start), al.start, -np.inf)
-    if al.use.any() and len(ok) > 1:
-        last_counts = np.bincount(np.argmax(s_use[:, al.use], axis=0), minlength=len(ok))
+    last_counts = strag["counts"]
     ranks = [{"rank": s.rank, "host": s.host, "file": s.path,
               "step_ms_median": _ms(step_us[i]),
               "collective_wait_ms_per_step": _ms(wait_med[i]) if len(ok) > 1 else None,
               "exposed_comm_ms_per_step": _ms(exposed[i]), "comm_ms_per_step": _ms(comm[i]),
-              "overlap_pct": round(100 * (1 - exposed[i] / comm[i]), 1) if comm[i] and np.isfinite(comm[i]) else None,
+              "overlap_pct": round(float(100 * (1 - exposed[i] / comm[i])), 1) if comm[i] > 0 else None,
               "last_arrivals": int(last_counts[i])} for i, s in enumerate(ok)]
     if len(ok) == 1:
         warnings.append("one rank only: collective times include waiting for ranks not in the input, so the "
@@ -156,12 +153,12 @@ def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
         return out
     cols = strag["cols"]
     lag_total = float(np.nansum(al.start[srow, cols] - al.start[mrow, cols]))
-    w = analysis.why(m, srow, mrow, cols, lag_total, n_steps)
+    w = analysis.why(m, srow, mrow, cols, lag_total, n_steps, strag["lag_us"])
     out.update(rank=ok[srow].rank, cause=w["cause"], evidence=w, fix=CAUSE_FIX.get(w["cause"]))
     what = CAUSE_TEXT.get(w["cause"])
     lag = out["lag_ms_per_step"]
     out["cause_text"] = (f"rank {out['rank']} arrives last at its collectives, {lag} ms per step behind the others: "
-                         + (f"before it arrives it spends {what} than rank {out['median_rank']} (the median rank)"
+                         + (f"before it arrives it spends more time in {what} than rank {out['median_rank']} (the median rank)"
                             if what else "no single difference with the median rank explains it"))
     return out
 

@@ -102,11 +102,13 @@ def straggler(a: Aligned, m: Matched, step_us: float) -> dict:
     """The rank that arrives clearly last most often, its lag per step, and the columns it was last in."""
     s = np.where(a.use[None, :] & np.isfinite(a.start), a.start, -np.inf)
     R = s.shape[0]
-    none = {"row": None, "candidate": None, "lag_us": 0.0, "cols": np.zeros(0, dtype=np.int64), "share": 0.0}
+    none = {"row": None, "candidate": None, "lag_us": 0.0, "cols": np.zeros(0, dtype=np.int64), "share": 0.0,
+            "counts": np.zeros(R, dtype=np.int64)}
     if R < 2 or not a.use.any():
         return none
     srt = np.sort(s, axis=0)
-    margin = srt[-1] - srt[-2]
+    with np.errstate(invalid="ignore"):          # -inf - -inf where a column has fewer than 2 arrivals
+        margin = srt[-1] - srt[-2]
     eps = max(20.0, 0.002 * step_us)
     clear = a.use & np.isfinite(margin) & (margin > eps)
     last = np.argmax(s, axis=0)
@@ -120,17 +122,17 @@ def straggler(a: Aligned, m: Matched, step_us: float) -> dict:
     lag = per_step_union(med_other[None, :], a.start[row, cols][None, :], m.col_step[cols], a.steps)[0]
     lag_us = float(np.median(lag)) if len(lag) else 0.0
     share = counts[row] / max(1, int(a.use.sum()))
-    out = {"row": row if lag_us >= STRAGGLER_MIN_SHARE * step_us else None, "candidate": row,
-           "lag_us": lag_us, "cols": cols, "share": float(share)}
-    return out
+    return {"row": row if lag_us >= STRAGGLER_MIN_SHARE * step_us else None, "candidate": row,
+            "lag_us": lag_us, "cols": cols, "share": float(share), "counts": counts}
 
 
-def why(m: Matched, srow: int, mrow: int, cols: np.ndarray, lag_us_total: float, n_steps: int) -> dict:
+def why(m: Matched, srow: int, mrow: int, cols: np.ndarray, lag_us_total: float, n_steps: int,
+        lag_per_step_us: float) -> dict:
     """Compare the straggler's lead-ins (time before it arrived) with the median rank's."""
     both = cols[m.present[srow, cols] & m.present[mrow, cols]]
     ls, lm = m.lead[srow, both].sum(axis=0), m.lead[mrow, both].sum(axis=0)
     delta = dict(zip(LEAD, ls - lm))
-    per_step = {k: round(v / max(1, n_steps) / 1000, 3) for k, v in delta.items()}
+    per_step = {k: round(float(v) / max(1, n_steps) / 1000, 3) for k, v in delta.items()}
     host = {"host-bound": delta["untraced"], "data-loading": delta["data"], "slower-cpu-ops": delta["cpu"]}
     has_gpu = m.rows[srow].has_gpu
     cause, share = "mixed", 0.0
@@ -142,12 +144,12 @@ def why(m: Matched, srow: int, mrow: int, cols: np.ndarray, lag_us_total: float,
         if pos > 0 and host[best] >= 0.5 * pos and host[best] >= 0.3 * lag_us_total:
             cause, share = best, host[best] / max(lag_us_total, 1e-9)
     where = {"slower-kernels": "gpu", "slower-cpu-ops": "cpu"}.get(cause)
-    return {"cause": cause, "explained_share": round(min(share, 9.99), 3),
+    return {"cause": cause, "explained_share": round(float(min(share, 9.99)), 3),
             "lead_in_delta_ms_per_step": per_step,
-            "top_differences": _op_differences(m.rows[srow], m.rows[mrow], where)}
+            "top_differences": _op_differences(m.rows[srow], m.rows[mrow], where, 0.05 * lag_per_step_us)}
 
 
-def _op_differences(s, med, where, top: int = 5) -> list:
+def _op_differences(s, med, where, min_us: float, top: int = 5) -> list:
     """Ops / kernels (by name and input shapes) that took longer before arrival on the straggler."""
     def table(r):
         n = max(1, len(r.steps.get("step", ())))
@@ -156,7 +158,7 @@ def _op_differences(s, med, where, top: int = 5) -> list:
     diffs = sorted(((a.get(k, 0.0) - b.get(k, 0.0), k) for k in set(a) | set(b)), key=lambda t: (-t[0], t[1]))
     return [{"where": k[0], "name": k[1], "input_dims": k[2], "straggler_ms_per_step": round(a.get(k, 0) / 1000, 3),
              "median_rank_ms_per_step": round(b.get(k, 0) / 1000, 3),
-             "matched": k in b} for d, k in diffs[:top] if d > 0]
+             "matched": k in b} for d, k in diffs[:top] if d >= max(min_us, 1.0)]
 
 
 def bandwidth(a: Aligned, m: Matched) -> list[dict]:

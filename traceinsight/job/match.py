@@ -107,6 +107,7 @@ def match(rows: list[RankSummary]) -> Matched:
     member = np.zeros((R, len(pgs)), dtype=bool)
     member[row, pg[sel]] = True
     expected = member.sum(axis=0)[col["col_pg"]]
+    col["col_group"] = np.where(col["col_group"] > 0, col["col_group"], expected)
     timed = present & np.isfinite(start) & np.isfinite(end)
     complete = (timed.sum(axis=0) == expected) & (present.sum(axis=0) == expected)
     return Matched(rows=rows, pgs=pgs, ops=ops, dtypes=dtypes, start=start, end=end, enqueue=enq, lead=lead,

@@ -146,7 +146,8 @@ def _summarize(path: str) -> RankSummary:
         s.warnings.append("collective arguments unavailable (the trace needed repair): sizes and groups unknown")
     one_pg = len(s.pg_config) == 1
     default_pg = s.pg_config[0]["name"] if one_pg else "default"
-    default_group = int((s.pg_config[0]["size"] if one_pg else None) or s.world_size or 1)
+    # 0: unknown here; the merge then takes the number of ranks that issued the group's collectives.
+    default_group = int((s.pg_config[0]["size"] if one_pg else None) or s.world_size or 0)
     comm_gpu = is_collective(model) if model.has_gpu else np.zeros(0, dtype=bool)
     table, s.dropped = comms.collectives(ev, t0, model.gpu, model.cpu, comm_gpu, default_pg, default_group)
     _fill_steps_and_collectives(s, model, table, ev, comm_gpu, t0)
