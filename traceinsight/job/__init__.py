@@ -1,0 +1,208 @@
+"""Multi-rank ("job") analysis: one report for N rank traces of a distributed run.
+
+    analyze_jobs(paths, engine="local", workers=None, address=None, steps=None, full_ranks=()) -> [job block]
+    analyze_job(...) -> job block (the input must hold one job)
+
+Phase 1 fans one small task per rank out on the engine (rank_task.summarize: a path in, a
+RankSummary out); the driver groups the ranks into jobs (discover), matches their collectives (match),
+aligns their clocks (clock) and computes the cross-rank figures (analysis). Phase 2 runs the full
+single-rank analysis for the straggler and the median rank (and --full-ranks) on the same engine.
+The block is plain JSON data with sorted lists and rounded numbers: any engine gives the same bytes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from . import analysis, clock, discover, match
+from .engine import Session
+
+CAUSE_TEXT = {
+    "host-bound": "host code outside any profiled op (Python between ops, CPU work that launches nothing)",
+    "data-loading": "the DataLoader (waiting for its next batch)",
+    "slower-kernels": "GPU compute kernels (compared by name and input shapes)",
+    "slower-cpu-ops": "traced CPU ops (on a CPU-only job, the compute itself)",
+}
+CAUSE_FIX = {
+    "host-bound": "Find the extra host work on that rank (record it with with_stack=True) and remove, defer or "
+                  "spread it; check the host for other load (CPU contention, throttling).",
+    "data-loading": "Feed that rank faster: more DataLoader workers, pin_memory, prefetch, and check its storage "
+                    "and preprocessing (uneven shards or sample sizes).",
+    "slower-kernels": "Compare that GPU with the others (clocks, thermal throttling, ECC, PCIe/NVLink) and check the "
+                      "work split: uneven sequence lengths or experts make uneven kernels.",
+    "slower-cpu-ops": "Balance the work per rank, and check that rank's host for contention (threads, NUMA).",
+}
+
+
+def _ms(us) -> float | None:
+    return None if us is None or not np.isfinite(us) else round(float(us) / 1000, 3)
+
+
+def analyze_job(paths, engine: str = "local", workers: int | None = None, address: str | None = None,
+                steps=None, full_ranks=()) -> dict:
+    blocks = analyze_jobs(paths, engine, workers, address, steps, full_ranks)
+    if len(blocks) != 1:
+        raise UsageError(f"the input holds {len(blocks)} jobs; use analyze_jobs")
+    return blocks[0]
+
+
+def analyze_jobs(paths, engine: str = "local", workers: int | None = None, address: str | None = None,
+                 steps=None, full_ranks=()) -> list[dict]:
+    from .rank_task import full_rank, summarize
+    files = discover.expand(paths)
+    with Session(engine, workers, address) as session:
+        summaries = session.map(summarize, files)
+        jobs, split_warnings = discover.group(summaries)
+        built = [_cross_rank(job, steps, split_warnings) for job in jobs]
+        # Phase 2: the full single-rank analysis of the ranks worth reading, in one fan-out.
+        want = sorted({(i, r) for i, (block, _) in enumerate(built)
+                       for r in _report_ranks(block, full_ranks)})
+        paths_by = {(i, s.rank): s.path for i, job in enumerate(jobs) for s in job.summaries}
+        docs = session.map(full_rank, [paths_by[k] for k in want], factor=4.0) if want else []
+    for (i, r), doc in zip(want, docs):
+        built[i][0]["rank_reports"][str(r)] = doc
+    for block, _ in built:
+        _single_rank_cause(block)
+    return [block for block, _ in built]
+
+
+def _report_ranks(block: dict, full_ranks) -> set:
+    present = {r["rank"] for r in block["ranks"]}
+    out = {block["straggler"]["rank"], block["straggler"]["median_rank"]} | set(full_ranks)
+    return {r for r in out if r is not None and r in present}
+
+
+def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, object]:
+    ok = [s for s in job.summaries if s.error is None]
+    warnings = list(split_warnings) + list(job.notes)
+    for s in ok:
+        warnings += [f"rank {s.rank}: {w}" for w in s.warnings]
+        if s.dropped.get("prewindow"):
+            warnings.append(f"rank {s.rank}: {s.dropped['prewindow']} collective(s) launched before the "
+                            "profiling window left out of the matching")
+    if not ok:
+        return _empty_block(job, warnings), None
+    m = match.match(ok)
+    warnings += m.warnings
+    known = np.array([s.epoch_ns is not None for s in ok])
+    origin = min((s.epoch_ns for s in ok if s.epoch_ns is not None), default=0)
+    shift = np.array([(s.epoch_ns - origin) / 1000 if s.epoch_ns is not None else 0.0 for s in ok])
+    chosen = analysis.choose_steps(m, _parse_steps(steps))
+    if not len(chosen):
+        warnings.append("no step is shared by the ranks (or by --steps): nothing to compare")
+    blocking = m.complete & np.isin(np.array(m.ops, dtype=object)[m.col_op], list(clock.BLOCKING)) \
+        & (m.col_group > 1) if len(m.ops) else np.zeros(0, dtype=bool)
+    d = shift[:, None]
+    clk = clock.align(m.start + d, m.end + d, blocking, known, [s.host for s in ok])
+    warnings += clk.warnings
+    al = analysis.aligned(m, shift, clk.offsets, chosen)
+    step_us = analysis.step_medians(m, chosen, "dur")
+    job_step = float(np.nanmedian(step_us)) if np.isfinite(step_us).any() else 0.0
+    wait = analysis.collective_wait(al, m)
+    wait_med = np.median(wait, axis=1) if wait.shape[1] else np.zeros(len(ok))
+    strag = analysis.straggler(al, m, job_step)
+    srow = strag["row"]
+    pool = [i for i in range(len(ok)) if i != srow]
+    mrow = sorted(pool, key=lambda i: (wait_med[i], ok[i].rank))[(len(pool) - 1) // 2] if pool else None
+    exposed = analysis.step_medians(m, chosen, "exposed")
+    comm = analysis.step_medians(m, chosen, "comm")
+    last_counts = strag["counts"]
+    ranks = [{"rank": s.rank, "host": s.host, "file": s.path,
+              "step_ms_median": _ms(step_us[i]),
+              "collective_wait_ms_per_step": _ms(wait_med[i]) if len(ok) > 1 else None,
+              "exposed_comm_ms_per_step": _ms(exposed[i]), "comm_ms_per_step": _ms(comm[i]),
+              "overlap_pct": round(float(100 * (1 - exposed[i] / comm[i])), 1) if comm[i] > 0 else None,
+              "last_arrivals": int(last_counts[i])} for i, s in enumerate(ok)]
+    if len(ok) == 1:
+        warnings.append("one rank only: collective times include waiting for ranks not in the input, so the "
+                        "bandwidth table gives lower bounds and no straggler can be named")
+    block = {
+        "world_size": job.world_size,
+        "ranks_present": len(ok),
+        "missing_ranks": job.missing_ranks,
+        "backend": next((s.backend for s in ok if s.backend), None),
+        "steps": [int(x) for x in chosen],
+        "median_step_ms": _ms(job_step),
+        "matched_collectives": int(al.use.sum()),
+        "straggler": _straggler_block(m, al, strag, srow, mrow, ok, job_step, len(chosen)),
+        "ranks": ranks,
+        "collectives": analysis.bandwidth(al, m),
+        "clock": {"method": clk.method, "hosts": clk.hosts, "violations": clk.violations,
+                  "max_violation_us": round(clk.max_violation_us, 3),
+                  "offsets_us": {str(s.rank): round(float(clk.offsets[i]), 3) for i, s in enumerate(ok)}},
+        "warnings": sorted(set(warnings), key=warnings.index),
+        "rank_reports": {},
+    }
+    return block, m
+
+
+def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
+    out = {"rank": None, "cause": "none", "cause_text": "", "lag_ms_per_step": _ms(strag["lag_us"]),
+           "lag_pct_of_step": round(100 * strag["lag_us"] / job_step, 1) if job_step else None,
+           "last_arrival_share": round(strag["share"], 3),
+           "candidate_rank": ok[strag["candidate"]].rank if strag["candidate"] is not None else None,
+           "median_rank": ok[mrow].rank if mrow is not None else None, "fix": None, "evidence": {}}
+    if len(ok) < 2:
+        out["cause"], out["cause_text"] = "unknown", "one rank only: no rank to compare with"
+        return out
+    if srow is None:
+        out["cause_text"] = (f"no rank holds the others back by {100 * analysis.STRAGGLER_MIN_SHARE:.0f}% of a "
+                             "step or more")
+        return out
+    cols = strag["cols"]
+    lag_total = float(np.nansum(al.start[srow, cols] - al.start[mrow, cols]))
+    w = analysis.why(m, srow, mrow, cols, lag_total, n_steps, strag["lag_us"])
+    out.update(rank=ok[srow].rank, cause=w["cause"], evidence=w, fix=CAUSE_FIX.get(w["cause"]))
+    what = CAUSE_TEXT.get(w["cause"])
+    lag = out["lag_ms_per_step"]
+    out["cause_text"] = (f"rank {out['rank']} arrives last at its collectives, {lag} ms per step behind the others: "
+                         + (f"before it arrives it spends more time in {what} than rank {out['median_rank']} (the median rank)"
+                            if what else "no single difference with the median rank explains it"))
+    return out
+
+
+def _single_rank_cause(block: dict) -> None:
+    """When no lead-in difference explains the straggler, its own report may: a finding it has and the
+    median rank has not (a sync stall, launch overhead, ...)."""
+    st = block["straggler"]
+    if st["cause"] != "mixed":
+        return
+    reports = block["rank_reports"]
+    mine = reports.get(str(st["rank"]), {}).get("findings") or []
+    theirs = {f["kind"] for f in reports.get(str(st["median_rank"]), {}).get("findings") or []}
+    extra = [f for f in mine if f["kind"] not in theirs]
+    if extra:
+        st["cause"] = extra[0]["kind"]
+        st["cause_text"] += f"; its own report finds what the median rank's does not: {extra[0]['title']}"
+        st["fix"] = extra[0].get("fix")
+
+
+def _parse_steps(steps):
+    """None, an iterable of step numbers, or text such as "5-8" or "4,6,9"."""
+    if steps is None:
+        return None
+    if isinstance(steps, str):
+        out: set[int] = set()
+        for part in steps.split(","):
+            part = part.strip()
+            try:
+                if "-" in part[1:]:
+                    a, b = part.split("-", 1)
+                    out |= set(range(int(a), int(b) + 1))
+                elif part:
+                    out.add(int(part))
+            except ValueError:
+                raise UsageError(f"--steps: {steps!r} is not a list of step numbers or ranges (e.g. 5-8,10)") from None
+        return out
+    return {int(x) for x in steps}
+
+
+def _empty_block(job, warnings) -> dict:
+    return {"world_size": job.world_size, "ranks_present": 0, "missing_ranks": job.missing_ranks,
+            "backend": None, "steps": [], "median_step_ms": None, "matched_collectives": 0,
+            "straggler": {"rank": None, "cause": "unknown", "cause_text": "no readable rank",
+                          "lag_ms_per_step": None, "median_rank": None},
+            "ranks": [], "collectives": [], "clock": {"method": "none", "offsets_us": {}},
+            "warnings": warnings, "rank_reports": {}}

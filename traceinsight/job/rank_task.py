@@ -1,0 +1,252 @@
+"""The per-rank task: one trace file (a PATH, never its bytes) in, a RankSummary out.
+
+This is the one module of the job package that imports the single-rank pipeline (loader, model,
+analyses, pipeline), so that a move of those modules touches import lines here only.
+
+The trace is decoded once, with the loader's own typed events extended by the few fields a
+collective needs (Collective name, sizes, dtype, process group, Seq; gloo's Input type; the top-level
+host_name), then modelled by the single-rank model. A file the fast decoder refuses goes through
+load_trace, which repairs what it can; it then loses only those extra fields.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+import numpy as np
+
+from ..analyses.attribution import is_collective
+from ..errors import TraceError
+from ..host import INPUT_NAMES
+from ..load import Args, Event, RawTrace, TraceFile, load_trace, read_bytes
+from ..model import build_model, dims_text
+from . import comms
+from .spans import Cover, both_within
+from .summary import LEAD, RankSummary, empty_coll
+
+# CPU ranges that are communication: neither compute nor host time in a lead-in.
+COMM_CPU = r"^(c10d::|record_param_comms$|nccl:|gloo:|_c10d_functional|c10d_functional)"
+RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
+WORLD_IN_NAME = re.compile(r"_of_?(\d+)", re.I)
+ABSOLUTE_TS_US = 1e14     # ts beyond this are Unix microseconds (older traces), not offsets from a base
+
+
+class CommArgs(Args, forbid_unknown_fields=False, gc=False):
+    coll_name: Union[str, None] = msgspec.field(default=None, name="Collective name")
+    in_nelems: Union[int, None] = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Union[int, None] = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Union[str, None] = None
+    group_size: Union[int, None] = msgspec.field(default=None, name="Group size")
+    pg_name: Union[str, int, None] = msgspec.field(default=None, name="Process Group Name")
+    seq: Union[int, None] = msgspec.field(default=None, name="Seq")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+
+
+class CommEvent(Event, forbid_unknown_fields=False, gc=False):
+    args: Union[CommArgs, None] = None
+
+
+class CommTrace(TraceFile, forbid_unknown_fields=False):
+    traceEvents: list[CommEvent] = []
+    host_name: Union[str, None] = None
+
+
+_DECODER = msgspec.json.Decoder(CommTrace)
+
+
+def read_trace(path: str) -> tuple[RawTrace, str | None, bool]:
+    """(raw trace, host name, whether the collective fields were read)."""
+    data, warnings = read_bytes(Path(path))
+    try:
+        if data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]
+        tf = _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return load_trace(path), None, False     # the loader's repairs and its one-line errors
+    if not tf.traceEvents:
+        raise TraceError(path, "not a Kineto trace: it has no traceEvents")
+    meta = {"baseTimeNanoseconds": tf.baseTimeNanoseconds} if tf.baseTimeNanoseconds is not None else {}
+    dist = tf.distributedInfo if isinstance(tf.distributedInfo, dict) else {}
+    raw = RawTrace(path=str(path), events=tf.traceEvents, devices=list(tf.deviceProperties),
+                   distributed=dist, meta=meta, warnings=warnings, file_bytes=len(data))
+    return raw, tf.host_name, True
+
+
+def comm_events(events) -> comms.CommEvents:
+    out = comms.CommEvents()
+    for e in events:
+        name = e.name
+        if e.ph != "X" or not isinstance(name, str) or not name or name[0] not in "rgc":
+            continue
+        a = e.args
+        if name == "record_param_comms":
+            d = {"name": getattr(a, "coll_name", None), "in": getattr(a, "in_nelems", None),
+                 "out": getattr(a, "out_nelems", None), "dtype": getattr(a, "dtype", None),
+                 "group": getattr(a, "group_size", None), "pg": getattr(a, "pg_name", None),
+                 "seq": getattr(a, "seq", None)}
+            ext = a.external_id if a is not None and isinstance(a.external_id, int) else None
+            out.rpc.append((e.tid, float(e.ts), float(e.dur or 0), ext, d))
+        elif name.startswith("gloo:"):
+            it = getattr(a, "input_type", None)
+            dt = it[0] if isinstance(it, list) and it and isinstance(it[0], str) else ""
+            nel = comms.first_arg_nelems(a.input_dims) if a is not None else 0
+            out.gloo.append((e.tid, float(e.ts), float(e.dur or 0), name, nel, dt))
+        elif name.startswith("c10d::"):
+            out.issue.append((e.tid, float(e.ts), float(e.dur or 0), name))
+    return out
+
+
+def summarize(path) -> RankSummary:
+    """The fan-out function: parse and summarise one rank. Bad input comes back as `error`."""
+    try:
+        return _summarize(str(path))
+    except TraceError as exc:
+        return RankSummary(path=str(path), error=str(exc), **_identity_from_name(str(path)))
+
+
+def full_rank(path) -> dict:
+    """The single-rank report of one rank (its JSON document), for the straggler and the median rank."""
+    from ..pipeline import analyze_file, to_dict
+    try:
+        return to_dict(analyze_file(Path(path)))
+    except TraceError as exc:
+        return {"error": str(exc)}
+
+
+def _identity_from_name(path: str) -> dict:
+    m, w = RANK_IN_NAME.search(Path(path).name), WORLD_IN_NAME.search(Path(path).name)
+    return {"rank": int(m.group(1)) if m else -1, "world_size": int(w.group(1)) if w else None,
+            "rank_source": "file name" if m else "unknown"}
+
+
+def _summarize(path: str) -> RankSummary:
+    raw, host, have_args = read_trace(path)
+    ev = comm_events(raw.events)
+    model = build_model(raw)
+    raw.events = []                              # the model holds what it needs
+    dist = raw.distributed or {}
+    s = RankSummary(path=path, file_bytes=raw.file_bytes, host=host, has_gpu=model.has_gpu,
+                    warnings=list(model.warnings), backend=dist.get("backend"))
+    ident = _identity_from_name(path)
+    if isinstance(dist.get("rank"), int):
+        s.rank, s.rank_source = int(dist["rank"]), "distributedInfo"
+    else:
+        s.rank, s.rank_source = ident["rank"], ident["rank_source"]
+    s.world_size = dist.get("world_size") if isinstance(dist.get("world_size"), int) else ident["world_size"]
+    s.pg_config = [{"name": str(p.get("pg_name")), "desc": p.get("pg_desc"), "size": p.get("pg_size")}
+                   for p in dist.get("pg_config") or [] if isinstance(p, dict)]
+    base, t0 = raw.meta.get("baseTimeNanoseconds"), model.t0_us
+    if t0 > ABSOLUTE_TS_US:
+        s.epoch_ns, s.epoch_source = int(round(t0 * 1000)), "absolute ts"
+    elif isinstance(base, int):
+        s.epoch_ns, s.epoch_source = base + int(round(t0 * 1000)), "baseTimeNanoseconds"
+    if not have_args:
+        s.warnings.append("collective arguments unavailable (the trace needed repair): sizes and groups unknown")
+    one_pg = len(s.pg_config) == 1
+    default_pg = s.pg_config[0]["name"] if one_pg else "default"
+    # 0: unknown here; the merge then takes the number of ranks that issued the group's collectives.
+    default_group = int((s.pg_config[0]["size"] if one_pg else None) or s.world_size or 0)
+    comm_gpu = is_collective(model) if model.has_gpu else np.zeros(0, dtype=bool)
+    table, s.dropped = comms.collectives(ev, t0, model.gpu, model.cpu, comm_gpu, default_pg, default_group)
+    _fill_steps_and_collectives(s, model, table, ev, comm_gpu, t0)
+    return s
+
+
+def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) -> None:
+    st = model.steps
+    cs, ce = st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()
+    step_no = st["step"].to_numpy().astype(np.int64)
+    cpu, gpu = model.cpu, model.gpu
+    is_step = cpu["is_step"].to_numpy()
+    comm_cpu = model.cpu_match(COMM_CPU)
+    # Threads that run Python / ops (not gloo's worker threads): their gaps are untraced host time.
+    py_threads = set(cpu["thread"].to_numpy()[~is_step & ~comm_cpu])
+    on_py = cpu["thread"].isin(py_threads).to_numpy()
+    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    traced = Cover(ts[on_py & ~is_step], end[on_py & ~is_step])
+    data = Cover(*(x[on_py & ~is_step & model.cpu_match(INPUT_NAMES)] for x in (ts, end)))
+    gpu_compute = ~comm_gpu if s.has_gpu else np.zeros(0, dtype=bool)
+    gts, gend = gpu["ts"].to_numpy(), gpu["end"].to_numpy()
+    gpu_busy = Cover(gts[gpu_compute], gend[gpu_compute])
+    if s.has_gpu:
+        comm_cover, compute_cover = Cover(gts[comm_gpu], gend[comm_gpu]), gpu_busy
+    else:
+        g = np.array([(x[1] - t0, x[1] + x[2] - t0) for x in ev.gloo]).reshape(-1, 2)
+        is_op = (cpu["kind"].to_numpy() == "op") & on_py & ~comm_cpu
+        comm_cover, compute_cover = Cover(g[:, 0], g[:, 1]), Cover(ts[is_op], end[is_op])
+    w0, w1 = st["start"].to_numpy(), st["end"].to_numpy()
+    comm = comm_cover.within(w0, w1)
+    s.steps = {"step": step_no, "start": w0, "end": w1, "dur": st["dur"].to_numpy(),
+               "partial": st["partial"].to_numpy(dtype=bool), "comm": comm,
+               "exposed": comm - both_within(comm_cover, compute_cover, w0, w1)}
+
+    coll = empty_coll()
+    n = len(table)
+    if n:
+        enq = table["enqueue"].to_numpy()
+        k = np.searchsorted(cs, enq, side="right") - 1
+        inside = (k >= 0) & (enq < ce[np.maximum(k, 0)])
+        step = np.where(inside, step_no[np.maximum(k, 0)], -1)
+        s.pgs, pg = _codes(table["pg"])
+        s.ops, op = _codes(table["op"])
+        s.dtypes, dt = _codes(table["dtype"])
+        idx = table.assign(step=step).groupby(["pg", "step"], sort=False).cumcount().to_numpy()
+        start, stop = table["start"].to_numpy(), table["end"].to_numpy()
+        # Lead-in: from the rank's last collective to end before this one arrived (else the step's
+        # start) to its arrival. Straggler and median rank are compared over these windows.
+        ends = np.sort(stop[np.isfinite(stop)])
+        j = np.searchsorted(ends, start, side="right") - 1
+        step_start = np.where(inside, cs[np.maximum(k, 0)], 0.0)
+        sync = np.where(j >= 0, ends[np.maximum(j, 0)] if len(ends) else 0.0, step_start)
+        sync = np.where(np.isfinite(start), np.minimum(sync, start), np.nan)
+        window = start - sync
+        tr, dl = traced.within(sync, start), data.within(sync, start)
+        lead = np.column_stack([window, np.maximum(window - tr, 0.0), dl, np.maximum(tr - dl, 0.0),
+                                gpu_busy.within(sync, start)])
+        coll.update(pg=pg, seq=table["seq"].to_numpy(np.int64), step=step, idx=idx, op=op, dtype=dt,
+                    nelems=table["nelems"].to_numpy(np.int64), out_nelems=table["out_nelems"].to_numpy(np.int64),
+                    group=table["group"].to_numpy(np.int64), enqueue=enq, start=start, end=stop,
+                    lead=np.where(np.isfinite(lead), lead, 0.0))
+        s.lead_ops = _lead_ops(model, Cover(sync, start), on_py & ~is_step & ~comm_cpu, gpu_compute)
+    s.coll = coll
+    assert coll["lead"].shape[1] == len(LEAD)
+
+
+def _codes(col) -> tuple[list, np.ndarray]:
+    codes, uniques = col.factorize(sort=True)
+    return [str(u) for u in uniques], codes.astype(np.int64)
+
+
+def _lead_ops(model, windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray, top: int = 30) -> list:
+    """Time inside the lead-in windows by (name, input shapes): CPU ops by self time (their time less
+    their children's, so extra matmuls show as aten::mm, not as the forward around them), GPU kernels."""
+    cpu, gpu = model.cpu, model.gpu
+    parent = cpu["parent"].to_numpy()
+    over = windows.within(cpu["ts"].to_numpy(), cpu["end"].to_numpy())
+    child = np.bincount(parent[parent >= 0], weights=over[parent >= 0], minlength=len(cpu))
+    kind = cpu["kind"].to_numpy()
+    rows = np.flatnonzero(cpu_rows & ((kind == "op") | (kind == "annotation")))
+    dims_col = cpu["input_dims"].to_numpy()
+    out = _group("cpu", cpu["name"].to_numpy()[rows], rows, np.maximum(over - child, 0.0)[rows], dims_col, top)
+    if len(gpu):
+        g = np.flatnonzero(gpu_rows)
+        over = windows.within(gpu["ts"].to_numpy()[g], gpu["end"].to_numpy()[g])
+        launcher = gpu["launcher"].to_numpy()[g]
+        p = np.where(launcher >= 0, parent[np.maximum(launcher, 0)], -1)
+        op_row = np.where(p >= 0, cpu["top_op"].to_numpy()[np.maximum(p, 0)], -1)
+        out += _group("gpu", gpu["name"].to_numpy()[g], op_row, over, dims_col, top)
+    return out
+
+
+def _group(where, names, dims_rows, over, dims_col, top) -> list:
+    keep = over > 0
+    agg: dict = {}
+    for name, r, us in zip(names[keep], dims_rows[keep], over[keep]):
+        key = (str(name)[:160], dims_text(dims_col[r])[:120] if r >= 0 else "")
+        t = agg.setdefault(key, [0.0, 0])
+        t[0] += float(us)
+        t[1] += 1
+    best = sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
+    return [(where, k[0], k[1], round(v[0], 3), v[1]) for k, v in best]
