@@ -10,7 +10,7 @@ from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
 
 ROOT = Path(__file__).resolve().parent
-CANDIDATES = [ROOT / "data" / "external" / "tracelens", ROOT.parent.parent / "shared" / "external_traces" / "tracelens"]
+CANDIDATES = [ROOT / "data" / "external" / "tracelens"]
 
 
 def _doc(name: str) -> dict:

@@ -17,11 +17,11 @@ from typing import Any, Union
 import msgspec
 import numpy as np
 
-from ..analyses.attribution import is_collective
+from ..trace.facts import is_collective
 from ..errors import TraceError
-from ..host import INPUT_NAMES
-from ..load import Args, Event, RawTrace, TraceFile, load_trace, read_bytes
-from ..model import build_model, dims_text
+from ..trace.host import INPUT_NAMES
+from ..trace.load import Args, Event, RawTrace, TraceFile, load_trace, read_bytes
+from ..trace.model import build_model, dims_text
 from . import comms
 from .spans import Cover, both_within
 from .summary import LEAD, RankSummary, empty_coll
@@ -108,9 +108,10 @@ def summarize(path) -> RankSummary:
 
 def full_rank(path) -> dict:
     """The single-rank report of one rank (its JSON document), for the straggler and the median rank."""
-    from ..pipeline import analyze_file, to_dict
+    from ..report.analyze import analyze_file
+    from ..report.document import build_report, thaw
     try:
-        return to_dict(analyze_file(Path(path)))
+        return thaw(build_report(analyze_file(Path(path))).doc)
     except TraceError as exc:
         return {"error": str(exc)}
 

@@ -1,0 +1,1 @@
+"""Validation matrix of real profiler traces (see README.md)."""

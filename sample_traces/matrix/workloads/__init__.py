@@ -1,0 +1,40 @@
+"""Matrix workloads.  Each module: NAME, EXPECTED_KIND, VARIANTS, DESCRIPTION, FIX, make(variant, device).
+
+Modules may also define ROLE ("pair", "healthy", "trace_only"), NOTES (dict), PER_SAMPLE (bool),
+WARMUP_STEPS, and record(rec, device) for trace-only classes that need their own schedule.
+Existing modules in sample_traces/workloads/ are reused by import (``import workloads...``:
+record_matrix.py puts sample_traces/ on sys.path).
+
+ALL is the recording order: cheap pairs first, torch.compile and trace-only classes last.
+"""
+
+ALL = [
+    "launch_tiny_conv",
+    "small_batch_infer",
+    "sync_mask_loss",
+    "pageable_h2d",
+    "blocking_pageable_d2h",
+    "host_preprocess",
+    "dataloader_workers0",
+    "layout_nchw_fp16",
+    "fp32_matmul",
+    "unfused_optimizer",
+    "amp_scaler_unfused",
+    "sync_and_small_kernels",
+    "eval_to_numpy",
+    "sync_then_host_work",
+    "nonzero_unique_sync",
+    "stream_event_wait",
+    "item_logging",
+    "large_vs_small_batch",
+    "healthy_bf16_matmul",
+    "healthy_transformer_bf16",
+    "healthy_convnet",
+    "cold_first_step",
+    "fusion_elementwise",
+    "compile_default_vs_ro",
+    "compile_capture",
+    # added after the H100 run (tuned versions of two pairs whose fix barely helped there)
+    "eval_to_numpy_large",
+    "item_logging_large",
+]

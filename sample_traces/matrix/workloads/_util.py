@@ -1,0 +1,44 @@
+"""Small helpers shared by the matrix workloads (the harness itself is in ../record_matrix.py)."""
+
+import torch
+
+from workloads.common import Step, close_step, cpu_mode, is_cuda, sync  # noqa: F401  (re-exported)
+
+
+def autocast(device, dtype=torch.bfloat16, enabled=True):
+    dev = torch.device(device).type
+    if dev == "cpu" and dtype == torch.float16:
+        dtype = torch.bfloat16          # CPU smoke test only
+    return torch.autocast(device_type=dev, dtype=dtype, enabled=enabled)
+
+
+def mlp(din, dim, layers, dout, act=torch.nn.GELU, norm=False):
+    mods = [torch.nn.Linear(din, dim), act()]
+    for _ in range(layers):
+        mods.append(torch.nn.Linear(dim, dim))
+        if norm:
+            mods.append(torch.nn.LayerNorm(dim))
+        mods.append(act())
+    mods.append(torch.nn.Linear(dim, dout))
+    return torch.nn.Sequential(*mods)
+
+
+def capture_graph(step_body, warmup=3, before_capture=None):
+    """Capture ``step_body()`` (which must only touch static tensors) in a CUDA graph.
+
+    Warm-up iterations run on a side stream first, as in the torch.cuda.graph docs.
+    Returns the graph; replay with ``g.replay()``.
+    """
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            step_body()
+    torch.cuda.current_stream().wait_stream(s)
+    if before_capture is not None:
+        before_capture()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step_body()
+    torch.cuda.synchronize()
+    return g

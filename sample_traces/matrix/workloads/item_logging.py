@@ -1,0 +1,56 @@
+"""item_logging: ``loss.item()`` logged every step of a launch-bound training loop.
+
+before: each step formats ``f"step {i} loss {loss.item():.4f}"`` into the log (a device sync
+        per step: the host cannot queue the next step while the GPU finishes this one).
+after:  the loss is accumulated on the GPU and logged (one .item()) every 50 steps.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from ._util import Step, autocast, is_cuda, mlp
+
+NAME = "item_logging"
+EXPECTED_KIND = "sync_stall"
+ROLE = "pair"
+VARIANTS = ("before", "after")
+FIX = "accumulate the loss on the GPU; call .item() / log every 50 steps"
+DESCRIPTION = {
+    "before": ("MLP 512->512 (4 hidden, LayerNorm)->10, batch 64, bf16 autocast, fused AdamW; "
+               "log line with loss.item() every step"),
+    "after": "same; loss summed on the GPU, one .item() + log line every 50 steps",
+}
+LOG_EVERY = 50
+
+
+def make(variant, device, pool=8, d=512, batch=64):
+    cuda = is_cuda(device)
+    if not cuda:
+        d, batch = 32, 8
+    torch.manual_seed(0)
+    model = mlp(d, d, 4, 10, norm=True).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
+    xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
+    ys = [torch.randint(0, 10, (batch,), device=device) for _ in range(pool)]
+    st = {"i": 0, "log": []}
+    acc = torch.zeros((), device=device)
+    every = variant == "before"
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        opt.zero_grad(set_to_none=True)
+        with autocast(device):
+            logits = model(xs[i % pool])
+        loss = F.cross_entropy(logits.float(), ys[i % pool])
+        loss.backward()
+        opt.step()
+        if every:
+            st["log"].append(f"step {i} loss {loss.item():.4f}")
+        else:
+            acc.add_(loss.detach())
+            if i % LOG_EVERY == 0:
+                st["log"].append(f"step {i} mean loss {(acc / LOG_EVERY).item():.4f}")
+                acc.zero_()
+        if len(st["log"]) > 1000:
+            st["log"].clear()
+    return Step(step, info={"batch": batch, "log_every": 1 if every else LOG_EVERY})
