@@ -152,13 +152,11 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT) -> St
 
 
 def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
-    # A graph of the whole step replays without Python or dispatch; the input pipeline stays (and what an
-    # earlier fix already removed stays removed: fixes compose in either order). Known limit: host work
-    # that launches nothing (numpy preprocessing in the loop) would stay under a graph too, but the graph
-    # cannot yet tell it from the loop thread waiting in backward(), so it is removed here as well.
-    cpu_idx, gpu_idx = c.cpu_idx, c.gpu_idx
-    s.feed[cpu_idx] = 0.0
-    s.host[cpu_idx] = np.minimum(s.host[cpu_idx], c.input[cpu_idx])
+    # A graph replays the captured work without op dispatch or launch calls. Host work that launches
+    # nothing (numpy preprocessing, metrics, logging, the input pipeline: trace/host.py's host ranges
+    # and long bare Python stretches) stays where it was: a graph cannot remove it.
+    s.feed[c.cpu_idx] = 0.0
+    gpu_idx = c.gpu_idx
     s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
     s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
     s.dur[c.is_launch] = 0.0

@@ -99,7 +99,13 @@ class HostActivity:
         self.input: dict[str, ThreadActivity] = {}
         input_rows = self.host_rows & model.cpu_match(INPUT_NAMES)
         ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-        for th, rows in cpu.groupby("thread", sort=False).indices.items():
+        by_thread = cpu.groupby("thread", sort=False).indices
+        # Where each thread feeds the GPU (launching ops and the launch calls themselves): a thread
+        # with no op of its own while another thread feeds the GPU is waiting on it (the loop thread
+        # inside backward() while the autograd thread runs), not doing host work.
+        feeding = {th: merged_intervals(ts[r][self.launching[r]], end[r][self.launching[r]])
+                   for th, r in by_thread.items()}
+        for th, rows in by_thread.items():
             t, e = ts[rows], end[rows]
             op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]
             cs, ce = merged_intervals(t[op], e[op])
@@ -110,8 +116,16 @@ class HostActivity:
             bare_s = np.concatenate([[-np.inf], ce])
             bare_e = np.concatenate([cs, [np.inf]])
             long = (bare_e - bare_s) >= BARE_HOST_US
-            hs = np.concatenate([t[host], bare_s[long]])
-            he = np.concatenate([e[host], bare_e[long]])
+            bs, be = bare_s[long], bare_e[long]
+            others = [feeding[o] for o in feeding if o != th and len(feeding[o][0])]
+            if others and len(bs):
+                os_, oe = merged_intervals(np.concatenate([o[0] for o in others]),
+                                           np.concatenate([o[1] for o in others]))
+                bs, be = subtract_intervals(bs, be, os_, oe)
+                keep = (be - bs) >= BARE_HOST_US
+                bs, be = bs[keep], be[keep]
+            hs = np.concatenate([t[host], bs])
+            he = np.concatenate([e[host], be])
             hs, he = merged_intervals(hs, he)
             self.threads[th] = ThreadActivity(hs, he, _cum(hs, he))
 
@@ -148,6 +162,26 @@ class HostActivity:
         ov = np.minimum(rows["end"], b) - np.maximum(rows["ts"], a)
         agg = ov.groupby(rows["name"]).sum().sort_values(ascending=False)
         return [(n, float(v)) for n, v in agg.head(limit).items()]
+
+
+def subtract_intervals(s: np.ndarray, e: np.ndarray, os_: np.ndarray, oe: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """[s, e) minus the merged, sorted intervals [os_, oe): the pieces left, sorted."""
+    out_s, out_e = [], []
+    for a, b in zip(s, e):
+        lo, hi = np.searchsorted(oe, a, "right"), np.searchsorted(os_, b, "left")
+        cur = a
+        for k in range(lo, hi):
+            if os_[k] > cur:
+                out_s.append(cur)
+                out_e.append(min(os_[k], b))
+            cur = max(cur, oe[k])
+            if cur >= b:
+                break
+        if cur < b:
+            out_s.append(cur)
+            out_e.append(b)
+    return np.asarray(out_s, dtype=float), np.asarray(out_e, dtype=float)
 
 
 def _time_in(sets: dict, thread: str, a, b) -> np.ndarray:
