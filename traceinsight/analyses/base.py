@@ -37,6 +37,9 @@ class KindSpec:
     # A finding about what the trace is (a graph capture, not a steady-state step): when present, its
     # title is the verdict and fixes for the steady state are not offered.
     headline: bool = False
+    # Kinds whose fixes must come first (syncs make a CUDA-graph capture fail): the fix plan puts them
+    # before this one, and this finding names them.
+    prerequisites: tuple[str, ...] = ()
     # A fix must save at least this share of the median step to be ranked (None: rank.MIN_SHARE).
     min_share: float | None = None
 

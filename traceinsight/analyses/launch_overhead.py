@@ -10,7 +10,7 @@ from ..trace.facts import program_facts
 from .fixes import CudaGraph
 from .base import Context, Finding, KindSpec
 
-SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a")
+SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a", prerequisites=("sync_stall",))
 
 
 GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step is graphed

@@ -14,6 +14,8 @@ from ..analyses import spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import ScaleKernels, combine
 from . import replay
+from .deinflate import calibration_scale, profile_setting, profiler_cuts, unprofiled_method
+from .plan import fix_plan
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
@@ -30,19 +32,34 @@ def pinned_bandwidth_gbps(ctx: Context) -> float:
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
-    median_step = ctx.median_step_us
     compiled = replay.Compiled(G) if G is not None else None
-    base = replay.simulate(replay.apply(compiled, {})) if compiled is not None else None
     bw = pinned_bandwidth_gbps(ctx)
     actual = ctx.model.steps.set_index("step")["dur"]
     info = {"baseline_replay_ms": None, "replay_error_pct": None, "combined": None,
-            "replayed_steps": [], "pinned_gbps": round(bw, 1)}
-    if base is not None and base.step_us:
-        act = float(np.median([actual[s] for s in base.step_us]))
-        info["baseline_replay_ms"] = round(base.median_us / 1000, 3)
-        info["measured_ms_same_steps"] = round(act / 1000, 3)
-        info["replay_error_pct"] = round(100 * (base.median_us - act) / act, 1) if act else None
-        info["replayed_steps"] = sorted(base.step_us)
+            "replayed_steps": [], "pinned_gbps": round(bw, 1), "unprofiled_step_ms": None}
+    base = cuts = None
+    if compiled is not None:
+        # The profiled replay checks the replay against the trace; every estimate is made on the
+        # de-inflated one (the profiler's own CPU cost taken out): what the un-profiled program saves.
+        profiled = replay.simulate(replay.apply(compiled))
+        if profiled.step_us:
+            act = float(np.median([actual[s] for s in profiled.step_us]))
+            info["baseline_replay_ms"] = round(profiled.median_us / 1000, 3)
+            info["measured_ms_same_steps"] = round(act / 1000, 3)
+            info["replay_error_pct"] = round(100 * (profiled.median_us - act) / act, 1) if act else None
+            info["replayed_steps"] = sorted(profiled.step_us)
+            cuts = profiler_cuts(ctx.model, compiled, calibration_scale(ctx.model, compiled, profiled, act))
+            base = replay.simulate(replay.apply(compiled, (), bw, cuts))
+            busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in base.step_us]))
+            # The measured step less what the profiler's cost took in the replay (a replay that misses
+            # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), and
+            # no step shorter than its GPU work.
+            unprof = max(act - max(0.0, profiled.median_us - base.median_us), busy)
+            info["unprofiled_step_ms"] = round(unprof / 1000, 3)
+            info["unprofiled_step_method"] = unprofiled_method(ctx.model)
+            info["profiler_setting"] = profile_setting(ctx.model)
+            info["gpu_busy_ms"] = round(busy / 1000, 3)
+    median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     for f in findings:
         how = spec(f.kind).estimate
         if base is None or not base.step_us or how == "measured" or not f.fixes:
@@ -51,7 +68,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                "so this is an upper bound")
             f.savings_bound_us = (0.0, f.lost_per_step_us)
             continue
-        saved = _saving(compiled, base, f.fixes, bw)
+        saved = _saving(compiled, base, f.fixes, bw, cuts)
         f.estimated_savings_us = saved
         f.estimate_note = "replay of the timeline with the fix applied"
         scaled = [fx for fx in f.fixes if isinstance(fx, ScaleKernels) and fx.bounds]
@@ -59,7 +76,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             vals = []
             for k in (1, 0):
                 plan = tuple(fx.with_factor(fx.bounds[k]) if fx in scaled else fx for fx in f.fixes)
-                vals.append(_saving(compiled, base, plan, bw))
+                vals.append(_saving(compiled, base, plan, bw, cuts))
             f.savings_bound_us = (min(vals), max(vals))
             f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
         elif how == "idle_floor" and saved > f.lost_per_step_us:
@@ -73,22 +90,70 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, saved)
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
-    # Notes are about the measurement, not the program: they go after every real fix.
-    findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us))
+    _physics(ctx, findings, info, median_step)
+    # Notes are about the measurement, not the program: they go after every real fix. A speculative
+    # fix does not headline over a measured one: savings are weighed by confidence to rank.
+    findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0]
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
-        fixed = replay.simulate(replay.apply(compiled, combine([f.fixes for f in replayable]), bw))
+        fixed = replay.simulate(replay.apply(compiled, combine([f.fixes for f in replayable]), bw, cuts))
         info["combined"] = {"kinds": [f.kind for f in replayable],
                             "estimated_step_ms": round(fixed.median_us / 1000, 3),
                             "estimated_savings_ms": round(max(0.0, base.median_us - fixed.median_us) / 1000, 3)}
+    if base is not None and base.step_us and replayable:
+        info["plan"] = fix_plan(compiled, base, findings, bw, cuts)
     return {"findings": findings, "minor": minor, "whatif": info}
 
 
-def _saving(compiled, base, plan, bw) -> float:
-    """Replayed baseline minus replayed plan, median step (us), never below 0."""
-    return max(0.0, base.median_us - replay.simulate(replay.apply(compiled, plan, bw)).median_us)
+# Ranking weight of an estimate by its confidence.
+CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
+# Beyond this replay error on the unchanged trace, a replayed estimate is not trusted.
+RELIABLE_REPLAY_PCT = 15.0
+
+
+def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) -> None:
+    """No saving above what the step can give: idle causes at most the step's idle, anything at most
+    the step minus its GPU busy time unless the fix changes GPU work; an unreliable replay falls back
+    to the measured cost as the bound."""
+    st = ctx.model.steps
+    full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
+    idle = float(full["gpu_idle"].median()) if len(full) else 0.0
+    if info.get("gpu_busy_ms") is not None:
+        # The idle the un-profiled step has: what no fix of idle time can exceed.
+        idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
+    err = info.get("replay_error_pct")
+    unreliable = err is not None and abs(err) > RELIABLE_REPLAY_PCT
+    info["replay_reliable"] = not unreliable
+    for f in findings:
+        sp = spec(f.kind)
+        if sp.note or math.isnan(f.estimated_savings_us):
+            continue
+        if unreliable and f.fixes and sp.estimate != "measured" and f.estimated_savings_us > f.lost_per_step_us:
+            f.savings_bound_us = (0.0, f.estimated_savings_us)
+            f.estimated_savings_us = f.lost_per_step_us
+            f.confidence = "low"
+            f.estimate_note = (f"the replay of the unchanged trace misses the measured step by {err:+.0f}%, so "
+                               "the replayed saving is not trusted: the measured cost is the estimate, the "
+                               "replay the top of the range")
+        changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
+        if sp.idle_cause and not changes_gpu:
+            cap = idle
+            if f.estimated_savings_us > cap:
+                f.estimated_savings_us = cap
+                f.estimate_note += "; capped at the step's GPU idle time (no fix of idle saves more)"
+            if f.savings_bound_us:
+                f.savings_bound_us = (min(f.savings_bound_us[0], cap), min(f.savings_bound_us[1], cap))
+
+
+# Fixes that change GPU work itself (the others only remove idle time).
+GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies"}
+
+
+def _saving(compiled, base, plan, bw, cuts) -> float:
+    """Replayed (de-inflated) baseline minus the replayed plan, median step (us), never below 0."""
+    return max(0.0, base.median_us - replay.simulate(replay.apply(compiled, plan, bw, cuts)).median_us)
 
 
 def _significant(f: Finding, median_step: float) -> bool:

@@ -26,6 +26,7 @@ import numpy as np
 from ..analyses import fixes
 
 GRAPH_KERNEL_GAP_US = 1.0     # kernel-to-kernel spacing inside a CUDA graph replay
+CALL_FLOOR = 0.5              # a de-inflated runtime call keeps at least this share of its profiled time
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
@@ -138,10 +139,16 @@ class State:
         self.spred[i] = -1
 
 
-def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT) -> State:
+def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=None) -> State:
     """The replay state with the fixes applied in order, each on top of the ones before (no fixes:
-    the baseline)."""
+    the baseline). `cuts` (estimate/deinflate.py) first takes the profiler's own CPU cost out."""
     s = c.state()
+    if cuts is not None:
+        edge, call = cuts
+        f = np.minimum(s.feed, edge)
+        s.feed = s.feed - f
+        s.host = np.maximum(0.0, s.host - (edge - f))
+        s.dur = np.where(call > 0, np.maximum(s.dur - call, CALL_FLOOR * s.dur), s.dur)
     for fx in fixes:
         try:
             how = _APPLY[type(fx)]

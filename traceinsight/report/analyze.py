@@ -59,6 +59,12 @@ class Analysis:
         return self.per_step[full_step_mask(self.per_step["partial"])]
 
     @property
+    def reference_step_us(self) -> float:
+        """The step savings are shares of: the un-profiled step when known, else the profiled median."""
+        u = (self.whatif or {}).get("unprofiled_step_ms")
+        return u * 1000 if u else self.median_step_us
+
+    @property
     def median_step_us(self) -> float:
         return float(self.full_steps["dur"].median())
 
@@ -237,10 +243,11 @@ def verdict(a: Analysis) -> str:
         return (f"The GPU is idle {idle_pct:.0f}% of each step (median {b['step'] / 1000:.2f} ms), but no "
                 f"fix we can model would save more than 3% of a step; idle by cause: {said or 'none'}.")
     top = real[0]
-    pct = 100 * top.estimated_savings_us / a.median_step_us if a.median_step_us else 0.0
+    pct = 100 * top.estimated_savings_us / a.reference_step_us if a.reference_step_us else 0.0
     out = (f"{spec(top.kind).label.capitalize()}: the GPU is idle {idle_pct:.0f}% of "
            f"each step (median step {b['step'] / 1000:.2f} ms); the top fix ({top.kind}) would save "
-           f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}%).")
+           f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}% of the "
+           f"{'un-profiled' if a.whatif.get('unprofiled_step_ms') else 'profiled'} step).")
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
     big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
     if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us):

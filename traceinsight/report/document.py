@@ -94,6 +94,10 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             "steps": int(len(fs)),
             "full_steps": int((~fs["partial"]).sum()),
             "median_step_ms": num(a.median_step_us / 1000),
+            # The same step without the profiler: measured by `record`, else the cost model's estimate.
+            # Savings (estimated_savings_pct) are shares of it.
+            "unprofiled_step_ms": a.whatif.get("unprofiled_step_ms"),
+            "unprofiled_step_method": a.whatif.get("unprofiled_step_method"),
             "mean_step_ms": num(a.full_steps["dur"].mean() / 1000),
             "min_step_ms": num(a.full_steps["dur"].min() / 1000),
             "max_step_ms": num(a.full_steps["dur"].max() / 1000),
@@ -103,9 +107,9 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             "idle_by_cause_ms_median_per_step": {c: num(b[c] / 1000) for c in CAUSES},
             "gpu_idle_total_ms": num(float(a.gaps["dur"].sum()) / 1000) if len(a.gaps) else 0.0,
         },
-        "findings": [finding_dict(f, a.median_step_us) for f in a.fixes],
-        "notes": [finding_dict(f, a.median_step_us) for f in a.notes],
-        "minor_findings": [finding_dict(f, a.median_step_us) for f in a.minor_findings],
+        "findings": [finding_dict(f, a.reference_step_us) for f in a.fixes],
+        "notes": [finding_dict(f, a.reference_step_us) for f in a.notes],
+        "minor_findings": [finding_dict(f, a.reference_step_us) for f in a.minor_findings],
         "whatif": a.whatif,
         "steps": [
             {"step": int(r.step), "start_ms": num(r.start / 1000), "duration_ms": num(r.dur / 1000),

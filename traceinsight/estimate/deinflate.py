@@ -1,0 +1,106 @@
+"""The un-profiled program: take the profiler's own CPU cost out of the replay.
+
+Every recorded op, annotation, Python frame and runtime call costs the profiler time on the thread
+that ran it; kernels are measured by CUPTI and are not inflated. The per-event costs below were fitted
+on our own recordings (sample_traces/matrix/calibration.json: the same 25 workloads profiled and
+un-profiled on an H100 and an H200, torch 2.11, model "loop+autograd", both GPUs pooled). Each CPU
+edge of the replay (the time between two runtime calls on a thread) loses the cost of the events that
+started in it, dispatch first, then host work; each runtime call loses its own recording cost (the
+replay applies the cuts: replay.apply(..., cuts=profiler_cuts(...))).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.model import TraceModel
+from . import replay
+
+# us per recorded event, by profiler setting ("stack": with_stack and/or record_shapes) and by the
+# machine it was fitted on (the host CPU sets the cost: the H100 machines' CPU is slower than the
+# H200 machines'); "any" (both pooled) for a trace from elsewhere.
+PROFILER_COST_US = {
+    "default": {"any": {"op": 1.21, "annotation": 1.21, "python": 0.0, "runtime": 5.69},
+                "H100": {"op": 1.16, "annotation": 1.16, "python": 0.0, "runtime": 9.73},
+                "H200": {"op": 1.24, "annotation": 1.24, "python": 0.0, "runtime": 3.68}},
+    "stack": {"any": {"op": 2.24, "annotation": 2.24, "python": 0.99, "runtime": 5.88},
+              "H100": {"op": 2.95, "annotation": 2.95, "python": 2.04, "runtime": 5.56},
+              "H200": {"op": 1.53, "annotation": 1.53, "python": 0.67, "runtime": 5.98}},
+}
+
+
+def cost_model(model: TraceModel) -> tuple[str, str]:
+    """(setting, machine) of the per-event costs that fit this trace."""
+    name = model.device_name() or ""
+    machine = next((m for m in ("H100", "H200") if m in name), "any")
+    return profile_setting(model), machine
+
+
+def profile_setting(model: TraceModel) -> str:
+    cpu = model.cpu
+    py = bool((cpu["kind"] == "python").any()) if len(cpu) else False
+    shapes = bool(model.meta.get("record_shapes")) or (
+        len(cpu) and bool(cpu["input_dims"].map(bool).any()) if "input_dims" in cpu else False)
+    return "stack" if py or shapes else "default"
+
+
+def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Per replay node: the profiler cost in the CPU edge that ends at it, and in the call itself (us)."""
+    setting, machine = cost_model(model)
+    coef = PROFILER_COST_US[setting][machine]
+    n = len(c.nodes)
+    edge, call = np.zeros(n), np.zeros(n)
+    cpu = model.cpu
+    if cpu.empty or not n:
+        return edge, call
+    kinds = cpu["kind"].to_numpy()
+    starts = {}
+    for th, rows in cpu.groupby("thread", sort=False).indices.items():
+        per = {}
+        for k in ("op", "annotation", "python"):
+            sel = rows[(kinds[rows] == k) & ~cpu["is_step"].to_numpy()[rows]]
+            per[k] = np.sort(cpu["ts"].to_numpy()[sel])
+        starts[th] = per
+    for i in c.cpu_idx:
+        if c.rkind[i] in ("marker", "") and c.nodes[i][0] != "step":
+            continue
+        if c.nodes[i][0] == "cpu":
+            call[i] = coef["runtime"] * scale
+        p = c.cpred[i]
+        if p < 0 or c.thread[p] != c.thread[i]:
+            continue
+        a, b = c.end[p], c.ts[i]
+        per = starts.get(c.thread[i])
+        if per is None or b <= a:
+            continue
+        edge[i] = scale * sum(coef[k] * (np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right"))
+                              for k, v in per.items())
+    return edge, call
+
+
+def measured_unprofiled_us(model: TraceModel) -> float | None:
+    """The un-profiled step time `traceinsight record` measured for this trace, when it did."""
+    rec = model.meta.get("traceinsight_record") or {}
+    v = rec.get("unprofiled_step_ms")
+    return float(v) * 1000 if isinstance(v, (int, float)) and v > 0 else None
+
+
+def unprofiled_method(model: TraceModel) -> str:
+    if measured_unprofiled_us(model) is not None:
+        return "measured by traceinsight record (steps outside the profiler's window); the cost model is scaled to it"
+    setting, machine = cost_model(model)
+    where = f"{machine} machines" if machine != "any" else "H100 and H200 machines, pooled"
+    return (f"estimate: the profiler's per-event CPU cost ({setting} settings, calibrated on {where}) "
+            "taken out of the replay")
+
+
+def calibration_scale(model: TraceModel, c: replay.Compiled, profiled: replay.Replay, measured_step: float) -> float:
+    """1, or the factor that makes the de-inflated replay match a measured un-profiled step."""
+    target = measured_unprofiled_us(model)
+    if target is None or not profiled.step_us:
+        return 1.0
+    raw = replay.simulate(replay.apply(c, (), cuts=profiler_cuts(model, c))).median_us
+    shrink = profiled.median_us - raw
+    want = profiled.median_us * (target / measured_step) if measured_step else target
+    if shrink <= 0:
+        return 1.0
+    return float(min(3.0, max(0.0, (profiled.median_us - want) / shrink)))
