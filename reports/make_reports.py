@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate the example reports: reports/<trace-stem>.html and .md for every sample trace.
+"""Regenerate the example reports: reports/<trace-stem>.html, .md and .png for every sample trace.
 
     python reports/make_reports.py                # into reports/
     python reports/make_reports.py --out /tmp/r   # somewhere else (tests/test_reports_current.py)
@@ -38,15 +38,18 @@ def sources() -> list[Path]:
     return out
 
 
-def _one(path: str) -> tuple[str, str, str, str]:
+def _one(path: str) -> tuple[str, str, str, bytes | None, str]:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     import tempfile
     from traceinsight.cli.common import analyze_and_write
+    name = stem(Path(path))
     with tempfile.TemporaryDirectory() as tmp:
-        html, md = Path(tmp) / "r.html", Path(tmp) / "r.md"
+        # The report's own names: the Markdown refers to its picture (NAME.png) by name.
+        html, md, png = Path(tmp) / f"{name}.html", Path(tmp) / f"{name}.md", Path(tmp) / f"{name}.png"
         (r,) = analyze_and_write([Path(path)], html=html, markdown=md)
-        return stem(Path(path)), html.read_text(encoding="utf-8"), md.read_text(encoding="utf-8"), r.doc["verdict"]
+        return (name, html.read_text(encoding="utf-8"), md.read_text(encoding="utf-8"),
+                png.read_bytes() if png.exists() else None, r.doc["verdict"])
 
 
 def _index(rows: list[tuple[str, str, str]]) -> str:
@@ -72,11 +75,14 @@ def make(out: Path, traces: list[Path] | None = None, jobs: int | None = None) -
     else:
         results = [_one(str(t)) for t in traces]
     written, rows = [], []
-    for t, (name, page, md, verdict) in zip(traces, results):
+    for t, (name, page, md, png, verdict) in zip(traces, results):
         for ext, text in (("html", page), ("md", md)):
             p = out / f"{name}.{ext}"
             p.write_text(text, encoding="utf-8", newline="\n")
             written.append(p)
+        if png is not None:
+            (out / f"{name}.png").write_bytes(png)
+            written.append(out / f"{name}.png")
         rows.append((name, t.name, verdict))
     idx = out / "README.md"
     idx.write_text(_index(rows), encoding="utf-8", newline="\n")

@@ -6,6 +6,7 @@ from typing import List, Optional
 
 import typer
 
+from ..render.markdown import picture_paths
 from ..report.analyze import expand_paths
 from .common import analyze_and_write, check_writable, run_guarded, said_written
 from .help import TidyCommand, examples
@@ -27,7 +28,9 @@ def analyze(
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No terminal summary."),
 ) -> None:
     def go():
-        check_writable([output, json_out, markdown], expand_paths(traces), force)
+        inputs = expand_paths(traces)
+        pictures = picture_paths(markdown, len(inputs)) if markdown is not None else []
+        check_writable([output, json_out, markdown, *pictures], inputs, force)
         analyze_and_write(traces, html=output, json=json_out, markdown=markdown, show=not quiet)
         said_written({"report": output, "json": json_out, "markdown": markdown})
 

@@ -12,6 +12,7 @@ import typer
 
 from ..errors import TraceError, UsageError
 from ..report.analyze import analyze_file, expand_paths
+from ..report.cpu_time import with_cpu_time
 from ..report.document import Report, build_report
 from ..report.timeline import items_per_trace
 from ..render import write_outputs
@@ -85,18 +86,19 @@ def analyze_one(path: Path):
 
 
 def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | None = None,
-                      markdown: Path | None = None, show: bool = False) -> list[Report]:
+                      markdown: Path | None = None, show: bool = False, brief: bool = False) -> list[Report]:
     """Analyze the traces (files or directories), print the summary if asked, write the outputs."""
     files = expand_paths(paths)
     analyses = [with_progress(f, lambda f=f: analyze_one(f)) for f in files]
     budget = items_per_trace(len(analyses))
-    reports = [build_report(a, timeline_items=budget) for a in analyses]
-    for r in reports:
-        for w in r.warnings:
-            warn(f"{r.path}: {w}")
-    if show:
+    reports = [with_cpu_time(build_report(a, timeline_items=budget), a) for a in analyses]
+    if show:  # the summary prints each trace's warnings beside it: once, not again on stderr
         from ..render import terminal
-        terminal.show(reports)
+        terminal.show(reports, brief=brief)
+    else:
+        for r in reports:
+            for w in r.warnings:
+                warn(f"{r.path}: {w}")
     write_outputs(reports, html=html, json=json, markdown=markdown)
     return reports
 

@@ -18,7 +18,9 @@ from .help import TidyCommand, examples
 
 def _analyze_into(trace_path: Path, reports: dict) -> None:
     # Looked up at call time (common.analyze_and_write), so a test can make the analysis fail.
-    common.analyze_and_write([trace_path], html=reports["html"], json=reports["json"], markdown=reports["markdown"])
+    # The verdict and the top fixes go to the terminal: a recording should answer, not only name files.
+    common.analyze_and_write([trace_path], html=reports["html"], json=reports["json"], markdown=reports["markdown"],
+                             show=True, brief=True)
 
 
 def _exit_like_sigint() -> None:

@@ -20,6 +20,7 @@ from markupsafe import Markup
 from ..analyses import CAUSE_COLORS, CAUSES
 from ..report.document import Report
 from ..report.timeline import BUSY_COLOR
+from . import sections as S
 from .assets import dumps_for_script, safe_js, static_asset
 from .format import cuda_version, env, fmt as _fmt, label as _label
 # Long traces: the chart averages consecutive steps beyond this many bars; the table shows the first rows.
@@ -89,7 +90,7 @@ def _cell(v) -> str:
 
 def breakdown_chart(d: dict, width: int = 960, height: int = 260) -> dict:
     """Stacked bars per step (GPU busy + idle by cause, ms), as coordinates for inline SVG."""
-    steps = _binned_steps(d["steps"], MAX_BARS)
+    steps = _binned_steps(d["steps"], MAX_BARS) if (d.get("trace") or {}).get("gpu_activities", 1) else []
     left, right, top, bottom = 56, 10, 10, 34
     pw, ph = width - left - right, height - top - bottom
     if not steps:
@@ -154,8 +155,8 @@ def step_bar(d: dict) -> dict | None:
     """The representative step as one 100% bar: busy + idle by cause (these add up exactly)."""
     rep = d.get("representative_step")
     s = next((x for x in d["steps"] if x["step"] == rep), None)
-    if s is None or not s["duration_ms"]:
-        return None
+    if s is None or not s["duration_ms"] or not (d.get("trace") or {}).get("gpu_activities", 1):
+        return None  # a CPU-only step has no GPU busy or idle to draw
     parts = [("GPU busy", s["gpu_busy_ms"] or 0.0, BUSY_COLOR)] + \
         [(c, (s["idle_by_cause_ms"] or {}).get(c) or 0.0, CAUSE_COLORS[c]) for c in CAUSES]
     total = s["duration_ms"]
@@ -181,7 +182,15 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "name": name,
         "s": d["summary"],
         "t": t,
-        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["findings"]],
+        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.fixes(d)],
+        "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.notes(d)],
+        "limits": S.limits(d),
+        "tone": S.verdict_tone(d),
+        "cpu_only": S.cpu_only(d),
+        "interrupted": S.interrupted(d),
+        "gpu": S.gpu_label(t),
+        "rank": S.rank_label(t),
+        "cpu": d.get("cpu_time"),
         "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["minor_findings"]],
         "chart": breakdown_chart(d),
         "step_rows": d["steps"][:MAX_STEP_ROWS],

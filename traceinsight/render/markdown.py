@@ -1,12 +1,17 @@
-"""--markdown: a short summary to paste into a ticket."""
+"""--markdown: a summary to paste into a ticket, with the representative step's timeline as a PNG beside
+it (ticket.md -> ticket.png; more traces: ticket-2.png, ...). The verdict, what the trace cannot show
+and the ranked fixes come first; evidence, notes about the measurement and tables sit in <details>
+blocks, so the ticket stays short until someone opens them."""
 from __future__ import annotations
 
 from pathlib import Path
 
 from ..report.document import Report
+from . import sections as S
+from .png import write_picture
 
 
-def _cell(s: str) -> str:
+def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
@@ -14,33 +19,117 @@ def _ms(v) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
-def render(reports: list[Report]) -> str:
-    out = []
-    for r in reports:
-        d = r.doc
-        s, t = d["summary"], d["trace"]
-        out.append(f"### traceinsight: `{_cell(Path(t['file']).name)}` (rank {t['rank']})\n")
-        out.append(f"**{_cell(d['verdict'])}**\n")
-        out.append(f"- GPU: {_cell(t['gpu'])}; {s['steps']} steps ({t['step_source']}), median step "
-                   f"{s['median_step_ms']} ms (min {s['min_step_ms']}, max {s['max_step_ms']}); GPU idle "
-                   f"{s['gpu_idle_pct']}% of the median step\n")
-        if d["findings"]:
-            out.append("| # | finding | est. saving per step (median) | fix |")
-            out.append("|---|---|---|---|")
-            for i, f in enumerate(d["findings"], 1):
-                rng = f" (range {f['savings_range_ms'][0]}-{f['savings_range_ms'][1]} ms)" if f["savings_range_ms"] else ""
-                out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {f['estimated_savings_ms']} ms "
-                           f"({f['estimated_savings_pct']}%){rng} | {_cell(f['fix'])} |")
-            comb = d["whatif"].get("combined")
-            if comb:
-                out.append(f"\nAll fixes together (replayed, not summed): about {comb['estimated_savings_ms']} ms "
-                           f"per step saved.")
-        out.append(f"\nMedian step {_ms(s['median_step_ms'])} ms: GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
-                   f"{_ms(s['median_gpu_idle_ms'])} ms. Estimates come from replaying the trace's timeline "
-                   f"with each fix applied (replay error on the unchanged trace: "
-                   f"{d['whatif'].get('replay_error_pct')}%).\n")
+def picture_paths(markdown: Path, n: int) -> list[Path]:
+    """Where the PNGs of n traces go, beside the Markdown file."""
+    markdown = Path(markdown)
+    stem = markdown.with_suffix("")
+    return [Path(f"{stem}.png") if i == 0 else Path(f"{stem}-{i + 1}.png") for i in range(n)]
+
+
+def _picture(d, png: str, meta: dict) -> list[str]:
+    step = f"step {meta['step']}" if meta["step"] is not None else "the trace"
+    out = [f"![Timeline of {step}: GPU busy and idle gaps coloured by cause]({png})", "",
+           f"*Timeline of {step} ({meta['duration_ms']:.3f} ms, the full step closest to the median), left to "
+           f"right; a tick every {meta['tick_ms']:g} ms. Rows, top to bottom: {', '.join(meta['lanes'])}.*", ""]
+    legend = " · ".join(f"`{col}` {name}" for name, col in meta["legend"].items())
+    if legend:
+        out.append(f"Colours: {legend}.")
+    if meta["marked"]:
+        out.append(f"Black marks above a GPU row: the idle gaps of the top fix, `{meta['top']}` "
+                   f"({meta['marked']} in this step).")
+    elif meta["top"]:
+        out.append(f"The top fix, `{meta['top']}`, is not an idle gap of its own: see its evidence below.")
+    return out + [""]
+
+
+def _details(summary: str, body: list[str]) -> list[str]:
+    return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def _fix_details(fx) -> list[str]:
+    body = []
+    for i, f in enumerate(fx, 1):
+        body += [f"**{i}. `{f['kind']}`: {_cell(f['title'])}**", "",
+                 f"- Estimated saving: {f['estimated_savings_ms']} ms per step ({f['estimated_savings_pct']}%); "
+                 f"measured cost {f['measured_cost_ms_per_step']} ms per step; confidence {f['confidence']}.",
+                 f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}",
+                 f"- Fix: {_cell(f['fix'])}", ""]
+    return body
+
+
+def _cpu_table(c) -> list[str]:
+    out = [f"On the step's thread, per step (median): {c['in_ops_ms']} ms ({c['in_ops_pct']}%) inside torch ops "
+           f"(dispatch and CPU kernels), {c['outside_ops_ms']} ms ({c['outside_ops_pct']}%) outside any op (Python "
+           "and other host code).", "",
+           "| op | calls per step | self ms per step | total ms per step | self % of the step |",
+           "|---|---|---|---|---|"]
+    for o in c["top_ops"]:
+        out.append(f"| `{_cell(o['op'])}` | {o['calls_per_step']} | {o['self_ms_per_step']} | "
+                   f"{o['total_ms_per_step']} | {o['self_pct']} |")
+    return out
+
+
+def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> str:
+    d = r.doc
+    s, t = d["summary"], d["trace"]
+    fx = S.fixes(d)
+    out = [f"### traceinsight: `{_cell(Path(t['file']).name)}`{S.rank_label(t)}\n", f"**{_cell(d['verdict'])}**\n"]
+    for lim in S.limits(d):
+        out.append(f"> **The trace cannot show:** {_cell(lim)}\n")
+    cut = S.interrupted(d)
+    if cut:
+        out.append(f"> **Interrupted recording:** {_cell(cut)}\n")
+    steps = f"{S.plural(s['steps'], 'step')} ({t['step_source']})"
+    step = f"median step {s['median_step_ms']} ms (min {s['min_step_ms']}, max {s['max_step_ms']})"
+    if S.cpu_only(d):
+        out.append(f"- CPU only (no GPU activity was recorded); {steps}, {step}\n")
+    else:
+        out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of the "
+                   "median step\n")
+    if png and meta:
+        out += _picture(d, png, meta)
+    if fx:
+        out.append("| # | fix | est. saving per step (median) | confidence |")
+        out.append("|---|---|---|---|")
+        for i, f in enumerate(fx, 1):
+            rng = f" (range {f['savings_range_ms'][0]}-{f['savings_range_ms'][1]} ms)" if f["savings_range_ms"] else ""
+            out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {f['estimated_savings_ms']} ms "
+                       f"({f['estimated_savings_pct']}%){rng} | {f['confidence']} |")
+        comb = d["whatif"].get("combined")
+        if comb:
+            out.append(f"\nAll fixes together (replayed, not summed): about {comb['estimated_savings_ms']} ms "
+                       "per step saved.")
+        out.append("")
+        out += _details("Fixes: evidence, estimate and code change", _fix_details(fx))
+    ns = S.notes(d)
+    if ns:
+        out += _details(f"Notes about the measurement ({len(ns)})",
+                        [f"- **{_cell(n['title'])}** {_cell(n.get('fix') or '')}" for n in ns])
+    if d.get("cpu_time") and (S.cpu_only(d) or not fx):
+        out += _details("CPU time by op", _cpu_table(d["cpu_time"]))
+    if not S.cpu_only(d):
+        idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v}
+        body = [f"Median step {_ms(s['median_step_ms'])} ms: GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
+                f"{_ms(s['median_gpu_idle_ms'])} ms" + (": " + ", ".join(f"{k} {v} ms" for k, v in idle.items())
+                                                        if idle else "") + "."]
+        err = d["whatif"].get("replay_error_pct")
+        body.append("" if err is None else
+                    f"\nEstimates replay the trace's timeline with each fix applied; replaying the unchanged trace "
+                    f"is off by {err}%, an error that mostly cancels in the differences.")
+        if err is None:
+            body.append("\nThe timeline could not be replayed for this trace: estimates are measured costs.")
+        out += _details("GPU time and how the estimates were made", body)
     return "\n".join(out)
 
 
+def render(reports: list[Report], pictures: list[tuple[str, dict] | None] | None = None) -> str:
+    pictures = pictures or [None] * len(reports)
+    return "\n".join(render_one(r, *(p or (None, None))) for r, p in zip(reports, pictures))
+
+
 def write(reports: list[Report], path: Path) -> None:
-    path.write_text(render(reports), encoding="utf-8")
+    pics = []
+    for r, png in zip(reports, picture_paths(path, len(reports))):
+        meta = write_picture(r, png)
+        pics.append((png.name, meta) if meta else None)
+    path.write_text(render(reports, pics), encoding="utf-8")

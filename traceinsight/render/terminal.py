@@ -1,4 +1,6 @@
-"""The terminal summary: verdict, trace facts, ranked fixes."""
+"""The terminal summary: verdict, what the trace cannot show, trace facts, ranked fixes, notes about the
+measurement; for a CPU-only run the CPU time breakdown instead of GPU idle. `brief=True` (record): the
+verdict and the top fixes only."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -6,42 +8,102 @@ from rich.table import Table
 from rich.text import Text
 
 from ..report.document import Report
+from . import sections as S
+
+TONE = {"healthy": "bold green", "neutral": "bold", "alarm": "bold red"}
 
 
-def show(reports: list[Report], console: Console | None = None) -> None:
+def _header(console: Console, d) -> None:
+    t = d["trace"]
+    # The whole file name, wrapped if need be: never cut.
+    console.print(Text(f"traceinsight: {t['file']}{S.rank_label(t)}", style="bold", overflow="fold"))
+    console.print(Text(d["verdict"], style=TONE[S.verdict_tone(d)]))
+    for lim in S.limits(d):
+        console.print(Text(f"The trace cannot show: {lim}", style="cyan"))
+    cut = S.interrupted(d)
+    if cut:
+        console.print(Text(cut, style="yellow"))
+
+
+def _facts(console: Console, d) -> None:
+    s, t = d["summary"], d["trace"]
+    steps = S.plural(s["steps"], "step") + f" ({t['step_source']}{', last one partial' if t['partial_steps'] else ''})"
+    step = f"median step {s['median_step_ms']} ms (min {s['min_step_ms']}, max {s['max_step_ms']})"
+    if S.cpu_only(d):
+        console.print(Text(f"CPU only: no GPU activity was recorded | {steps} | {step}"))
+    else:
+        console.print(Text(f"GPU {S.gpu_label(t)} | {steps} | {step} | GPU busy {s['median_gpu_busy_ms']} ms, "
+                           f"idle {s['median_gpu_idle_ms']} ms per step (medians)"))
+    if t.get("recording"):
+        console.print(Text(t["recording"]))
+    console.print(Text(t["profiler_note"], style="dim"))
+    idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v and v > 0.0005}
+    if idle and not S.cpu_only(d):
+        console.print(Text("GPU idle by cause (median ms per step): " +
+                           ", ".join(f"{k} {v}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1]))))
+
+
+def _cpu_time(console: Console, d, rows: int = 8) -> None:
+    c = d.get("cpu_time")
+    if not c:
+        return
+    console.print(Text(
+        f"CPU time per step (median, thread {c['thread']}): in torch ops (dispatch + CPU kernels) "
+        f"{c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops (Python and other host code) "
+        f"{c['outside_ops_ms']} ms ({c['outside_ops_pct']}%)"))
+    tab = Table(title="Top ops by self CPU time (ms per step, mean)")
+    for col in ("op", "calls", "self", "total", "self %"):
+        tab.add_column(col, justify="left" if col == "op" else "right", overflow="fold" if col == "op" else None)
+    for o in c["top_ops"][:rows]:
+        tab.add_row(Text(o["op"]), str(o["calls_per_step"]), str(o["self_ms_per_step"]),
+                    str(o["total_ms_per_step"]), str(o["self_pct"]))
+    console.print(tab)
+
+
+def _fixes(console: Console, d, limit: int | None = None) -> None:
+    fx = S.fixes(d)[:limit] if limit else S.fixes(d)
+    if not fx:
+        return
+    tab = Table(title="Fixes, ranked by estimated saving per step (replayed)", show_lines=False)
+    tab.add_column("#", justify="right")
+    tab.add_column("kind")
+    tab.add_column("saving/step", justify="right")
+    tab.add_column("confidence")
+    tab.add_column("what we saw")
+    for i, f in enumerate(fx, 1):
+        tab.add_row(str(i), f["kind"], f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)",
+                    f.get("confidence") or "", Text(f["title"]))
+    console.print(tab)
+    for i, f in enumerate(fx, 1):
+        console.print(Text(f"{i}. {f['kind']}: ", style="bold") + Text(f["fix"]))
+
+
+def _notes(console: Console, d) -> None:
+    ns = S.notes(d)
+    if ns:
+        console.print(Text("Notes about the measurement (not fixes):", style="bold"))
+        for n in ns:
+            console.print(Text(f"- {n['title']}" + (f" {n['fix']}" if n.get("fix") else ""), style="dim"))
+
+
+def show(reports: list[Report], console: Console | None = None, brief: bool = False) -> None:
     console = console or Console()
     for r in reports:
         d = r.doc
-        s, t = d["summary"], d["trace"]
-        console.rule(Text(f"traceinsight: {t['file']} (rank {t['rank']})"))
-        console.print(Text(d["verdict"], style="bold"))
-        console.print(Text(
-            f"GPU {t['gpu']} | {s['steps']} steps ({t['step_source']}"
-            f"{', last one partial' if t['partial_steps'] else ''}) | median step {s['median_step_ms']} ms "
-            f"(min {s['min_step_ms']}, max {s['max_step_ms']}) | GPU busy {s['median_gpu_busy_ms']} ms, "
-            f"idle {s['median_gpu_idle_ms']} ms per step (medians)"))
-        if t.get("recording"):
-            console.print(Text(t["recording"]))
-        console.print(Text(t["profiler_note"], style="dim"))
-        idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v and v > 0.0005}
-        if idle:
-            console.print(Text("GPU idle by cause (median ms per step): " +
-                               ", ".join(f"{k} {v}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1]))))
-        if d["findings"]:
-            tab = Table(title="Fixes, ranked by estimated saving per step (replayed)", show_lines=False)
-            tab.add_column("#", justify="right")
-            tab.add_column("kind")
-            tab.add_column("saving/step", justify="right")
-            tab.add_column("what we saw")
-            for i, f in enumerate(d["findings"], 1):
-                tab.add_row(str(i), f["kind"], f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)",
-                            Text(f["title"]))
-            console.print(tab)
-            for i, f in enumerate(d["findings"], 1):
-                console.print(Text(f"{i}. {f['kind']}: ", style="bold") + Text(f["fix"]))
-            comb = d["whatif"].get("combined")
-            if comb:
-                console.print(Text(f"All fixes together (replayed): about {comb['estimated_savings_ms']} ms per "
-                                   f"step, to {comb['estimated_step_ms']} ms."))
-        for w in t["warnings"]:
+        _header(console, d)
+        if brief:
+            if S.cpu_only(d):
+                _cpu_time(console, d, rows=5)
+            _fixes(console, d, limit=3)
+            continue
+        _facts(console, d)
+        if S.cpu_only(d):
+            _cpu_time(console, d)
+        _fixes(console, d)
+        comb = d["whatif"].get("combined")
+        if comb and S.fixes(d):
+            console.print(Text(f"All fixes together (replayed): about {comb['estimated_savings_ms']} ms per "
+                               f"step, to {comb['estimated_step_ms']} ms."))
+        _notes(console, d)
+        for w in d["trace"]["warnings"]:
             console.print(Text(f"warning: {w}", style="yellow"))

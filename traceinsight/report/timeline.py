@@ -23,7 +23,7 @@ timeline_data(analysis, step=None, max_items=MAX_ITEMS) -> dict
       "names": ["aten::mm", ...],        # string table, indexed by item[2]; untrusted text
       "rows": [                          # top to bottom
         {"id": "cpu:123/456:ops", "group": "cpu", "label": "pt_main_thread 456 ops",
-         "items": [[start_us, dur_us, name_id, class_id, n_events], ...]},   # sorted by start
+         "items": [[start_us, dur_us, name_id, class_id, n_events(, link)], ...]},   # sorted by start
         {"id": "idle:0", "group": "idle", "device": 0, "label": "GPU 0 idle (by cause)", ...},
         {"id": "gpu:0/7", "group": "gpu", "device": 0, "stream": 7, "label": "GPU 0 stream 7", ...},
       ],
@@ -34,7 +34,9 @@ timeline_data(analysis, step=None, max_items=MAX_ITEMS) -> dict
     }
 
     Item times are us relative to the step start (an item may start before 0 or end after
-    duration_us: it overlaps the step). n_events > 1 marks a merged item: that many short events
+    duration_us: it overlaps the step). The optional sixth element `link` ties a runtime call to the
+    GPU work it launched: the call and its kernels (or copies) carry the same number (the call's row in
+    the model's CPU table); timeline.js draws the launch -> kernel arrow on hover. n_events > 1 marks a merged item: that many short events
     of one class on one row within merge_resolution_us of each other; its name says so.
     Idle items are the attributed GPU idle gaps (Analysis.gaps) colored by their largest cause
     (class "idle:<cause>"); their name lists the split by cause.
@@ -159,11 +161,13 @@ def _thread_label(model, pid: str, tid: str) -> str:
     return f"thread {tid}"
 
 
-def _frame(s, d, name_ids, cls_ids) -> pd.DataFrame:
+def _frame(s, d, name_ids, cls_ids, link=None) -> pd.DataFrame:
     return pd.DataFrame({"s": np.asarray(s, dtype=float), "d": np.asarray(d, dtype=float),
                          "name": np.asarray(name_ids, dtype=np.int64),
                          "cls": np.asarray(cls_ids, dtype=np.int64),
-                         "n": np.ones(len(s), dtype=np.int64)})
+                         "n": np.ones(len(s), dtype=np.int64),
+                         "link": np.full(len(s), -1, dtype=np.int64) if link is None
+                         else np.asarray(link, dtype=np.int64)})
 
 
 def _cpu_rows(model, w0, w1, names: _Names) -> list[dict]:
@@ -200,7 +204,9 @@ def _cpu_rows(model, w0, w1, names: _Names) -> list[dict]:
             r = np.flatnonzero(sel)
             if not len(r):
                 continue
-            df = _frame(ts[r] - w0, cpu["dur"].to_numpy()[r], names.ids(cpu["name"].to_numpy()[r]), cls[r])
+            # A runtime call's link is its own row: the GPU work it launched carries the same number.
+            df = _frame(ts[r] - w0, cpu["dur"].to_numpy()[r], names.ids(cpu["name"].to_numpy()[r]), cls[r],
+                        link=r if lane == "runtime" else None)
             rows.append({"id": f"cpu:{th}:{lane}", "group": "cpu", "label": f"{label} {lane}", "df": df})
     return rows
 
@@ -245,7 +251,7 @@ def _gpu_rows(model, gaps, w0, w1, step, names: _Names) -> list[dict]:
         for stream in streams.index:
             sel = gd & (g["stream"].to_numpy() == stream)
             df = _frame(g["ts"].to_numpy()[sel] - w0, g["dur"].to_numpy()[sel],
-                        names.ids(g["name"].to_numpy()[sel]), cls[sel])
+                        names.ids(g["name"].to_numpy()[sel]), cls[sel], link=g["launcher"].to_numpy()[sel])
             rows.append({"id": f"gpu:{dev}/{int(stream)}", "group": "gpu", "device": dev,
                          "stream": int(stream), "label": f"GPU {dev} stream {int(stream)}", "df": df})
     return rows
@@ -260,14 +266,16 @@ def _merge(df: pd.DataFrame, res: float, names: _Names, table: list[str]) -> pd.
     sm = df[small].assign(bin=np.floor(df["s"].to_numpy()[small] / res).astype(np.int64),
                           e=df["s"].to_numpy()[small] + df["d"].to_numpy()[small])
     agg = sm.groupby(["bin", "cls"], sort=False).agg(s=("s", "min"), e=("e", "max"), busy=("d", "sum"),
-                                                     n=("n", "sum"), first=("name", "first"))
+                                                     n=("n", "sum"), first=("name", "first"),
+                                                     link=("link", "first"))
     single = agg["n"] == 1
     merged_names = [
         int(f) if one else int(names.ids([f"{n} events merged ({_fmt_us(b)} busy), first: {table[int(f)]}"])[0])
         for f, n, b, one in zip(agg["first"], agg["n"], agg["busy"], single)]
     out = pd.DataFrame({"s": agg["s"].to_numpy(), "d": (agg["e"] - agg["s"]).to_numpy(),
                         "name": np.asarray(merged_names, dtype=np.int64),
-                        "cls": agg.index.get_level_values("cls").to_numpy(), "n": agg["n"].to_numpy()})
+                        "cls": agg.index.get_level_values("cls").to_numpy(), "n": agg["n"].to_numpy(),
+                        "link": np.where(single, agg["link"].to_numpy(), -1)})
     return pd.concat([big, out], ignore_index=True)
 
 
@@ -307,10 +315,10 @@ def timeline_data(analysis, step=None, max_items: int = MAX_ITEMS) -> dict:
     for r in rows:
         df = r["df"].sort_values(["s", "d"], kind="stable")
         items = []
-        for s, d, nm, c, n in zip(df["s"].to_numpy(), df["d"].to_numpy(), df["name"].to_numpy(),
-                                  df["cls"].to_numpy(), df["n"].to_numpy()):
+        for s, d, nm, c, n, ln in zip(df["s"].to_numpy(), df["d"].to_numpy(), df["name"].to_numpy(),
+                                      df["cls"].to_numpy(), df["n"].to_numpy(), df["link"].to_numpy()):
             k = used.setdefault(int(nm), len(used))
-            items.append([_r(s), _r(d), k, int(c), int(n)])
+            items.append([_r(s), _r(d), k, int(c), int(n)] + ([int(ln)] if ln >= 0 else []))
         row = {k: v for k, v in r.items() if k != "df"}
         row["items"] = items
         out_rows.append(row)

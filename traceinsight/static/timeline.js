@@ -8,7 +8,7 @@
  *   render(container, data, opts) -> Timeline
  *       Draws into `container` (an empty block element). opts (all optional):
  *         domain: [t0_us, t1_us]   initial and "reset" view (default [0, data.duration_us])
- *         rowHeight: 18, labelWidth: 200 (px)
+ *         rowHeight: 24, labelWidth: 220 (px)
  *         legend: true             draw the color legend under the canvas
  *         title: ""                a caption above the canvas
  *   group() -> Group               a shared time axis: group.add(timeline) syncs the view of every
@@ -21,11 +21,16 @@
  *                                  Timelines. Called automatically on DOMContentLoaded.
  *   instances                      every Timeline rendered so far, in order.
  *   Timeline: .setView(t0, t1), .getView() -> [t0, t1], .resetView(), .redraw(), .itemsDrawn,
+ *             .linked(rowIndex, itemIndex) -> [{row, index}] (the launch call and the GPU work it
+ *             launched: items whose sixth element, the link, is the same),
  *             .data, .container, .pointFor(rowIndex, itemIndex) -> {x, y, name} (viewport
  *             coordinates of an item's visible middle, or null). After each draw the container gets data-items-drawn="<N>"
- *             (rectangles drawn in the current view) and data-ready="1".
+ *             (rectangles drawn in the current view), data-ticks="0|5 ms|10 ms" (the axis labels),
+ *             data-linked="<N>" (items linked to the hovered one) and data-ready="1".
  * Interaction: wheel zooms around the cursor, drag pans, double-click resets, hover shows a
- * tooltip (name, start, duration, row). Every trace string is drawn with fillText or set with
+ * tooltip (name, start, duration, row; for a launch call the work it launched and for GPU work the
+ * call that launched it, both outlined and joined by an arrow; over a row label, the full label).
+ * Axis labels are short ("20 ms", "2.5 ms", "500 us"). Every trace string is drawn with fillText or set with
  * textContent; no HTML is ever parsed from the data.
  */
 (function () {
@@ -33,13 +38,28 @@
 
   var AXIS_H = 24;
 
+  // Fixed decimals, trailing zeros dropped: 20 ms, 2.5 ms, 0.125 ms.
+  function trim(x, nd) {
+    var s = x.toFixed(nd);
+    if (s.indexOf(".") >= 0) s = s.replace(/0+$/, "").replace(/\.$/, "");
+    return s === "-0" ? "0" : s;
+  }
+
   function fmtUs(us) {
     var a = Math.abs(us);
     if (a === 0) return "0";
-    if (a >= 1e6) return (us / 1e6).toFixed(3) + " s";
-    if (a >= 1000) return (us / 1000).toFixed(3) + " ms";
-    if (a >= 1) return us.toFixed(1) + " us";
+    if (a >= 1e6) return trim(us / 1e6, 3) + " s";
+    if (a >= 1000) return trim(us / 1000, 3) + " ms";
+    if (a >= 1) return trim(us, 1) + " us";
     return (us * 1000).toFixed(0) + " ns";
+  }
+
+  // An axis label: the unit of the tick spacing, as many decimals as the spacing needs.
+  function fmtTick(us, step) {
+    if (us === 0) return "0";
+    var unit = step >= 1e6 ? [1e6, " s"] : (step >= 1000 ? [1000, " ms"] : [1, " us"]);
+    var nd = Math.max(0, Math.ceil(-Math.log10(step / unit[0]) - 1e-9));
+    return trim(us / unit[0], Math.min(nd, 6)) + unit[1];
   }
 
   function tickStep(span, px) {
@@ -55,6 +75,17 @@
     if (cls) e.className = cls;
     if (text !== undefined) e.textContent = text;
     return e;
+  }
+
+  // link -> [{row, index}]: a launch call and the GPU work it launched share one link number.
+  function prepLinks(rows) {
+    var links = {};
+    rows.forEach(function (R, ri) {
+      R.items.forEach(function (it, i) {
+        if (it.length > 5) (links[it[5]] = links[it[5]] || []).push({row: ri, index: i});
+      });
+    });
+    return links;
   }
 
   function prepRows(data) {
@@ -88,12 +119,13 @@
     opts = opts || {};
     this.container = container;
     this.data = data;
-    this.rowHeight = opts.rowHeight || 18;
-    this.labelWidth = opts.labelWidth || 200;
+    this.rowHeight = opts.rowHeight || 24;
+    this.labelWidth = opts.labelWidth || 220;
     var dur = Math.max(data.duration_us || 0, 1e-3);
     this.domain = opts.domain ? [opts.domain[0], opts.domain[1]] : [0, dur];
     this.view = [this.domain[0], this.domain[1]];
     this.rows = prepRows(data);
+    this.links = prepLinks(this.rows);
     this.itemsDrawn = 0;
     this.groupRef = null;
     this.hover = null;
@@ -214,12 +246,15 @@
     ctx.fillStyle = "#444";
     ctx.lineWidth = 1;
     ctx.textAlign = "left";
+    var ticks = [];
     for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
       var x = Math.round(this._xOf(t, W)) + 0.5;
       ctx.beginPath(); ctx.moveTo(x, AXIS_H - 6); ctx.lineTo(x, H); ctx.stroke();
-      var tl = fmtUs(Math.abs(t) < step / 1e6 ? 0 : t), tw = ctx.measureText(tl).width;
+      var tl = fmtTick(Math.abs(t) < step / 1e6 ? 0 : t, step), tw = ctx.measureText(tl).width;
       ctx.fillText(tl, x + 3 + tw > W ? x - 3 - tw : x + 3, AXIS_H / 2 - 2);
+      ticks.push(tl);
     }
+    this.container.setAttribute("data-ticks", ticks.join("|"));
     ctx.strokeStyle = "#999";
     ctx.beginPath(); ctx.moveTo(L, AXIS_H - 0.5); ctx.lineTo(W, AXIS_H - 0.5); ctx.stroke();
 
@@ -263,7 +298,7 @@
           }
         }
       }
-      if (this.hover && this.hover.row === ri) {
+      if (this.hover && this.hover.item && this.hover.row === ri) {
         var h = this.hover.item;
         ctx.strokeStyle = "#000";
         ctx.lineWidth = 1.5;
@@ -280,25 +315,61 @@
     }
     ctx.strokeStyle = "#bbb";
     ctx.beginPath(); ctx.moveTo(L - 0.5, 0); ctx.lineTo(L - 0.5, H); ctx.stroke();
+    this._drawLinks(ctx, W, k);
     this.itemsDrawn = drawn;
     this.container.setAttribute("data-items-drawn", String(drawn));
     this.container.setAttribute("data-ready", "1");
   };
 
+  Timeline.prototype.linked = function (rowIndex, i) {
+    var R = this.rows[rowIndex], it = R && R.items[i];
+    if (!it || it.length < 6) return [];
+    return (this.links[it[5]] || []).filter(function (p) { return p.row !== rowIndex || p.index !== i; });
+  };
+
+  // On hover: outline the launch call and the GPU work it launched, and join them with an arrow.
+  Timeline.prototype._drawLinks = function (ctx, W, k) {
+    var h = this.hover, L = this.labelWidth, v0 = this.view[0], rh = this.rowHeight, self = this;
+    if (!h || h.index === undefined) { this.container.setAttribute("data-linked", "0"); return; }
+    var partners = this.linked(h.row, h.index);
+    this.container.setAttribute("data-linked", String(partners.length));
+    if (!partners.length) return;
+    var mid = function (row, it) {
+      var x0 = Math.max(L, L + (it[0] - v0) * k), x1 = Math.min(W, L + (it[0] + it[1] - v0) * k);
+      return {x0: x0, x1: Math.max(x0 + 1, x1), y: AXIS_H + row * rh + rh / 2};
+    };
+    var a = mid(h.row, h.item);
+    ctx.save();
+    ctx.strokeStyle = "#111";
+    ctx.lineWidth = 1.5;
+    partners.forEach(function (p) {
+      var it = self.rows[p.row].items[p.index], b = mid(p.row, it);
+      ctx.strokeRect(b.x0, b.y - rh / 2 + 1, b.x1 - b.x0, rh - 2);
+      // From the call (the earlier row) to the work it launched.
+      var from = p.row > h.row ? a : b, to = p.row > h.row ? b : a;
+      var fx = Math.min(Math.max(from.x0, L), W), tx = Math.min(Math.max(to.x0, L), W);
+      ctx.beginPath(); ctx.moveTo(fx, from.y + rh / 2 - 2); ctx.lineTo(tx, to.y - rh / 2 + 2); ctx.stroke();
+      ctx.beginPath(); ctx.moveTo(tx, to.y - rh / 2 + 2); ctx.lineTo(tx - 4, to.y - rh / 2 - 5);
+      ctx.lineTo(tx + 4, to.y - rh / 2 - 5); ctx.closePath(); ctx.fillStyle = "#111"; ctx.fill();
+    });
+    ctx.restore();
+  };
+
   Timeline.prototype._hit = function (mx, my) {
     var W = this.wrap.clientWidth || 800;
     var ri = Math.floor((my - AXIS_H) / this.rowHeight);
-    if (mx < this.labelWidth || ri < 0 || ri >= this.rows.length) return null;
+    if (ri < 0 || ri >= this.rows.length) return null;
+    if (mx < this.labelWidth) return {row: ri, label: true};
     var R = this.rows[ri], t = this._tOf(mx, W);
     var tol = 2 * (this.view[1] - this.view[0]) / (W - this.labelWidth);
-    var j = lastStartingBefore(R.items, t + tol) - 1, best = null;
+    var j = lastStartingBefore(R.items, t + tol) - 1, best = null, bi = -1;
     for (; j >= 0 && R.maxEnd[j] >= t - tol; j--) {
       var it = R.items[j];
       if (it[0] - tol <= t && it[0] + it[1] + tol >= t) {
-        if (!best || it[1] < best[1]) best = it;
+        if (!best || it[1] < best[1]) { best = it; bi = j; }
       }
     }
-    return best ? {row: ri, item: best} : null;
+    return best ? {row: ri, item: best, index: bi} : null;
   };
 
   Timeline.prototype._showTip = function (hit, mx, my) {
@@ -306,12 +377,29 @@
     if (!hit) { tip.style.display = "none"; return; }
     var d = this.data, it = hit.item, R = this.rows[hit.row].row;
     tip.textContent = "";
+    if (hit.label) {  // a row label, cut to fit: the full one
+      tip.appendChild(el("div", "ti-tl-tip-name", R.label || ""));
+      return this._placeTip(mx, my);
+    }
     tip.appendChild(el("div", "ti-tl-tip-name", d.names[it[2]] || ""));
     tip.appendChild(el("div", null, "start: " + fmtUs(it[0]) + " after the step start"));
     tip.appendChild(el("div", null, "duration: " + fmtUs(it[1])));
     var c = (d.classes || [])[it[3]];
     tip.appendChild(el("div", "ti-tl-tip-row",
       (R.label || "") + " \u00b7 " + (((d.labels || {})[c]) || c) + (it[4] > 1 ? " \u00b7 " + it[4] + " events" : "")));
+    var self = this;
+    this.linked(hit.row, hit.index).slice(0, 3).forEach(function (p) {
+      var o = self.rows[p.row].items[p.index], name = d.names[o[2]] || "";
+      var launch = p.row < hit.row;  // the call sits above the GPU work it launched
+      var gap = launch ? it[0] - o[0] : o[0] - it[0];
+      tip.appendChild(el("div", "ti-tl-tip-link", (launch ? "launched by " : "launches ") + name +
+        (launch ? " (" + fmtUs(gap) + " earlier)" : " (starts " + fmtUs(gap) + " after the call)")));
+    });
+    this._placeTip(mx, my);
+  };
+
+  Timeline.prototype._placeTip = function (mx, my) {
+    var tip = this.tip;
     tip.style.display = "block";
     var W = this.wrap.clientWidth || 800;
     var tw = tip.offsetWidth || 300;
@@ -355,7 +443,7 @@
     cv.addEventListener("mousemove", function (ev) {
       if (drag) { self.tip.style.display = "none"; return; }
       var p = pos(ev), hit = self._hit(p[0], p[1]);
-      var changed = (hit ? hit.item : null) !== (self.hover ? self.hover.item : null);
+      var changed = (hit ? hit.item || hit.row : null) !== (self.hover ? self.hover.item || self.hover.row : null);
       self.hover = hit;
       self._showTip(hit, p[0], p[1]);
       if (changed) self.redraw();
@@ -429,7 +517,7 @@
 
   window.TraceInsightTimeline = {
     render: render, renderAll: renderAll, group: function () { return new Group(); }, instances: instances,
-    formatUs: fmtUs, version: 1
+    formatUs: fmtUs, formatTick: fmtTick, version: 2
   };
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", function () { renderAll(document); });

@@ -1,0 +1,86 @@
+"""What every renderer reads the same way from a report document: which findings are fixes and which
+are notes about the measurement, what the trace cannot show, whether it is a CPU-only run or an
+interrupted recording, how to name its GPU and its rank. One place, so the terminal, Markdown and
+HTML never disagree."""
+from __future__ import annotations
+
+from ..analyses import spec
+
+
+def _is_note(f) -> bool:
+    return bool(spec(str(f.get("kind", ""))).note)
+
+
+def fixes(doc) -> list:
+    """The ranked fixes: the findings that are not notes about the measurement."""
+    return [f for f in doc.get("findings") or () if not _is_note(f)]
+
+
+def notes(doc) -> list:
+    """Notes about the measurement (doc["notes"]; older documents kept them among the findings)."""
+    return list(doc.get("notes") or ()) + [f for f in doc.get("findings") or () if _is_note(f)]
+
+
+def limits(doc) -> list[str]:
+    """Sentences: what this trace cannot show."""
+    return [str(x) for x in (doc.get("trace") or {}).get("limits") or ()]
+
+
+def cpu_only(doc) -> bool:
+    t = doc.get("trace") or {}
+    return not t.get("gpu_activities")
+
+
+def recording(doc) -> dict:
+    return ((doc.get("trace") or {}).get("profiler") or {}).get("record") or {}
+
+
+def interrupted(doc) -> str | None:
+    """One sentence when the recording was cut short (Ctrl-C, a crash, sys.exit), else None."""
+    rec = recording(doc)
+    if not rec:
+        return None
+    n = rec.get("steps_recorded")
+    got = f"{n} step{'' if n == 1 else 's'}" if isinstance(n, int) and n > 0 else "what ran"
+    if rec.get("interrupted"):
+        return (f"The recording was interrupted (Ctrl-C) before the script finished: this report covers only "
+                f"{got} recorded before it stopped.")
+    if rec.get("exception"):
+        return (f"The script ended with an exception ({rec['exception']}): this report covers only {got} "
+                "recorded before it.")
+    code = rec.get("exit_code")
+    if code not in (None, 0):
+        return f"The script exited with status {code}: this report covers only {got} recorded before it."
+    return None
+
+
+def gpu_label(t) -> str:
+    """The GPU's name; when the trace leaves it out, say so with what it does tell."""
+    name = str(t.get("gpu") or "")
+    if not t.get("gpu_activities"):
+        return "none (no GPU activity was recorded)"
+    if name and name != "unknown GPU":
+        return name
+    cc = t.get("compute_capability")
+    return "not named in the trace" + (f" (compute capability {cc})" if cc else "")
+
+
+def rank_label(t) -> str:
+    """" (rank 3 of 8)" for a rank of a multi-rank job, "" for a single process."""
+    ws = t.get("world_size")
+    if isinstance(ws, int) and ws > 1:
+        return f" (rank {t.get('rank')} of {ws})"
+    return ""
+
+
+def plural(n, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def verdict_tone(doc) -> str:
+    """healthy | neutral | alarm: red only when there is something to fix."""
+    if doc.get("healthy"):
+        return "healthy"
+    if cpu_only(doc) or not fixes(doc):
+        return "neutral"
+    return "alarm"

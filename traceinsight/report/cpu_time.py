@@ -1,0 +1,95 @@
+"""Where the CPU time of a step goes: the ops by self and total CPU time, and on the step's thread the
+split between time inside torch ops (dispatch and CPU kernels) and time outside any op (Python and
+other host code). The picture of a CPU-only run, and of the host side of a GPU run.
+
+`cpu_time(analysis)` returns the document's `cpu_time` block (None when the trace has no CPU ops):
+
+    {"scope": "...", "steps": 3, "thread": "pid/tid", "step_ms": 52.1,
+     "in_ops_ms": 40.2, "in_ops_pct": 77.2, "outside_ops_ms": 11.9, "outside_ops_pct": 22.8,
+     "python_frames": false,
+     "top_ops": [{"op", "calls_per_step", "self_ms_per_step", "total_ms_per_step", "self_pct"}, ...]}
+
+Per-step numbers are medians over the full steps (the split) or means (the op table, like the kernel
+table). `self` is an op's time minus the time of the ranges nested in it; `total` includes them.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace.steps import step_at
+from .numbers import num
+
+TOP_OPS = 15
+
+
+def _step_windows(a) -> pd.DataFrame:
+    fs = a.full_steps
+    return fs if len(fs) else a.per_step
+
+
+def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
+    cpu = a.model.cpu
+    steps = _step_windows(a).sort_values("start")
+    if cpu.empty or steps.empty or not (cpu["kind"] == "op").any():
+        return None
+    n = len(steps)
+    ts, dur = cpu["ts"].to_numpy(), cpu["dur"].to_numpy()
+    kind = cpu["kind"].to_numpy()
+    step_of = step_at(steps, ts)
+    inside = step_of >= 0
+    # Self time: an op's duration less the ranges nested directly in it.
+    parent = cpu["parent"].to_numpy()
+    child = np.zeros(len(cpu))
+    has = (parent >= 0) & inside
+    np.add.at(child, parent[has], dur[has])
+    self_t = np.clip(dur - child, 0.0, None)
+    ops = inside & (kind == "op")
+    if not ops.any():
+        return None
+    df = pd.DataFrame({"op": cpu["name"].to_numpy()[ops], "total": dur[ops], "own": self_t[ops]})
+    agg = df.groupby("op").agg(calls=("total", "size"), total=("total", "sum"), own=("own", "sum"))
+    wall = float(steps["dur"].sum()) or 1.0
+    agg = agg.sort_values(["own", "total"], ascending=False).head(limit)
+    top = [{"op": str(op)[:300], "calls_per_step": round(r["calls"] / n, 2),
+            "self_ms_per_step": round(r["own"] / n / 1000, 4), "total_ms_per_step": round(r["total"] / n / 1000, 4),
+            "self_pct": round(100 * r["own"] / wall, 1)} for op, r in agg.iterrows()]
+
+    # The step's thread: the one with the step annotations, else the one with the most op time.
+    thread = cpu["thread"].to_numpy()
+    marks = cpu.loc[cpu["is_step"].to_numpy() & inside, "thread"]
+    main = marks.mode().iloc[0] if len(marks) else \
+        pd.Series(dur[ops], index=thread[ops]).groupby(level=0).sum().idxmax()
+    top_level = ops & (thread == main) & (cpu["top_op"].to_numpy() == np.arange(len(cpu)))
+    in_ops = []
+    for s in steps.itertuples():
+        sel = top_level & (step_of == s.step)
+        lo, hi = np.maximum(ts[sel], s.start), np.minimum(ts[sel] + dur[sel], s.end)
+        in_ops.append(float(np.clip(hi - lo, 0.0, None).sum()))
+    step_med = float(steps["dur"].median())
+    in_med = float(np.median(in_ops))
+    out_med = max(step_med - in_med, 0.0)
+    return {
+        "scope": f"{n} full step(s)" if len(a.full_steps) else f"{n} step(s)",
+        "steps": n,
+        "thread": str(main),
+        "step_ms": num(step_med / 1000),
+        "in_ops_ms": num(in_med / 1000),
+        "in_ops_pct": num(100 * in_med / step_med, 1) if step_med else None,
+        "outside_ops_ms": num(out_med / 1000),
+        "outside_ops_pct": num(100 * out_med / step_med, 1) if step_med else None,
+        "python_frames": bool((kind == "python").any()),
+        "top_ops": top,
+    }
+
+
+def with_cpu_time(report, a):
+    """The report with its document's `cpu_time` block (added here until document() builds it)."""
+    from dataclasses import replace
+
+    from .document import freeze, thaw
+    if "cpu_time" in report.doc:
+        return report
+    doc = thaw(report.doc)
+    doc["cpu_time"] = cpu_time(a)
+    return replace(report, doc=freeze(doc))
