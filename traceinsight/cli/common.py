@@ -12,7 +12,6 @@ import typer
 
 from ..errors import TraceError, UsageError
 from ..report.analyze import analyze_file, expand_paths
-from ..report.cpu_time import with_cpu_time
 from ..report.document import Report, build_report
 from ..report.timeline import items_per_trace
 from ..render import write_outputs
@@ -91,7 +90,7 @@ def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | 
     files = expand_paths(paths)
     analyses = [with_progress(f, lambda f=f: analyze_one(f)) for f in files]
     budget = items_per_trace(len(analyses))
-    reports = [with_cpu_time(build_report(a, timeline_items=budget), a) for a in analyses]
+    reports = [build_report(a, timeline_items=budget) for a in analyses]
     if show:  # the summary prints each trace's warnings beside it: once, not again on stderr
         from ..render import terminal
         terminal.show(reports, brief=brief)

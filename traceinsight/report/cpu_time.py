@@ -81,15 +81,3 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
         "python_frames": bool((kind == "python").any()),
         "top_ops": top,
     }
-
-
-def with_cpu_time(report, a):
-    """The report with its document's `cpu_time` block (added here until document() builds it)."""
-    from dataclasses import replace
-
-    from .document import freeze, thaw
-    if "cpu_time" in report.doc:
-        return report
-    doc = thaw(report.doc)
-    doc["cpu_time"] = cpu_time(a)
-    return replace(report, doc=freeze(doc))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .. import __version__
 from ..analyses import CAUSES, Finding
 from .analyze import Analysis, breakdown, representative_step
+from .cpu_time import cpu_time
 from .numbers import num
 from .tables import gap_table, kernel_table, op_table
 from .timeline import MAX_ITEMS, timeline_data
@@ -123,4 +124,5 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
         "top_kernels": kernel_table(a, limit=10**9 if full_tables else 50),
         "top_ops": op_table(a, limit=10**9 if full_tables else 50),
         "longest_gaps": gap_table(a),
+        "cpu_time": cpu_time(a),
     }
