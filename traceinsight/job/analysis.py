@@ -87,14 +87,19 @@ def collective_wait(a: Aligned, m: Matched) -> np.ndarray:
     return per_step_union(s, np.minimum(last[None, :], a.end), m.col_step, a.steps)
 
 
-def step_medians(m: Matched, steps: np.ndarray, key: str) -> np.ndarray:
-    """Per row: the median over the chosen steps of one per-step column of the summaries."""
-    out = np.full(m.n_rows, np.nan)
-    for i, r in enumerate(m.rows):
-        st = r.steps
-        if len(st.get("step", ())):
-            v = st[key][np.isin(st["step"], steps)]
-            out[i] = float(np.median(v)) if len(v) else np.nan
+def step_medians(m: Matched, steps: np.ndarray, keys) -> dict:
+    """Per key, per row: the median over the chosen steps of one per-step column of the summaries."""
+    have = [r for r in m.rows if len(r.steps.get("step", ()))]
+    lens = np.array([len(r.steps.get("step", ())) for r in m.rows])
+    row = np.repeat(np.arange(m.n_rows), lens)
+    cat = (lambda k: np.concatenate([r.steps[k] for r in have])) if have else (lambda k: np.zeros(0))
+    sel = np.isin(cat("step"), steps)
+    out = {}
+    for key in keys:
+        med = pd.Series(cat(key)[sel]).groupby(row[sel]).median()
+        v = np.full(m.n_rows, np.nan)
+        v[med.index.to_numpy()] = med.to_numpy()
+        out[key] = v
     return out
 
 
@@ -130,7 +135,7 @@ def why(m: Matched, srow: int, mrow: int, cols: np.ndarray, lag_us_total: float,
         lag_per_step_us: float) -> dict:
     """Compare the straggler's lead-ins (time before it arrived) with the median rank's."""
     both = cols[m.present[srow, cols] & m.present[mrow, cols]]
-    ls, lm = m.lead[srow, both].sum(axis=0), m.lead[mrow, both].sum(axis=0)
+    ls, lm = m.lead(srow)[both].sum(axis=0), m.lead(mrow)[both].sum(axis=0)
     delta = dict(zip(LEAD, ls - lm))
     per_step = {k: round(float(v) / max(1, n_steps) / 1000, 3) for k, v in delta.items()}
     host = {"host-bound": delta["untraced"], "data-loading": delta["data"], "slower-cpu-ops": delta["cpu"]}
