@@ -286,3 +286,16 @@ def test_views_render_and_escape(gloo_blocks):
     assert md.startswith("## Job") and "| 0 |" in md
     assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert page.count("<rect") >= 4 and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_ranks_without_a_common_step_are_not_compared(tmp_path):
+    import gzip
+    import re
+    for r in (0, 1):
+        text = gzip.decompress((DATA / "gloo2_host" / f"rank{r}.json.gz").read_bytes()).decode()
+        if r == 1:   # rank 1 recorded a later window: steps 14-18
+            text = re.sub(r"ProfilerStep#(\d+)", lambda m: f"ProfilerStep#{int(m.group(1)) + 10}", text)
+        (tmp_path / f"rank{r}.json").write_text(text)
+    b = analyze_job([tmp_path], workers=1)
+    assert b["steps"] == [] and b["matched_collectives"] == 0 and b["straggler"]["rank"] is None
+    assert any("no step in common" in w for w in b["warnings"])

@@ -92,7 +92,8 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
     shift = np.array([(s.epoch_ns - origin) / 1000 if s.epoch_ns is not None else 0.0 for s in ok])
     chosen = analysis.choose_steps(m, _parse_ints(steps, "--steps"))
     if not len(chosen):
-        warnings.append("no step is shared by the ranks (or by --steps): nothing to compare")
+        warnings.append("the ranks recorded no step in common (or none of --steps): nothing to compare; "
+                        "record the same ProfilerStep window on every rank")
     op_names = np.array(m.ops + [""], dtype=object)[m.col_op]
     blocking = m.complete & np.isin(op_names, list(clock.BLOCKING)) & (m.col_group > 1)
     d = shift[:, None]

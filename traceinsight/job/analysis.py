@@ -43,11 +43,9 @@ def aligned(m: Matched, shift: np.ndarray, offsets: np.ndarray, steps: np.ndarra
 
 
 def choose_steps(m: Matched, wanted=None) -> np.ndarray:
-    """The steps every rank has complete (or, failing that, any rank has), cut to `wanted`."""
+    """The steps every rank recorded complete (a step cut short on any rank is left out), cut to `wanted`."""
     sets = [set(r.steps["step"][~r.steps["partial"]].tolist()) for r in m.rows if len(r.steps.get("step", ()))]
     common = set.intersection(*sets) if sets else set()
-    if not common and sets:
-        common = set.union(*sets)
     if wanted is not None:
         common &= set(wanted)
     return np.array(sorted(common), dtype=np.int64)
@@ -57,9 +55,11 @@ def per_step_union(s: np.ndarray, e: np.ndarray, col_step: np.ndarray, steps: np
     """Length of the union of [s, e) per (row, step) -> [rows, len(steps)]. Empty where e <= s or NaN."""
     R, C = s.shape
     out = np.zeros((R, len(steps)))
+    if R == 0 or len(steps) == 0:
+        return out
     k = np.searchsorted(steps, col_step)
     cols = np.flatnonzero((k < len(steps)) & (steps[np.minimum(k, len(steps) - 1)] == col_step))
-    if R == 0 or len(cols) == 0:
+    if len(cols) == 0:
         return out
     s, e, k = s[:, cols], e[:, cols], k[cols]
     ok = np.isfinite(s) & np.isfinite(e) & (e > s)
