@@ -11,7 +11,6 @@ The block is plain JSON data with sorted lists and rounded numbers: any engine g
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 

@@ -10,7 +10,6 @@ load_trace, which repairs what it can; it then loses only those extra fields.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Union
 
@@ -23,13 +22,12 @@ from ..host import INPUT_NAMES
 from ..load import Args, Event, RawTrace, TraceFile, load_trace, read_bytes
 from ..model import build_model, dims_text
 from . import comms
+from .discover import name_identity
 from .spans import Cover, both_within
-from .summary import LEAD, RankSummary, empty_coll
+from .summary import RankSummary, empty_coll
 
 # CPU ranges that are communication: neither compute nor host time in a lead-in.
 COMM_CPU = r"^(c10d::|record_param_comms$|nccl:|gloo:|_c10d_functional|c10d_functional)"
-RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
-WORLD_IN_NAME = re.compile(r"_of_?(\d+)", re.I)
 ABSOLUTE_TS_US = 1e14     # ts beyond this are Unix microseconds (older traces), not offsets from a base
 
 
@@ -116,9 +114,9 @@ def full_rank(path) -> dict:
 
 
 def _identity_from_name(path: str) -> dict:
-    m, w = RANK_IN_NAME.search(Path(path).name), WORLD_IN_NAME.search(Path(path).name)
-    return {"rank": int(m.group(1)) if m else -1, "world_size": int(w.group(1)) if w else None,
-            "rank_source": "file name" if m else "unknown"}
+    rank, world = name_identity(path)
+    return {"rank": -1 if rank is None else rank, "world_size": world,
+            "rank_source": "unknown" if rank is None else "file name"}
 
 
 def _summarize(path: str) -> RankSummary:
@@ -211,7 +209,6 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
                     lead=np.where(np.isfinite(lead), lead, 0.0))
         s.lead_ops = _lead_ops(model, Cover(sync, start), on_py & ~is_step & ~comm_cpu, gpu_compute)
     s.coll = coll
-    assert coll["lead"].shape[1] == len(LEAD)
 
 
 def _codes(col) -> tuple[list, np.ndarray]:
