@@ -46,6 +46,16 @@ def _hwm_kb(pid: int) -> int:
     return 0
 
 
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process so far, seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _descendants(pid: int) -> list[int]:
     out, todo = [], [pid]
     while todo:
@@ -60,12 +70,15 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def run_measured(cmd: list[str]) -> tuple[float, dict, str, int]:
-    """Run cmd; wall seconds, peak RSS (MB) per process seen (pid -> MB), stdout, the child's pid.
+def run_measured(cmd: list[str]) -> tuple[float, dict, str, int, float]:
+    """Run cmd; wall seconds, peak RSS (MB) per process seen (pid -> MB), stdout, the child's pid, and
+    the CPU seconds of all its processes.
 
     Peaks are /proc VmHWM, sampled every 20 ms: ru_maxrss of a child is useless here, Linux carries
-    the parent's high-water mark across fork and exec."""
+    the parent's high-water mark across fork and exec. CPU time is sampled the same way (a process
+    loses at most its last 20 ms), and does not depend on what else the machine runs."""
     peaks: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -75,6 +88,7 @@ def run_measured(cmd: list[str]) -> tuple[float, dict, str, int]:
         while not done.is_set():
             for p in [proc.pid] + _descendants(proc.pid):
                 peaks[p] = max(peaks.get(p, 0), _hwm_kb(p))
+                cpu[p] = max(cpu.get(p, 0.0), _cpu_s(p))
             time.sleep(0.02)
     th = threading.Thread(target=poll, daemon=True)
     th.start()
@@ -84,7 +98,7 @@ def run_measured(cmd: list[str]) -> tuple[float, dict, str, int]:
     th.join()
     if proc.returncode:
         raise SystemExit(f"{cmd} failed ({proc.returncode})")
-    return wall, {p: kb / 1024 for p, kb in peaks.items() if kb}, out, proc.pid
+    return wall, {p: kb / 1024 for p, kb in peaks.items() if kb}, out, proc.pid, sum(cpu.values())
 
 
 CHILD_JOB = """
@@ -132,7 +146,8 @@ def bench_job(ranks: int, keep: str | None, engine_name: str = "local") -> dict:
     truth = json.loads(truth_file.read_text())
     files = sorted(out.glob("rank*.json.gz"))
     from traceinsight.job import engine
-    wall, peaks, stdout, pid = run_measured([sys.executable, "-c", CHILD_JOB, str(out), engine_name])
+    load = os.getloadavg()[0]
+    wall, peaks, stdout, pid, cpu_s = run_measured([sys.executable, "-c", CHILD_JOB, str(out), engine_name])
     res = json.loads(stdout.strip().splitlines()[-1])
     offs = {int(k): v for k, v in res.pop("offsets_us").items()}
     err = max(abs(offs[r] - truth["offsets_us"][str(r)]) for r in offs)
@@ -140,6 +155,7 @@ def bench_job(ranks: int, keep: str | None, engine_name: str = "local") -> dict:
     return {"engine": engine_name, "ranks": len(files), "gz_mb_per_rank": round(files[0].stat().st_size / 2**20, 2),
             "json_mb_per_rank": round(engine.json_bytes(files[0]) / 2**20, 1),
             "wall_s": round(wall, 2), "in_process_s": round(res["seconds_in_process"], 2),
+            "cpu_s_all_processes": round(cpu_s, 1), "load_avg_before": round(load, 2),
             "driver_peak_mb": round(driver), "max_other_process_peak_mb": round(max(peaks.values(), default=0)),
             "other_processes": len(peaks),
             "straggler_found": res["straggler"] == truth["straggler"], "cause": res["cause"],
@@ -202,7 +218,7 @@ def bench_merge(ranks: int, colls: int, repeat: int = 3) -> dict:
 
 
 def bench_rank(trace: str) -> dict:
-    wall, peaks, stdout, pid = run_measured([sys.executable, "-c", CHILD_RANK, trace])
+    wall, peaks, stdout, pid, _ = run_measured([sys.executable, "-c", CHILD_RANK, trace])
     res = json.loads(stdout.strip().splitlines()[-1])
     res["peak_mb"] = round(peaks[pid])
     res.update(trace=Path(trace).name, wall_s=round(wall, 2), json_mb=round(res["json_bytes"] / 2**20, 1))

@@ -15,6 +15,7 @@ from typing import Any, Union
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 from ..analyses.attribution import is_collective
 from ..errors import TraceError
@@ -238,12 +239,14 @@ def _lead_ops(model, windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray,
 
 
 def _group(where, names, dims_rows, over, dims_col, top) -> list:
+    """Sum `over` by (name, input dims); the top entries as (where, name, dims, us, count)."""
     keep = over > 0
-    agg: dict = {}
-    for name, r, us in zip(names[keep], dims_rows[keep], over[keep]):
-        key = (str(name)[:160], dims_text(dims_col[r])[:120] if r >= 0 else "")
-        t = agg.setdefault(key, [0.0, 0])
-        t[0] += float(us)
-        t[1] += 1
-    best = sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
-    return [(where, k[0], k[1], round(v[0], 3), v[1]) for k, v in best]
+    if not keep.any():
+        return []
+    rows = dims_rows[keep]
+    raw = [bytes(dims_col[r]) if r >= 0 else b"" for r in rows]
+    df = pd.DataFrame({"name": names[keep], "dims": raw, "us": over[keep]})
+    agg = df.groupby(["name", "dims"], sort=False)["us"].agg(["sum", "count"]).reset_index()
+    agg = agg.sort_values(["sum", "name", "dims"], ascending=[False, True, True]).head(top)
+    return [(where, str(n)[:160], dims_text(d)[:120], round(float(us), 3), int(c))
+            for n, d, us, c in agg.itertuples(index=False)]
