@@ -57,14 +57,17 @@ def _cpu_s(pid: int) -> float:
 
 
 def _descendants(pid: int) -> list[int]:
+    """Every process below pid (children of any of its threads: Dask starts workers from a thread)."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
+        kids = []
         try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                kids = [int(x) for x in fh.read().split()]
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    kids += [int(x) for x in fh.read().split()]
         except OSError:
-            kids = []
+            pass
         out += kids
         todo += kids
     return out
