@@ -41,6 +41,8 @@ def expand(paths) -> list[str]:
             if not found:
                 raise TraceError(s, "no file matches this pattern")
             out += found
+        elif not Path(s).exists():
+            raise TraceError(s, "no such file")
         else:
             out.append(s)
     return list(dict.fromkeys(out))
