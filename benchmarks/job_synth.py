@@ -55,7 +55,7 @@ def _insert(ts, dur, stretch_ok, points, delay, movable=None):
 def synthesize(out_dir, ranks: int, source: Path = DEFAULT_SOURCE, ranks_per_host: int = 8,
                skew_ms: float = 40.0, straggler: int | None = 5, delay_ms: float = 6.0, mode: str = "host",
                hostnames: bool = True, jitter_us: float = 5.0, prewindow_rank: int | None = None,
-               seed: int = 0, level: int = 1, doc: dict | None = None) -> dict:
+               seed: int = 0, level: int = 1, doc: dict | None = None, only=None) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     doc = doc if doc is not None else load(source)
@@ -84,6 +84,10 @@ def synthesize(out_dir, ranks: int, source: Path = DEFAULT_SOURCE, ranks_per_hos
              "offsets_us": {r: float(skew[r // ranks_per_host]) for r in range(ranks)}}
     base = {k: v for k, v in doc.items() if k != "traceEvents"}
     for r in range(ranks):
+        # Every rank draws its jitter, written or not: a subset (`only`) gets the same bytes.
+        j = rng.uniform(-jitter_us, jitter_us, size=(2, int(is_comm.sum())))
+        if only is not None and r not in only:
+            continue
         t, d = ts.copy(), dur.copy()
         if r == straggler and mode == "host":
             # A gap just after each step starts, on the CPU and so on everything it launches later.
@@ -104,7 +108,6 @@ def synthesize(out_dir, ranks: int, source: Path = DEFAULT_SOURCE, ranks_per_hos
             target[firsts] = True
             t, d = _insert(t, d, ~is_gpu | target, pts, delay)
         if jitter_us:
-            j = rng.uniform(-jitter_us, jitter_us, size=(2, int(is_comm.sum())))
             t[is_comm] += j[0]
             d[is_comm] = np.maximum(d[is_comm] + j[1] - j[0], 0.1)
         t += skew[r // ranks_per_host]

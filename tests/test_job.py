@@ -227,8 +227,10 @@ def test_rank_from_file_name_and_repeated_ranks(tmp_path):
     assert len(blocks) == 3 and all(b["ranks_present"] == 2 and b["world_size"] == 2 for b in blocks)
     named = [b for b in blocks if any("from the file name" in w for w in b["warnings"])]
     assert len(named) == 1 and named[0]["straggler"]["rank"] == 1
-    with pytest.raises(TraceError):
+    with pytest.raises(TraceError, match="no file matches"):
         discover.expand([str(tmp_path / "nothing*.json")])
+    with pytest.raises(TraceError, match="no such file"):
+        discover.expand([tmp_path / "rank9.json"])
 
 
 def test_steps_option_limits_the_window():
@@ -286,3 +288,26 @@ def test_views_render_and_escape(gloo_blocks):
     assert md.startswith("## Job") and "| 0 |" in md
     assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page
     assert page.count("<rect") >= 4 and "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_ranks_without_a_common_step_are_not_compared(tmp_path):
+    import gzip
+    import re
+    for r in (0, 1):
+        text = gzip.decompress((DATA / "gloo2_host" / f"rank{r}.json.gz").read_bytes()).decode()
+        if r == 1:   # rank 1 recorded a later window: steps 14-18
+            text = re.sub(r"ProfilerStep#(\d+)", lambda m: f"ProfilerStep#{int(m.group(1)) + 10}", text)
+        (tmp_path / f"rank{r}.json").write_text(text)
+    b = analyze_job([tmp_path], workers=1)
+    assert b["steps"] == [] and b["matched_collectives"] == 0 and b["straggler"]["rank"] is None
+    assert any("no step in common" in w for w in b["warnings"])
+
+
+def test_an_unreadable_rank_is_reported_and_the_rest_analyzed(tmp_path):
+    for r in (0, 1, 2):
+        shutil.copy(DATA / "gloo4_data" / f"rank{r}.json.gz", tmp_path)
+    (tmp_path / "rank3.json").write_text("{not json")
+    b = analyze_job([tmp_path], workers=1)
+    assert (b["world_size"], b["ranks_present"], b["missing_ranks"]) == (4, 3, [3])
+    assert any(w.startswith("rank 3 unreadable") for w in b["warnings"])
+    assert b["straggler"]["rank"] == 2

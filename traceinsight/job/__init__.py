@@ -12,7 +12,6 @@ The block is plain JSON data with sorted lists and rounded numbers: any engine g
 from __future__ import annotations
 
 
-
 import numpy as np
 
 from ..errors import UsageError
@@ -57,24 +56,25 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
         jobs, split_warnings = discover.group(summaries)
         built = [_cross_rank(job, steps, split_warnings) for job in jobs]
         # Phase 2: the full single-rank analysis of the ranks worth reading, in one fan-out.
-        want = sorted({(i, r) for i, (block, _) in enumerate(built)
-                       for r in _report_ranks(block, full_ranks)})
+        want = sorted({(i, r) for i, block in enumerate(built) for r in _report_ranks(block, full_ranks)})
         paths_by = {(i, s.rank): s.path for i, job in enumerate(jobs) for s in job.summaries}
-        docs = session.map(full_rank, [paths_by[k] for k in want], factor=4.0) if want else []
+        docs = session.map(full_rank, [paths_by[k] for k in want], factor=1.2) if want else []
     for (i, r), doc in zip(want, docs):
-        built[i][0]["rank_reports"][str(r)] = doc
-    for block, _ in built:
+        built[i]["rank_reports"][str(r)] = doc
+    for block in built:
         _single_rank_cause(block)
-    return [block for block, _ in built]
+    return built
 
 
 def _report_ranks(block: dict, full_ranks) -> set:
     present = {r["rank"] for r in block["ranks"]}
-    out = {block["straggler"]["rank"], block["straggler"]["median_rank"]} | set(full_ranks)
+    extra = _parse_ints(full_ranks, "--full-ranks") or set()
+    out = {block["straggler"]["rank"], block["straggler"]["median_rank"]} | extra
     return {r for r in out if r is not None and r in present}
 
 
-def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, object]:
+def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
+    """The job block from the ranks' summaries: match, align clocks, then the cross-rank figures."""
     ok = [s for s in job.summaries if s.error is None]
     warnings = list(split_warnings) + list(job.notes)
     for s in ok:
@@ -83,22 +83,24 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, object]
             warnings.append(f"rank {s.rank}: {s.dropped['prewindow']} collective(s) launched before the "
                             "profiling window left out of the matching")
     if not ok:
-        return _empty_block(job, warnings), None
+        return _empty_block(job, warnings)
     m = match.match(ok)
     warnings += m.warnings
     known = np.array([s.epoch_ns is not None for s in ok])
     origin = min((s.epoch_ns for s in ok if s.epoch_ns is not None), default=0)
     shift = np.array([(s.epoch_ns - origin) / 1000 if s.epoch_ns is not None else 0.0 for s in ok])
-    chosen = analysis.choose_steps(m, _parse_steps(steps))
+    chosen = analysis.choose_steps(m, _parse_ints(steps, "--steps"))
     if not len(chosen):
-        warnings.append("no step is shared by the ranks (or by --steps): nothing to compare")
-    blocking = m.complete & np.isin(np.array(m.ops, dtype=object)[m.col_op], list(clock.BLOCKING)) \
-        & (m.col_group > 1) if len(m.ops) else np.zeros(0, dtype=bool)
+        warnings.append("the ranks recorded no step in common (or none of --steps): nothing to compare; "
+                        "record the same ProfilerStep window on every rank")
+    op_names = np.array(m.ops + [""], dtype=object)[m.col_op]
+    blocking = m.complete & np.isin(op_names, list(clock.BLOCKING)) & (m.col_group > 1)
     d = shift[:, None]
     clk = clock.align(m.start + d, m.end + d, blocking, known, [s.host for s in ok])
     warnings += clk.warnings
     al = analysis.aligned(m, shift, clk.offsets, chosen)
-    step_us = analysis.step_medians(m, chosen, "dur")
+    med = analysis.step_medians(m, chosen, ("dur", "exposed", "comm"))
+    step_us, exposed, comm = med["dur"], med["exposed"], med["comm"]
     job_step = float(np.nanmedian(step_us)) if np.isfinite(step_us).any() else 0.0
     wait = analysis.collective_wait(al, m)
     wait_med = np.median(wait, axis=1) if wait.shape[1] else np.zeros(len(ok))
@@ -106,8 +108,6 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, object]
     srow = strag["row"]
     pool = [i for i in range(len(ok)) if i != srow]
     mrow = sorted(pool, key=lambda i: (wait_med[i], ok[i].rank))[(len(pool) - 1) // 2] if pool else None
-    exposed = analysis.step_medians(m, chosen, "exposed")
-    comm = analysis.step_medians(m, chosen, "comm")
     last_counts = strag["counts"]
     ranks = [{"rank": s.rank, "host": s.host, "file": s.path,
               "step_ms_median": _ms(step_us[i]),
@@ -135,7 +135,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, object]
         "warnings": sorted(set(warnings), key=warnings.index),
         "rank_reports": {},
     }
-    return block, m
+    return block
 
 
 def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
@@ -179,13 +179,13 @@ def _single_rank_cause(block: dict) -> None:
         st["fix"] = extra[0].get("fix")
 
 
-def _parse_steps(steps):
-    """None, an iterable of step numbers, or text such as "5-8" or "4,6,9"."""
-    if steps is None:
+def _parse_ints(spec, option: str):
+    """None, an iterable of numbers, or text such as "5-8" or "4,6,9" (--steps, --full-ranks)."""
+    if spec is None:
         return None
-    if isinstance(steps, str):
+    if isinstance(spec, str):
         out: set[int] = set()
-        for part in steps.split(","):
+        for part in spec.split(","):
             part = part.strip()
             try:
                 if "-" in part[1:]:
@@ -194,9 +194,9 @@ def _parse_steps(steps):
                 elif part:
                     out.add(int(part))
             except ValueError:
-                raise UsageError(f"--steps: {steps!r} is not a list of step numbers or ranges (e.g. 5-8,10)") from None
+                raise UsageError(f"{option}: {spec!r} is not a list of numbers or ranges (e.g. 5-8,10)") from None
         return out
-    return {int(x) for x in steps}
+    return {int(x) for x in spec}
 
 
 def _empty_block(job, warnings) -> dict:

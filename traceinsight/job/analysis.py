@@ -43,11 +43,9 @@ def aligned(m: Matched, shift: np.ndarray, offsets: np.ndarray, steps: np.ndarra
 
 
 def choose_steps(m: Matched, wanted=None) -> np.ndarray:
-    """The steps every rank has complete (or, failing that, any rank has), cut to `wanted`."""
+    """The steps every rank recorded complete (a step cut short on any rank is left out), cut to `wanted`."""
     sets = [set(r.steps["step"][~r.steps["partial"]].tolist()) for r in m.rows if len(r.steps.get("step", ()))]
     common = set.intersection(*sets) if sets else set()
-    if not common and sets:
-        common = set.union(*sets)
     if wanted is not None:
         common &= set(wanted)
     return np.array(sorted(common), dtype=np.int64)
@@ -57,9 +55,11 @@ def per_step_union(s: np.ndarray, e: np.ndarray, col_step: np.ndarray, steps: np
     """Length of the union of [s, e) per (row, step) -> [rows, len(steps)]. Empty where e <= s or NaN."""
     R, C = s.shape
     out = np.zeros((R, len(steps)))
+    if R == 0 or len(steps) == 0:
+        return out
     k = np.searchsorted(steps, col_step)
     cols = np.flatnonzero((k < len(steps)) & (steps[np.minimum(k, len(steps) - 1)] == col_step))
-    if R == 0 or len(cols) == 0:
+    if len(cols) == 0:
         return out
     s, e, k = s[:, cols], e[:, cols], k[cols]
     ok = np.isfinite(s) & np.isfinite(e) & (e > s)
@@ -87,14 +87,19 @@ def collective_wait(a: Aligned, m: Matched) -> np.ndarray:
     return per_step_union(s, np.minimum(last[None, :], a.end), m.col_step, a.steps)
 
 
-def step_medians(m: Matched, steps: np.ndarray, key: str) -> np.ndarray:
-    """Per row: the median over the chosen steps of one per-step column of the summaries."""
-    out = np.full(m.n_rows, np.nan)
-    for i, r in enumerate(m.rows):
-        st = r.steps
-        if len(st.get("step", ())):
-            v = st[key][np.isin(st["step"], steps)]
-            out[i] = float(np.median(v)) if len(v) else np.nan
+def step_medians(m: Matched, steps: np.ndarray, keys) -> dict:
+    """Per key, per row: the median over the chosen steps of one per-step column of the summaries."""
+    have = [r for r in m.rows if len(r.steps.get("step", ()))]
+    lens = np.array([len(r.steps.get("step", ())) for r in m.rows])
+    row = np.repeat(np.arange(m.n_rows), lens)
+    cat = (lambda k: np.concatenate([r.steps[k] for r in have])) if have else (lambda k: np.zeros(0))
+    sel = np.isin(cat("step"), steps)
+    out = {}
+    for key in keys:
+        med = pd.Series(cat(key)[sel]).groupby(row[sel]).median()
+        v = np.full(m.n_rows, np.nan)
+        v[med.index.to_numpy()] = med.to_numpy()
+        out[key] = v
     return out
 
 
@@ -130,7 +135,7 @@ def why(m: Matched, srow: int, mrow: int, cols: np.ndarray, lag_us_total: float,
         lag_per_step_us: float) -> dict:
     """Compare the straggler's lead-ins (time before it arrived) with the median rank's."""
     both = cols[m.present[srow, cols] & m.present[mrow, cols]]
-    ls, lm = m.lead[srow, both].sum(axis=0), m.lead[mrow, both].sum(axis=0)
+    ls, lm = m.lead(srow)[both].sum(axis=0), m.lead(mrow)[both].sum(axis=0)
     delta = dict(zip(LEAD, ls - lm))
     per_step = {k: round(float(v) / max(1, n_steps) / 1000, 3) for k, v in delta.items()}
     host = {"host-bound": delta["untraced"], "data-loading": delta["data"], "slower-cpu-ops": delta["cpu"]}

@@ -142,23 +142,25 @@ def _bellman_ford(emin, smax, est, warnings) -> np.ndarray:
 
 
 def _drift(dev, group, G, x, ref, E) -> list:
-    """Hosts whose end-time offset to the reference host changes along the trace."""
+    """Hosts whose end-time offset to the reference host changes along the trace (a least-squares
+    slope per host, all hosts at once)."""
     ok = np.isfinite(dev)
     tot = _reduce_groups(np.add, np.where(ok, dev, 0.0), group, G, 0.0)
     cnt = _reduce_groups(np.add, ok.astype(float), group, G, 0.0)
     with np.errstate(all="ignore"):
-        mean = tot / cnt
-    t = _nanmedian(E, axis=0)
-    out = []
-    for g in range(G):
-        if g == ref:
-            continue
-        r = mean[g] - mean[ref]
+        r = tot / cnt
+        r = r - r[ref] - x[:, None]                      # [hosts, collectives]
+        t = _nanmedian(E, axis=0)[None, :] + 0 * r
         good = np.isfinite(r) & np.isfinite(t)
-        if good.sum() < 3 or np.ptp(t[good]) <= 0:
-            continue
-        drift = np.polyfit(t[good] - t[good].min(), r[good], 1)[0] * np.ptp(t[good])
-        if abs(drift) > DRIFT_US:
-            out.append(f"clock of host #{g} drifts {drift / 1000:+.2f} ms over the trace against host #{ref}: "
-                       "its offset is an average")
+        n = good.sum(axis=1)
+        tc = np.where(good, t - np.nanmean(np.where(good, t, np.nan), axis=1)[:, None], 0.0)
+        rc = np.where(good, r - np.nanmean(np.where(good, r, np.nan), axis=1)[:, None], 0.0)
+        slope = (tc * rc).sum(axis=1) / (tc * tc).sum(axis=1)
+        span = np.nanmax(np.where(good, t, np.nan), axis=1) - np.nanmin(np.where(good, t, np.nan), axis=1)
+        drift = slope * span
+    out = []
+    for g in np.flatnonzero((n >= 3) & np.isfinite(drift) & (np.abs(drift) > DRIFT_US)):
+        if g != ref:
+            out.append(f"clock of host #{g} drifts {drift[g] / 1000:+.2f} ms over the trace against host "
+                       f"#{ref}: its offset is an average")
     return out

@@ -41,6 +41,8 @@ def expand(paths) -> list[str]:
             if not found:
                 raise TraceError(s, "no file matches this pattern")
             out += found
+        elif not Path(s).exists():
+            raise TraceError(s, "no such file")
         else:
             out.append(s)
     return list(dict.fromkeys(out))
@@ -61,12 +63,17 @@ def peek(path) -> dict:
         for k, rx in _FIELD.items():
             f = rx.search(m.group(1))
             info[k] = int(f.group(1)) if f else None
-    name = Path(path).name
-    if info["rank"] is None and (r := _RANK_NAME.search(name)):
-        info["rank"] = int(r.group(1))
-    if info["world_size"] is None and (w := _WORLD_NAME.search(name)):
-        info["world_size"] = int(w.group(1))
+    rank, world = name_identity(path)
+    info["rank"] = rank if info["rank"] is None else info["rank"]
+    info["world_size"] = world if info["world_size"] is None else info["world_size"]
     return info
+
+
+def name_identity(path) -> tuple[int | None, int | None]:
+    """(rank, world size) as a file name states them: `rank3`, `rank_3`, `..._of8`."""
+    name = Path(path).name
+    r, w = _RANK_NAME.search(name), _WORLD_NAME.search(name)
+    return (int(r.group(1)) if r else None), (int(w.group(1)) if w else None)
 
 
 def looks_like_job(paths) -> bool:

@@ -22,10 +22,11 @@ from pathlib import Path
 from ..errors import UsageError
 
 ENGINES = ("local", "dask", "ray")
-# A rank's peak memory while summarised, measured on real traces (benchmarks/job_results.md): the
-# interpreter with pandas, plus a multiple of the trace's JSON size (typed events, then tables).
-BASE_BYTES = 250 << 20
-PER_JSON_BYTE = 6.0
+# A rank's peak memory while summarised, measured (benchmarks/job_results.md): about 80 MB of
+# interpreter, numpy and pandas, plus 4.2x the trace's JSON size (the bytes, the typed events, then the
+# tables); the full single-rank analysis peaks at about 4.5x (benchmarks/results.md). Rounded up.
+BASE_BYTES = 150 << 20
+PER_JSON_BYTE = 4.5
 MEMORY_SHARE = 0.7          # of the memory available now, what the pool may plan to use
 
 

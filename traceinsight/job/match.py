@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from .summary import LEAD, RankSummary
 
@@ -35,15 +36,22 @@ class Matched:
     col_step: np.ndarray
     start: np.ndarray           # [rows, columns], each rank's own clock (us); NaN where absent
     end: np.ndarray
-    enqueue: np.ndarray
-    lead: np.ndarray            # [rows, columns, len(LEAD)]
     present: np.ndarray         # [rows, columns] the rank issued it
     complete: np.ndarray        # [columns] every rank of its group has it, with times
     warnings: list = field(default_factory=list)
+    cells: tuple = ()           # (row, column, position in that rank's own arrays) of every match
 
     @property
     def n_rows(self) -> int:
         return len(self.rows)
+
+    def lead(self, r: int) -> np.ndarray:
+        """[columns, len(LEAD)] lead-in times of one rank (built on demand: only two ranks need them)."""
+        row, col, pos = self.cells
+        out = np.zeros((len(self.col_op), len(LEAD)))
+        mine = row == r
+        out[col[mine]] = self.rows[r].coll["lead"][pos[mine]]
+        return out
 
 
 def _global(tables: list[list[str]]) -> tuple[list[str], list[np.ndarray]]:
@@ -68,8 +76,7 @@ def match(rows: list[RankSummary]) -> Matched:
     seq, step, idx = cat("seq"), cat("step"), cat("idx")
     warnings: list[str] = []
     # Per process group: Seq when every rank has it for every collective of the group.
-    seq_ok = np.ones(len(pgs), dtype=bool)
-    np.logical_and.at(seq_ok, pg, seq >= 0)
+    seq_ok = np.bincount(pg, weights=seq < 0, minlength=len(pgs)) == 0
     by_seq = seq_ok[pg] if len(pg) else np.zeros(0, dtype=bool)
     keep = by_seq | (step >= 0)
     if (~keep).any():
@@ -77,25 +84,29 @@ def match(rows: list[RankSummary]) -> Matched:
     key = np.where(by_seq, _SEQ_BIT | np.maximum(seq, 0), ((step + 1) << 24) | np.minimum(idx, (1 << 24) - 1))
     key = (pg << 52) | key
     key, row, sel = key[keep], row[keep], np.flatnonzero(keep)
-    cols, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    R, C = len(rows), len(cols)
+    # Columns in key order (group, then place); a hash factorize, then a sort of the few distinct keys.
+    codes, uniq = pd.factorize(key)
+    order = np.argsort(uniq, kind="stable")
+    rank_of = np.empty(len(uniq), dtype=np.int64)
+    rank_of[order] = np.arange(len(uniq))
+    inv = rank_of[codes]
+    R, C = len(rows), len(uniq)
 
     def scatter(values, fill=np.nan, dtype=float):
         out = np.full((R, C), fill, dtype=dtype)
         out[row, inv] = values[sel]
         return out
 
-    start, end, enq = (scatter(cat(k)) for k in ("start", "end", "enqueue"))
-    lead = np.zeros((R, C, len(LEAD)))
-    leads = [r.coll["lead"] for r in rows if r.n_coll]
-    if leads:
-        lead[row, inv] = np.concatenate(leads)[sel]
+    start, end = scatter(cat("start")), scatter(cat("end"))
     present = np.zeros((R, C), dtype=bool)
     present[row, inv] = True
     if len(row) != int(present.sum()):
         warnings.append(f"{len(row) - int(present.sum())} collective(s) share a group and place with another "
                         "on the same rank (coalesced?); one of each was kept")
-    src = sel[first]
+    # Each column's attributes from the first rank that has it.
+    first = np.full((R, C), -1, dtype=np.int64)
+    first[row, inv] = sel
+    src = first[np.argmax(present, axis=0), np.arange(C)]
     nel, onel, grp = cat("nelems"), cat("out_nelems"), cat("group")
     col = dict(col_pg=pg[src], col_op=op[src], col_dtype=dt[src], col_nelems=nel[src],
                col_out_nelems=onel[src], col_group=grp[src], col_step=step[src])
@@ -110,5 +121,6 @@ def match(rows: list[RankSummary]) -> Matched:
     col["col_group"] = np.where(col["col_group"] > 0, col["col_group"], expected)
     timed = present & np.isfinite(start) & np.isfinite(end)
     complete = (timed.sum(axis=0) == expected) & (present.sum(axis=0) == expected)
-    return Matched(rows=rows, pgs=pgs, ops=ops, dtypes=dtypes, start=start, end=end, enqueue=enq, lead=lead,
-                   present=present, complete=complete, warnings=warnings, **col)
+    offset = np.concatenate([[0], np.cumsum(n)[:-1]])
+    return Matched(rows=rows, pgs=pgs, ops=ops, dtypes=dtypes, start=start, end=end, present=present,
+                   complete=complete, warnings=warnings, cells=(row, inv, sel - offset[row]), **col)

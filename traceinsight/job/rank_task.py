@@ -10,12 +10,12 @@ load_trace, which repairs what it can; it then loses only those extra fields.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Union
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 from ..trace.facts import is_collective
 from ..errors import TraceError
@@ -23,13 +23,12 @@ from ..trace.host import INPUT_NAMES
 from ..trace.load import Args, Event, RawTrace, TraceFile, load_trace, read_bytes
 from ..trace.model import build_model, dims_text
 from . import comms
+from .discover import name_identity
 from .spans import Cover, both_within
-from .summary import LEAD, RankSummary, empty_coll
+from .summary import RankSummary, empty_coll
 
 # CPU ranges that are communication: neither compute nor host time in a lead-in.
 COMM_CPU = r"^(c10d::|record_param_comms$|nccl:|gloo:|_c10d_functional|c10d_functional)"
-RANK_IN_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
-WORLD_IN_NAME = re.compile(r"_of_?(\d+)", re.I)
 ABSOLUTE_TS_US = 1e14     # ts beyond this are Unix microseconds (older traces), not offsets from a base
 
 
@@ -117,9 +116,9 @@ def full_rank(path) -> dict:
 
 
 def _identity_from_name(path: str) -> dict:
-    m, w = RANK_IN_NAME.search(Path(path).name), WORLD_IN_NAME.search(Path(path).name)
-    return {"rank": int(m.group(1)) if m else -1, "world_size": int(w.group(1)) if w else None,
-            "rank_source": "file name" if m else "unknown"}
+    rank, world = name_identity(path)
+    return {"rank": -1 if rank is None else rank, "world_size": world,
+            "rank_source": "unknown" if rank is None else "file name"}
 
 
 def _summarize(path: str) -> RankSummary:
@@ -212,7 +211,6 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
                     lead=np.where(np.isfinite(lead), lead, 0.0))
         s.lead_ops = _lead_ops(model, Cover(sync, start), on_py & ~is_step & ~comm_cpu, gpu_compute)
     s.coll = coll
-    assert coll["lead"].shape[1] == len(LEAD)
 
 
 def _codes(col) -> tuple[list, np.ndarray]:
@@ -242,12 +240,14 @@ def _lead_ops(model, windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray,
 
 
 def _group(where, names, dims_rows, over, dims_col, top) -> list:
+    """Sum `over` by (name, input dims); the top entries as (where, name, dims, us, count)."""
     keep = over > 0
-    agg: dict = {}
-    for name, r, us in zip(names[keep], dims_rows[keep], over[keep]):
-        key = (str(name)[:160], dims_text(dims_col[r])[:120] if r >= 0 else "")
-        t = agg.setdefault(key, [0.0, 0])
-        t[0] += float(us)
-        t[1] += 1
-    best = sorted(agg.items(), key=lambda kv: (-kv[1][0], kv[0]))[:top]
-    return [(where, k[0], k[1], round(v[0], 3), v[1]) for k, v in best]
+    if not keep.any():
+        return []
+    rows = dims_rows[keep]
+    raw = [bytes(dims_col[r]) if r >= 0 else b"" for r in rows]
+    df = pd.DataFrame({"name": names[keep], "dims": raw, "us": over[keep]})
+    agg = df.groupby(["name", "dims"], sort=False)["us"].agg(["sum", "count"]).reset_index()
+    agg = agg.sort_values(["sum", "name", "dims"], ascending=[False, True, True]).head(top)
+    return [(where, str(n)[:160], dims_text(d)[:120], round(float(us), 3), int(c))
+            for n, d, us, c in agg.itertuples(index=False)]

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import os
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import ProfilerActivity, profile, schedule
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--out", required=True)
