@@ -23,6 +23,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
     lambda: fixes.DropKernels("(unclosed"),
     lambda: fixes.Unblock(()),
     lambda: fixes.FusedOptimizer(((0.0, 1.0, "t"),), 1.5),
+    lambda: fixes.FuseChains(((1,),)),
+    lambda: fixes.FuseChains(((1, 2),), cost=0.0),
 ])
 def test_nonsense_fixes_fail_when_made(make):
     with pytest.raises((ValueError, Exception)):

@@ -67,7 +67,8 @@ class ScaleKernels:
             if not f > 0:
                 raise ValueError(f"ScaleKernels factor must be > 0, got {f}")
 
-    def with_factor(self, factor: float) -> "ScaleKernels":
+    def at(self, factor: float) -> "ScaleKernels":
+        """The same fix at one end of its range."""
         return ScaleKernels(self.pattern, factor, None)
 
 
@@ -86,7 +87,29 @@ class FusedOptimizer:
         object.__setattr__(self, "regions", tuple((float(a), float(b), str(t)) for a, b, t in self.regions))
 
 
-Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer
+@dataclass(frozen=True)
+class FuseChains:
+    """Each chain of consecutive elementwise kernels (GPU rows, in stream order) becomes one kernel that
+    takes `cost` times the chain's mean kernel time (one pass over memory instead of one per op).
+    `bounds` (cost at the best and the worst end) makes the estimate a range."""
+    chains: tuple[tuple[int, ...], ...]
+    cost: float = 1.5
+    bounds: tuple[float, float] | None = None
+
+    def __post_init__(self):
+        if not self.chains or any(len(c) < 2 for c in self.chains):
+            raise ValueError("FuseChains needs chains of at least two kernels")
+        for f in (self.cost, *(self.bounds or ())):
+            if not f > 0:
+                raise ValueError(f"FuseChains cost must be > 0, got {f}")
+        object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
+
+    def at(self, cost: float) -> "FuseChains":
+        """The same fix at one end of its range."""
+        return FuseChains(self.chains, cost, None)
+
+
+Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains
 
 
 def combine(plans: list[tuple]) -> tuple:

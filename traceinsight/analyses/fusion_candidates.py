@@ -1,57 +1,80 @@
 """fusion_candidates: GPU time spent in chains of small elementwise / reduction kernels.
 
-Each unfused pointwise op reads and writes its tensors through memory; a fused kernel does the chain
-in one pass. Only reported when the GPU is the bottleneck (busy most of the step): when the CPU is,
-launch_overhead already says so and fusion's gain there is fewer launches. The saving is an
-estimate: torch.compile typically removes about half of such kernels' memory traffic; the range
-goes from a fifth to four fifths of their time.
+Each unfused pointwise op reads and writes its tensors through memory; a fused kernel does a chain of
+them in one pass. A chain is a run of consecutive elementwise kernels on one stream (a GEMM or a
+convolution ends it: a compiler fuses pointwise ops with each other, not into library kernels). A fused
+chain costs about FUSED_COST times its mean kernel (inputs read and outputs written once); the range
+goes from one mean kernel to three. Only reported when the GPU is the bottleneck (busy most of the
+step): when the CPU is, launch_overhead already says so.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .base import Context, Finding, KindSpec
-from .fixes import ScaleKernels
+from .fixes import FuseChains
 
-SPEC = KindSpec("fusion_candidates", "slowed by unfused elementwise kernels")
+# On a busy GPU a compiler's gain of a few percent is an opportunity, not a problem: ranked as a fix
+# (and the step no longer called healthy) only from 15% of the step.
+SPEC = KindSpec("fusion_candidates", "slowed by unfused elementwise kernels", min_share=0.15)
 
 ELEMENTWISE = r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|" \
               r"CatArrayBatchedCopy|index_elementwise"
-MIN_GPU_SHARE = 0.15      # of the GPU busy time
 MIN_BUSY_SHARE = 0.6      # of the step: the GPU must be the bottleneck
-FUSED_FACTOR = 0.5
+FUSED_COST = 1.5          # a fused chain costs this many of its mean kernel
+COST_RANGE = (1.0, 3.0)
+
+
+def _chains(ctx: Context) -> list[np.ndarray]:
+    """Runs of >= 2 consecutive elementwise kernels per stream, as GPU row ids, in full steps."""
+    m = ctx.model
+    g = m.gpu[(m.gpu["kind"] == "kernel").to_numpy()]
+    ew = m.gpu_match(ELEMENTWISE)[g.index.to_numpy()]
+    g = g.assign(ew=ew, step=ctx.step_of(g["ts"].to_numpy()))
+    out = []
+    for _, s in g.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=False):
+        flag, idx, step = s["ew"].to_numpy(), s.index.to_numpy(), s["step"].to_numpy()
+        # Run boundaries: where the elementwise flag or the step changes.
+        cut = np.flatnonzero((flag[1:] != flag[:-1]) | (step[1:] != step[:-1])) + 1
+        for run in np.split(np.arange(len(s)), cut):
+            if len(run) >= 2 and flag[run[0]] and step[run[0]] in ctx.full_steps:
+                out.append(idx[run])
+    return out
 
 
 def analyze(ctx: Context) -> list[Finding]:
     m = ctx.model
-    gpu = m.gpu
-    sel = (gpu["kind"] == "kernel").to_numpy() & m.gpu_match(ELEMENTWISE)
-    k = gpu[sel]
-    if k.empty:
-        return []
     steps = m.steps[m.steps["step"].isin(ctx.full_steps)]
     busy = float(steps["gpu_busy"].median()) if len(steps) else 0.0
-    if busy < MIN_BUSY_SHARE * ctx.median_step_us:
+    if not len(m.gpu) or busy < MIN_BUSY_SHARE * ctx.median_step_us:
         return []
-    k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))
-    per_step = k.groupby("step")["dur"].sum()
-    t = ctx.per_step_median(per_step)
-    if t < MIN_GPU_SHARE * busy:
+    chains = _chains(ctx)
+    if not chains:
         return []
-    full = k[np.isin(k["step"], ctx.full_steps)]
-    ev = {
-        "elementwise_kernels_per_step": round(len(full) / ctx.n_full, 1),
-        "elementwise_ms_per_step": round(t / 1000, 3),
-        "pct_of_gpu_busy": round(100 * t / busy, 1) if busy else None,
-        "median_kernel_us": round(float(full["dur"].median()), 2) if len(full) else None,
-        "top_kernels": full["name"].str.slice(0, 120).value_counts().head(5).to_dict(),
-    }
+    dur = m.gpu["dur"]
+    saved, step = [], []
+    for c in chains:
+        d = dur.loc[c].to_numpy()
+        saved.append(max(0.0, float(d.sum()) - FUSED_COST * float(d.mean())))
+        step.append(ctx.step_of(np.array([m.gpu.at[c[0], "ts"]]))[0])
+    per_step = np.bincount(np.searchsorted(ctx.full_steps, step), weights=saved, minlength=len(ctx.full_steps))
+    lost = float(np.median(per_step)) if len(per_step) else 0.0
+    lengths = np.array([len(c) for c in chains])
+    names = m.gpu["name"]
+    longest = sorted(chains, key=len, reverse=True)[:3]
+    ev = {"chains_per_step": round(len(chains) / ctx.n_full, 1),
+          "mean_chain_length": round(float(lengths.mean()), 1),
+          "elementwise_kernels_in_chains_per_step": round(float(lengths.sum()) / ctx.n_full, 1),
+          "saving_ms_per_step_if_fused": round(lost / 1000, 3),
+          "pct_of_gpu_busy": round(100 * lost / busy, 1) if busy else None,
+          "longest_chains": [" -> ".join(names.loc[c[:4]].str.slice(0, 50)) + (" ..." if len(c) > 4 else "")
+                             for c in longest]}
     return [Finding(
-        kind="fusion_candidates",
-        title=f"{ev['pct_of_gpu_busy']}% of GPU time is small elementwise/reduction kernels that a compiler "
-              "could fuse",
-        lost_per_step_us=t * (1 - FUSED_FACTOR), lost_total_us=float(per_step.sum()) * (1 - FUSED_FACTOR),
+        kind=SPEC.kind,
+        title=f"Chains of small elementwise kernels ({ev['mean_chain_length']} per chain on average) that a "
+              f"compiler could fuse: about {ev['pct_of_gpu_busy']}% of GPU time",
+        lost_per_step_us=lost, lost_total_us=float(sum(saved)),
         fix="Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton "
             "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).",
-        confidence="low", evidence=ev,
-        fixes=(ScaleKernels(ELEMENTWISE, FUSED_FACTOR, bounds=(0.2, 0.8)),))]
+        confidence="low" if lengths.mean() < 4 else "medium", evidence=ev,
+        fixes=(FuseChains(tuple(tuple(int(r) for r in c) for c in chains), FUSED_COST, bounds=COST_RANGE),))]

@@ -77,6 +77,34 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
     return edge, call
 
 
+def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
+    """The un-profiled step: measured by `record` when it did, else each full step's CPU time less the
+    profiler's cost of the events recorded in it (all threads), never below its GPU busy time;
+    the median over full steps."""
+    measured = measured_unprofiled_us(model)
+    if measured is not None:
+        return measured
+    st = model.steps
+    st = st[st["step"].isin(full_steps)] if len(full_steps) else st
+    cpu = model.cpu
+    if st.empty or cpu.empty:
+        return None
+    setting, machine = cost_model(model)
+    coef = PROFILER_COST_US[setting][machine]
+    kinds = cpu["kind"].to_numpy()
+    cost = np.select([kinds == "op", kinds == "annotation", kinds == "python", kinds == "runtime"],
+                     [coef["op"], coef["annotation"], coef["python"], coef["runtime"]], 0.0)
+    cost = np.where(cpu["is_step"].to_numpy(), 0.0, cost)
+    order = np.argsort(cpu["ts"].to_numpy(), kind="stable")
+    ts, csum = cpu["ts"].to_numpy()[order], np.concatenate([[0.0], np.cumsum(cost[order])])
+    lo = np.searchsorted(ts, st["cpu_start"].to_numpy(), "left")
+    hi = np.searchsorted(ts, st["cpu_end"].to_numpy(), "left")
+    inflation = csum[hi] - csum[lo]
+    cpu_step = (st["cpu_end"] - st["cpu_start"]).to_numpy()
+    return float(np.median(np.maximum(st["gpu_busy"].to_numpy(), np.maximum(cpu_step, st["dur"].to_numpy())
+                                      - inflation)))
+
+
 def measured_unprofiled_us(model: TraceModel) -> float | None:
     """The un-profiled step time `traceinsight record` measured for this trace, when it did."""
     rec = model.meta.get("traceinsight_record") or {}
@@ -93,9 +121,9 @@ def unprofiled_method(model: TraceModel) -> str:
             "taken out of the replay")
 
 
-def calibration_scale(model: TraceModel, c: replay.Compiled, profiled: replay.Replay, measured_step: float) -> float:
-    """1, or the factor that makes the de-inflated replay match a measured un-profiled step."""
-    target = measured_unprofiled_us(model)
+def calibration_scale(model: TraceModel, c: replay.Compiled, profiled: replay.Replay, measured_step: float,
+                      target: float | None) -> float:
+    """The factor on the per-event cuts that makes the de-inflated replay land on the un-profiled step."""
     if target is None or not profiled.step_us:
         return 1.0
     raw = replay.simulate(replay.apply(c, (), cuts=profiler_cuts(model, c))).median_us

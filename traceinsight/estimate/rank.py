@@ -12,9 +12,9 @@ import numpy as np
 
 from ..analyses import spec
 from ..analyses.base import Context, Finding
-from ..analyses.fixes import ScaleKernels, combine
+from ..analyses.fixes import combine
 from . import replay
-from .deinflate import calibration_scale, profile_setting, profiler_cuts, unprofiled_method
+from .deinflate import calibration_scale, profile_setting, profiler_cuts, unprofiled_method, unprofiled_step_us
 from .plan import fix_plan
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -23,12 +23,21 @@ MIN_SHARE = 0.03
 MIN_US = 5.0
 
 
+# Pinned host-to-device bandwidth by GPU generation (compute capability major) when the trace has no
+# large pinned copy to measure it from: PCIe 5 (Hopper, Blackwell), PCIe 4 (Ampere, Ada), PCIe 3.
+PINNED_GBPS_BY_CC = {10: 50.0, 9: 50.0, 8: 24.0}
+PINNED_GBPS_OLD = 12.0
+
+
 def pinned_bandwidth_gbps(ctx: Context) -> float:
     g = ctx.model.gpu
     pinned = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD") & ~g["pageable"] & (g["bytes"] >= 1e6)]
     if len(pinned) and pinned["dur"].sum() > 0:
         return float(pinned["bytes"].sum() / (pinned["dur"].sum() * 1e-6) / 1e9)
-    return replay.PINNED_GBPS_DEFAULT
+    cc = next((d.compute_capability for d in ctx.model.devices.values() if d.compute_capability), None)
+    if cc is None:
+        return replay.PINNED_GBPS_DEFAULT
+    return PINNED_GBPS_BY_CC.get(int(cc[0]), PINNED_GBPS_OLD if int(cc[0]) < 8 else 50.0)
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
@@ -48,13 +57,16 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["measured_ms_same_steps"] = round(act / 1000, 3)
             info["replay_error_pct"] = round(100 * (profiled.median_us - act) / act, 1) if act else None
             info["replayed_steps"] = sorted(profiled.step_us)
-            cuts = profiler_cuts(ctx.model, compiled, calibration_scale(ctx.model, compiled, profiled, act))
+            busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in profiled.step_us]))
+            target = unprofiled_step_us(ctx.model, ctx.full_steps)
+            cuts = profiler_cuts(ctx.model, compiled,
+                                 calibration_scale(ctx.model, compiled, profiled, act, target))
             base = replay.simulate(replay.apply(compiled, (), bw, cuts))
-            busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in base.step_us]))
             # The measured step less what the profiler's cost took in the replay (a replay that misses
-            # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), and
-            # no step shorter than its GPU work.
-            unprof = max(act - max(0.0, profiled.median_us - base.median_us), busy)
+            # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), or the
+            # cost model's own figure; no step shorter than its GPU work.
+            moved = act - max(0.0, profiled.median_us - base.median_us)
+            unprof = max(target if target is not None else moved, busy)
             info["unprofiled_step_ms"] = round(unprof / 1000, 3)
             info["unprofiled_step_method"] = unprofiled_method(ctx.model)
             info["profiler_setting"] = profile_setting(ctx.model)
@@ -71,11 +83,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         saved = _saving(compiled, base, f.fixes, bw, cuts)
         f.estimated_savings_us = saved
         f.estimate_note = "replay of the timeline with the fix applied"
-        scaled = [fx for fx in f.fixes if isinstance(fx, ScaleKernels) and fx.bounds]
-        if scaled:
+        ranged = [fx for fx in f.fixes if getattr(fx, "bounds", None)]
+        if ranged:
             vals = []
             for k in (1, 0):
-                plan = tuple(fx.with_factor(fx.bounds[k]) if fx in scaled else fx for fx in f.fixes)
+                plan = tuple(fx.at(fx.bounds[k]) if fx in ranged else fx for fx in f.fixes)
                 vals.append(_saving(compiled, base, plan, bw, cuts))
             f.savings_bound_us = (min(vals), max(vals))
             f.estimate_note += "; the new kernels' speed is not in the trace, hence the range"
@@ -119,10 +131,12 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) 
     to the measured cost as the bound."""
     st = ctx.model.steps
     full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
-    idle = float(full["gpu_idle"].median()) if len(full) else 0.0
+    profiled_idle = idle = float(full["gpu_idle"].median()) if len(full) else 0.0
     if info.get("gpu_busy_ms") is not None:
         # The idle the un-profiled step has: what no fix of idle time can exceed.
         idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
+    # A measured idle cost is profiled idle; without the profiler the step's idle shrinks by this much.
+    idle_scale = idle / profiled_idle if profiled_idle > 0 else 1.0
     err = info.get("replay_error_pct")
     unreliable = err is not None and abs(err) > RELIABLE_REPLAY_PCT
     info["replay_reliable"] = not unreliable
@@ -137,6 +151,11 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) 
             f.estimate_note = (f"the replay of the unchanged trace misses the measured step by {err:+.0f}%, so "
                                "the replayed saving is not trusted: the measured cost is the estimate, the "
                                "replay the top of the range")
+        if sp.idle_cause and f.estimated_savings_us == f.lost_per_step_us and idle_scale < 1.0:
+            f.estimated_savings_us *= idle_scale
+            if f.savings_bound_us:
+                f.savings_bound_us = tuple(x * idle_scale for x in f.savings_bound_us)
+            f.estimate_note += f"; scaled to the un-profiled step's idle ({idle_scale:.0%} of the profiled idle)"
         changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
         if sp.idle_cause and not changes_gpu:
             cap = idle
@@ -148,7 +167,7 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) 
 
 
 # Fixes that change GPU work itself (the others only remove idle time).
-GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies"}
+GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "FuseChains"}
 
 
 def _saving(compiled, base, plan, bw, cuts) -> float:

@@ -100,6 +100,7 @@ class Compiled:
         k = np.searchsorted(bounds, issue_t, side="right") - 1
         self.gpu_step = np.where(self.is_gpu & (k >= 0) & (k < len(self.steps)), k, -1)
         launch_durs = self.dur[[r == "launch" for r in self.rkind]] if n else np.array([])
+        self.gpu_pos = {x[1]: i for i, x in enumerate(order) if x[0] == "gpu"}
         self.cpu_idx = np.flatnonzero(~self.is_gpu)
         self.gpu_idx = np.flatnonzero(self.is_gpu)
         self.is_launch = np.array([r == "launch" for r in self.rkind], dtype=bool)
@@ -218,6 +219,21 @@ def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float
                 s.dur[i] = c.dur[i] * fx.gpu_factor
 
 
+def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> None:
+    pos = c.gpu_pos
+    for chain in fx.chains:
+        idx = [pos[r] for r in chain if r in pos]
+        if len(idx) < 2:
+            continue
+        fused = min(float(c.dur[idx].sum()), fx.cost * float(c.dur[idx].mean()))
+        s.dur[idx[0]] = fused
+        for i in idx[1:]:
+            s.dur[i] = 0.0
+            if c.lpred[i] >= 0:         # one kernel: the other ops' dispatch and launches go too
+                s.dur[c.lpred[i]] = 0.0
+                s.feed[c.lpred[i]] = 0.0
+
+
 # How the replay applies each kind of fix (analyses/fixes.py).
 _APPLY = {
     fixes.CudaGraph: _cuda_graph,
@@ -227,6 +243,7 @@ _APPLY = {
     fixes.DropKernels: _drop_kernels,
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,
+    fixes.FuseChains: _fuse_chains,
 }
 
 
