@@ -126,24 +126,30 @@ def test_fp32_gemm_flagged_only_on_tensor_core_gpus(tmp_path: Path):
 
 
 def test_fusion_candidates_only_when_gpu_bound(tmp_path: Path):
-    """A GPU-bound step whose time is half small elementwise kernels: fusion is worth it. The
-    launch-bound trace, full of elementwise kernels too, must not get this finding."""
+    """A GPU-bound step in which each GEMM is followed by a chain of four small elementwise kernels:
+    fusing a chain saves all but ~1.5 of its kernels. The launch-bound trace, full of elementwise
+    kernels too, must not get this finding."""
     t = Trace()
     for s in range(4):
         base = s * 4000.0
         t.step(s, base, 4000.0)
         for k in range(10):
-            ts = base + k * 20.0
+            ts = base + k * 30.0
+            t0 = base + 100 + k * 390.0
             t.op("aten::mm", ts, 10)
-            t.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", ts + 2, base + 100 + k * 390.0, 200.0)
-            t.op("aten::add", ts + 10, 8)
-            t.launch("void at::native::vectorized_elementwise_kernel<4, add>", ts + 12,
-                     base + 300 + k * 390.0, 190.0)
+            t.launch("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", ts + 2, t0, 150.0)
+            for j in range(4):
+                t.op("aten::add", ts + 10 + 4 * j, 3)
+                t.launch("void at::native::vectorized_elementwise_kernel<4, add>", ts + 12 + 4 * j,
+                         t0 + 150 + 55 * j, 50.0)
         t.runtime("cudaDeviceSynchronize", base + 300, 3695)   # returns when the last kernel ends
     d = to_dict(analyze_file(t.write(tmp_path / "fusion.json")))
-    f = next(x for x in d["findings"] if x["kind"] == "fusion_candidates")
-    assert 40 < f["evidence"]["pct_of_gpu_busy"] < 55
+    f = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "fusion_candidates")
+    ev = f["evidence"]
+    assert ev["chains_per_step"] == 10 and ev["mean_chain_length"] == 4
+    # A chain of four 50 us kernels fused into ~75 us: 125 us saved per chain, 1.25 ms per step.
+    assert abs(f["measured_cost_ms_per_step"] - 1.25) < 0.01
     lo, hi = f["savings_range_ms"]
-    assert lo < f["estimated_savings_ms"] < hi
+    assert lo <= f["estimated_savings_ms"] <= hi and 0.5 < f["estimated_savings_ms"] <= 1.5
     launch = to_dict(analyze_file(_launch_bound_trace().write(tmp_path / "launch.json")))
     assert "fusion_candidates" not in {x["kind"] for x in launch["findings"] + launch["minor_findings"]}

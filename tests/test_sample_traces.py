@@ -72,12 +72,4 @@ def test_sync_evidence_names_op_and_source():
     assert any("sync_mask_loss.py" in s["source"] for s in f["evidence"]["sync_sites"])
 
 
-def test_validation_estimates_within_tolerance():
-    """The replayed estimate lands near the measured speed-up (the README's table)."""
-    import sys
-    sys.path.insert(0, str(HERE))
-    import validate
-    for r in validate.rows():
-        assert r["rank"] is not None, r
-        limit = 60 if r["kind"] == "layout_permute" else 45   # channels_last also speeds up BN kernels
-        assert abs(r["speedup_err_pct"]) <= limit, r
+# The estimate against measured fixes is checked on the larger H100/H200 matrix (84 rows): tests/test_estimates.py.

@@ -56,10 +56,13 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
     starts = {}
     for th, rows in cpu.groupby("thread", sort=False).indices.items():
         per = {}
-        for k in ("op", "annotation", "python"):
+        for k in ("op", "annotation", "python", "runtime"):
             sel = rows[(kinds[rows] == k) & ~cpu["is_step"].to_numpy()[rows]]
             per[k] = np.sort(cpu["ts"].to_numpy()[sel])
         starts[th] = per
+    # While the loop thread waits for a helper thread (inside backward()), its wait shrinks with the
+    # helper's profiler cost: the loop thread's edges count every thread's events.
+    loop = {c.thread[i] for i in c.markers.values()}
     for i in c.cpu_idx:
         if c.rkind[i] in ("marker", "") and c.nodes[i][0] != "step":
             continue
@@ -69,11 +72,16 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
         if p < 0 or c.thread[p] != c.thread[i]:
             continue
         a, b = c.end[p], c.ts[i]
-        per = starts.get(c.thread[i])
-        if per is None or b <= a:
+        if b <= a:
             continue
-        edge[i] = scale * sum(coef[k] * (np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right"))
-                              for k, v in per.items())
+        threads = starts if c.thread[i] in loop else {c.thread[i]: starts.get(c.thread[i], {})}
+        total = 0.0
+        for th, per in threads.items():
+            for k, v in per.items():
+                if k == "runtime" and th == c.thread[i]:
+                    continue  # the thread's own calls are cut in `call`
+                total += coef[k] * (np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right"))
+        edge[i] = scale * total
     return edge, call
 
 

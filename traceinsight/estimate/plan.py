@@ -11,16 +11,22 @@ from ..analyses.fixes import combine
 from . import replay
 
 
-def plan_order(findings: list[Finding]) -> list[Finding]:
-    """Replayable fixes in rank order, each preceded by the prerequisites that are present."""
-    todo = [f for f in findings if f.fixes and spec(f.kind).estimate != "measured" and not spec(f.kind).note]
+def _replayable(f: Finding) -> bool:
+    return bool(f.fixes) and spec(f.kind).estimate != "measured" and not spec(f.kind).note
+
+
+def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Finding]:
+    """Replayable fixes in rank order, each preceded by its prerequisites that are present, a minor
+    finding too (a sync that costs little by itself still breaks a CUDA-graph capture)."""
+    todo = [f for f in findings if _replayable(f)]
+    pool = todo + [f for f in minor if _replayable(f)]
     out: list[Finding] = []
 
     def place(f: Finding, seen: tuple = ()) -> None:
         if f in out or f.kind in seen:
             return
         for pre in spec(f.kind).prerequisites:
-            for g in todo:
+            for g in pool:
                 if g.kind == pre:
                     place(g, seen + (f.kind,))
         out.append(f)
@@ -31,16 +37,23 @@ def plan_order(findings: list[Finding]) -> list[Finding]:
 
 
 def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Finding], bw: float,
-             cuts=None) -> list[dict]:
+             cuts=None, step_us: float | None = None, busy_us: float = 0.0,
+             gpu_fixes: frozenset = frozenset(), minor: list[Finding] = ()) -> list[dict]:
+    """Rows of the plan. Step times are of the un-profiled step (`step_us`): it less the replayed saving,
+    and never below the GPU busy time while no fix in the plan changes GPU work."""
     rows: list[dict] = []
     applied: tuple = ()
-    prev = base.median_us
-    for f in plan_order(findings):
+    step = base.median_us if step_us is None else step_us
+    prev = step
+    everything = list(findings) + list(minor)
+    for f in plan_order(findings, minor):
         applied = combine([applied, f.fixes])
-        t = replay.simulate(replay.apply(compiled, applied, bw, cuts)).median_us
+        saved = max(0.0, base.median_us - replay.simulate(replay.apply(compiled, applied, bw, cuts)).median_us)
+        floor = 0.0 if any(type(fx).__name__ in gpu_fixes for fx in applied) else busy_us
+        t = max(step - saved, floor, 0.0)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
-                     "cumulative_saves_ms": round(max(0.0, base.median_us - t) / 1000, 3),
-                     "prerequisite_for": [g.kind for g in findings if f.kind in spec(g.kind).prerequisites]})
+                     "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
+                     "prerequisite_for": [g.kind for g in everything if f.kind in spec(g.kind).prerequisites]})
         prev = min(prev, t)
     return rows

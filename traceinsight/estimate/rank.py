@@ -14,7 +14,7 @@ from ..analyses import spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import combine
 from . import replay
-from .deinflate import calibration_scale, profile_setting, profiler_cuts, unprofiled_method, unprofiled_step_us
+from .deinflate import calibration_scale, measured_unprofiled_us, profile_setting, profiler_cuts, unprofiled_method
 from .plan import fix_plan
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -58,7 +58,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["replay_error_pct"] = round(100 * (profiled.median_us - act) / act, 1) if act else None
             info["replayed_steps"] = sorted(profiled.step_us)
             busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in profiled.step_us]))
-            target = unprofiled_step_us(ctx.model, ctx.full_steps)
+            target = measured_unprofiled_us(ctx.model)
             cuts = profiler_cuts(ctx.model, compiled,
                                  calibration_scale(ctx.model, compiled, profiled, act, target))
             base = replay.simulate(replay.apply(compiled, (), bw, cuts))
@@ -110,13 +110,31 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
-        fixed = replay.simulate(replay.apply(compiled, combine([f.fixes for f in replayable]), bw, cuts))
+        plan = combine([f.fixes for f in replayable])
+        saved = _saving(compiled, base, plan, bw, cuts)
+        floor = 0.0 if any(type(fx).__name__ in GPU_FIXES for fx in plan) else (info.get("gpu_busy_ms") or 0.0) * 1000
+        after = max(median_step - saved, floor, 0.0)
         info["combined"] = {"kinds": [f.kind for f in replayable],
-                            "estimated_step_ms": round(fixed.median_us / 1000, 3),
-                            "estimated_savings_ms": round(max(0.0, base.median_us - fixed.median_us) / 1000, 3)}
+                            "estimated_step_ms": round(after / 1000, 3),
+                            "estimated_savings_ms": round((median_step - after) / 1000, 3)}
     if base is not None and base.step_us and replayable:
-        info["plan"] = fix_plan(compiled, base, findings, bw, cuts)
+        info["plan"] = fix_plan(compiled, base, findings, bw, cuts, step_us=median_step,
+                                busy_us=(info.get("gpu_busy_ms") or 0.0) * 1000, gpu_fixes=frozenset(GPU_FIXES),
+                                minor=minor)
+    _name_prerequisites(findings, minor)
     return {"findings": findings, "minor": minor, "whatif": info}
+
+
+def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
+    """A fix whose prerequisites are present says so, first thing: e.g. the syncs that would make a
+    CUDA-graph capture fail must go before the graph."""
+    for f in findings:
+        pres = [g for g in findings + minor if g.kind in spec(f.kind).prerequisites and g is not f]
+        if not pres or not f.fixes:
+            continue
+        f.evidence = dict(f.evidence, prerequisites=[{"kind": g.kind, "what": g.title} for g in pres])
+        f.fix = ("First: " + "; ".join(g.title for g in pres) + " (fix that before this one: see the plan). "
+                 + f.fix)
 
 
 # Ranking weight of an estimate by its confidence.

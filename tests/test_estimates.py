@@ -1,0 +1,81 @@
+"""Issue 12: estimates against measured fixes, on the committed H100/H200 matrix (sample_traces/matrix:
+20 workload pairs, default and with_stack+record_shapes profiling, un-profiled medians over >= 50 steps).
+
+The bars are what the tool reaches today (the README's table), kept as regression guards; the issue's own
+targets (90% within 25%) are not reached yet and are not claimed here.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "sample_traces"))
+
+
+@pytest.fixture(scope="module")
+def rows():
+    import validate_matrix
+    return validate_matrix.rows(jobs=2)
+
+
+def pairs(rows):
+    return [r for r in rows if r["kind"] != "healthy"]
+
+
+def test_every_measured_fix_gets_an_estimate(rows):
+    assert len(pairs(rows)) >= 80
+    assert all(r["pred_speedup"] is not None for r in pairs(rows))
+
+
+def test_predicted_speedups_near_the_measured_ones(rows):
+    errs = [abs(r["err_pct"]) for r in pairs(rows)]
+    assert sum(e <= 50 for e in errs) >= 0.85 * len(errs)
+    assert sum(e <= 25 for e in errs) >= 0.60 * len(errs)
+
+
+def test_unprofiled_step_estimate_near_the_measured_median(rows):
+    errs = [abs(r["deinflated_err_pct"]) for r in rows]
+    assert sum(e <= 15 for e in errs) >= 0.65 * len(errs)
+    # And never the profiled step taken as real: the estimate is below it whenever the profiler inflated.
+    assert all(r["unprofiled_est_ms"] <= r["profiled_ms"] * 1.001 for r in rows)
+
+
+def test_healthy_workloads_stay_healthy_under_both_profiler_settings(rows):
+    healthy = [r for r in rows if r["kind"] == "healthy"]
+    on_h200 = [r for r in healthy if r["gpu"] == "h200"]
+    assert len(on_h200) == 6 and all(r["healthy"] for r in on_h200)
+    # On the H100 machine's slower CPU the convnet is 70% busy (its recorder says so): not asserted healthy.
+    assert all(r["healthy"] for r in healthy if r["workload"] != "healthy_convnet")
+
+
+def test_plans_never_predict_a_step_shorter_than_its_gpu_work():
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    for name in ("sync_and_small_kernels__before__default", "launch_tiny_conv__before__stack",
+                 "host_preprocess__before__default"):
+        d = document(analyze_file(ROOT / "sample_traces" / "matrix" / "h200" / f"{name}.json.gz"))
+        busy = d["whatif"]["gpu_busy_ms"]
+        unprof = d["summary"]["unprofiled_step_ms"]
+        for row in d["whatif"]["plan"]:
+            assert row["estimated_step_ms"] >= busy - 1e-3, (name, row)
+        for f in d["findings"]:
+            # No fix of idle time claims more than the un-profiled step's idle.
+            if f["kind"] in ("launch_overhead", "sync_stall", "host_bound"):
+                assert f["estimated_savings_ms"] <= unprof - busy + 1e-3, (name, f)
+
+
+def test_syncs_come_before_the_cuda_graph_in_the_plan():
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    d = document(analyze_file(ROOT / "sample_traces" / "matrix" / "h200" /
+                              "sync_and_small_kernels__before__default.json.gz"))
+    kinds = [r["kind"] for r in d["whatif"]["plan"]]
+    assert "sync_stall" in kinds and "launch_overhead" in kinds
+    assert kinds.index("sync_stall") < kinds.index("launch_overhead")
+    sync = d["whatif"]["plan"][kinds.index("sync_stall")]
+    assert "launch_overhead" in sync["prerequisite_for"]
+    launch = next(f for f in d["findings"] if f["kind"] == "launch_overhead")
+    assert launch["fix"].startswith("First:") and launch["evidence"]["prerequisites"][0]["kind"] == "sync_stall"
