@@ -8,7 +8,9 @@ import typer
 
 from ..render.markdown import picture_paths
 from ..report.analyze import expand_paths
+from ..job.discover import expand, looks_like_job
 from .common import analyze_and_write, check_writable, run_guarded, said_written
+from .job import analyze_job_and_write
 from .help import TidyCommand, examples
 
 HELP = ("Diagnose why the GPU idles in a trace and rank the fixes.\n\n"
@@ -17,8 +19,9 @@ HELP = ("Diagnose why the GPU idles in a trace and rank the fixes.\n\n"
 
 
 def analyze(
-    traces: List[Path] = typer.Argument(..., metavar="TRACE...",
-                                        help="Kineto trace files (.json / .json.gz) or directories of per-rank traces."),
+    traces: List[str] = typer.Argument(..., metavar="TRACE...",
+                                       help="Kineto trace files (.json / .json.gz), directories or quoted globs of "
+                                            "per-rank traces (ranks of one job get one report)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write the HTML report here."),
     json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Write the findings as JSON here."),
     markdown: Optional[Path] = typer.Option(
@@ -26,12 +29,30 @@ def analyze(
         help="Write a Markdown summary here (for a ticket), and the step's timeline as a PNG beside it."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No terminal summary."),
+    engine: str = typer.Option("local", "--engine", metavar="local|dask|ray",
+                               help="Multi-rank jobs: where ranks are analyzed (local processes, a Dask or a Ray cluster)."),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDR",
+                                          help="Multi-rank jobs: an existing Dask scheduler or Ray cluster."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N",
+                                          help="Multi-rank jobs: parallel workers (default: by cores and memory)."),
+    steps: Optional[str] = typer.Option(None, "--steps", metavar="LIST",
+                                        help="Multi-rank jobs: the steps to compare, e.g. 5-8,10 (default: those all ranks share)."),
+    full_ranks: Optional[str] = typer.Option(None, "--full-ranks", metavar="LIST",
+                                             help="Multi-rank jobs: ranks that also get the full single-rank analysis "
+                                                  "(default: the straggler and the median rank)."),
 ) -> None:
     def go():
-        inputs = expand_paths(traces)
+        files = expand(traces)
+        if looks_like_job(files):
+            check_writable([output, json_out, markdown], [Path(f) for f in files], force)
+            analyze_job_and_write(files, engine, workers, address, steps, full_ranks, html=output, json=json_out,
+                                  markdown=markdown, show=not quiet)
+            said_written({"report": output, "json": json_out, "markdown": markdown})
+            return
+        inputs = expand_paths([Path(f) for f in files])
         pictures = picture_paths(markdown, len(inputs)) if markdown is not None else []
         check_writable([output, json_out, markdown, *pictures], inputs, force)
-        analyze_and_write(traces, html=output, json=json_out, markdown=markdown, show=not quiet)
+        analyze_and_write(inputs, html=output, json=json_out, markdown=markdown, show=not quiet)
         said_written({"report": output, "json": json_out, "markdown": markdown})
 
     run_guarded(go)
@@ -44,4 +65,5 @@ def register(app: typer.Typer) -> None:
     app.command("analyze", cls=TidyCommand, help=HELP, epilog=examples(
         "traceinsight analyze trace.json.gz",
         "traceinsight analyze trace.json.gz -o report.html --json findings.json --markdown ticket.md",
-        "traceinsight analyze traces/   (a directory of per-rank traces)"))(analyze)
+        "traceinsight analyze traces/   (a directory of per-rank traces: one report for the job)",
+        "traceinsight analyze 'run/rank*.json.gz' --engine dask --address tcp://scheduler:8786"))(analyze)

@@ -203,12 +203,14 @@ def _trace_ctx(r: Report, i: int) -> dict:
     }
 
 
-def render(reports: list[Report]) -> str:
+def render(reports: list[Report], preface: str | None = None) -> str:
+    """The page; `preface` is an HTML fragment (already escaped, e.g. render/job_view.html) shown first."""
     traces = [_trace_ctx(r, i) for i, r in enumerate(reports)]
     return env.get_template("report.html.j2").render(
+        preface=Markup(preface) if preface else None,
         traces=traces, fmt=_fmt, label=_label, causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
         css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 
 
-def write(reports: list[Report], path: Path) -> None:
-    Path(path).write_text(render(reports), encoding="utf-8")
+def write(reports: list[Report], path: Path, preface: str | None = None) -> None:
+    Path(path).write_text(render(reports, preface), encoding="utf-8")
