@@ -25,8 +25,9 @@ def _focus_file(block: dict) -> str | None:
 def analyze_job_and_write(files: list[str], engine: str, workers: int | None, address: str | None,
                           steps: str | None, full_ranks: str | None, html: Path | None = None,
                           json: Path | None = None, markdown: Path | None = None, show: bool = True) -> list[dict]:
+    # Files the user named must read: one that does not is an error naming it (as for one trace).
     blocks = job.analyze_jobs(files, engine=engine, workers=workers, address=address, steps=steps,
-                              full_ranks=full_ranks or ())
+                              full_ranks=full_ranks or (), strict=True)
     focus: list[Report | None] = []
     budget = items_per_trace(len(blocks))
     for b in blocks:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import TraceError, UsageError
 from . import analysis, clock, discover, match
 from .engine import Session
 
@@ -48,11 +48,15 @@ def analyze_job(paths, engine: str = "local", workers: int | None = None, addres
 
 
 def analyze_jobs(paths, engine: str = "local", workers: int | None = None, address: str | None = None,
-                 steps=None, full_ranks=()) -> list[dict]:
+                 steps=None, full_ranks=(), strict: bool = False) -> list[dict]:
+    """`strict`: an unreadable rank file is an error (the CLI: the user named it), not a note."""
     from .rank_task import full_rank, summarize
     files = discover.expand(paths)
     with Session(engine, workers, address) as session:
         summaries = session.map(summarize, files)
+        broken = [x for x in summaries if x.error]
+        if strict and broken:
+            raise TraceError(broken[0].path, broken[0].error.removeprefix(f"{broken[0].path}: "))
         jobs, split_warnings = discover.group(summaries)
         built = [_cross_rank(job, steps, split_warnings) for job in jobs]
         # Phase 2: the full single-rank analysis of the ranks worth reading, in one fan-out.

@@ -1,0 +1,75 @@
+"""Issue 11 on our own recordings (sample_traces/matrix, H100 and H200, both profiler settings): each
+class of trap is named right, and what must not be claimed is not."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import document
+
+MATRIX = Path(__file__).resolve().parents[1] / "sample_traces" / "matrix"
+RUNS = [(g, s) for g in ("h100", "h200") for s in ("default", "stack")]
+
+
+@lru_cache(maxsize=None)
+def doc(gpu: str, name: str, setting: str) -> dict:
+    return document(analyze_file(MATRIX / gpu / f"{name}__{setting}.json.gz"))
+
+
+def kinds(d: dict) -> list[str]:
+    return [f["kind"] for f in d["findings"]]
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_sync_followed_by_host_work_is_host_bound_not_a_sync(gpu, setting):
+    d = doc(gpu, "sync_then_host_work__before", setting)
+    assert kinds(d)[0] == "host_bound"
+    assert "sync_stall" not in kinds(d)[:1]
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_dataloader_without_workers_gets_worker_advice(gpu, setting):
+    d = doc(gpu, "dataloader_workers0__before", setting)
+    f = d["findings"][0]
+    assert f["kind"] == "host_bound" and "num_workers" in f["fix"]
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_compile_capture_is_a_capture_not_a_launch_bound_step(gpu, setting):
+    d = doc(gpu, "compile_capture__capture", setting)
+    assert "graph capture" in d["verdict"].lower()
+    assert "launch_overhead" not in kinds(d)
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_graph_replays_are_not_told_to_use_graphs(gpu, setting):
+    for name in ("compile_capture__warm", "compile_default_vs_ro__after", "small_batch_infer__after"):
+        d = doc(gpu, name, setting)
+        for f in d["findings"] + d["minor_findings"]:
+            if f["kind"] == "launch_overhead":
+                assert f["evidence"]["program"] == "graphed", name
+                assert "capture the step in a CUDA graph" not in f["fix"], name
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_compiled_default_gets_reduce_overhead(gpu, setting):
+    d = doc(gpu, "compile_default_vs_ro__before", setting)
+    f = next(x for x in d["findings"] if x["kind"] == "launch_overhead")
+    assert f["evidence"]["program"] == "compiled" and 'mode="reduce-overhead"' in f["fix"]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_cold_first_step_is_left_out_with_a_note(gpu):
+    d = doc(gpu, "cold_first_step__cold", "default")
+    assert any("Warm-up step" in x for x in d["trace"]["limits"])
+    # The cold step took seconds (cudnn.benchmark); the median is the steady state.
+    assert d["summary"]["median_step_ms"] < 50
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_blocking_pageable_copy_is_a_copy_problem(gpu, setting):
+    d = doc(gpu, "blocking_pageable_d2h__before", setting)
+    assert kinds(d)[0] == "pageable_memcpy"
