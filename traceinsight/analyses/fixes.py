@@ -23,13 +23,28 @@ class RemoveHostWork:
 
 @dataclass(frozen=True)
 class Unblock:
-    """These blocking calls (cpu rows) no longer wait for the GPU."""
+    """These blocking calls (cpu rows) no longer wait for the GPU.
+
+    `kernels` (GPU rows) are the data-dependent kernels the synced ops run (nonzero, masked indexing and
+    its index_put backward): the replacement (torch.where, a float mask, ignore_index) drops `share` of
+    their time; `bounds` (share at the low and the high end) make the estimate a range, from the stall
+    alone to the stall plus those kernels."""
     rows: tuple[int, ...]
+    kernels: tuple[int, ...] = ()
+    share: float = 0.0
+    bounds: tuple[float, float] | None = None
 
     def __post_init__(self):
         if not self.rows:
             raise ValueError("Unblock needs at least one call")
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"Unblock share must be in [0, 1], got {self.share}")
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
+        object.__setattr__(self, "kernels", tuple(int(r) for r in self.kernels))
+
+    def at(self, share: float) -> "Unblock":
+        """The same fix at one end of its range."""
+        return Unblock(self.rows, self.kernels, share, None)
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,37 @@ def analyze(ctx: Context) -> list[Finding]:
     where = f" at {first['source']}" if first.get("source") and not first["source"].startswith("(") else ""
     title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
              f"{sum(s['per_step'] for s in ev_sites):.0f} times per step")
+    kernels = _data_dependent_kernels(ctx, site_ops)
+    ev = {"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)}
+    if len(kernels):
+        g = ctx.gpu_in_full_steps(ctx.model.gpu.loc[kernels])
+        ev["data_dependent_kernels_ms_per_step"] = round(float(g["dur"].sum()) / ctx.n_full / 1000, 3)
+        ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
+    plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5, bounds=(0.0, 1.0)),) \
+        if blockers and len(kernels) else ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost,
                     lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
-                    confidence="high" if ev_sites else "medium",
-                    evidence={"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)},
-                    fixes=(Unblock(tuple(blockers)),) if blockers else ())]
+                    confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan)]
+
+
+# Kernels of data-dependent ops, and the backward of boolean-mask indexing (index_put with accumulate).
+DATA_DEPENDENT = r"nonzero|index|scatter|masked|unique|cub::|DeviceSelect|DeviceScan|compact"
+MASK_BACKWARD = r"IndexBackward|MaskedSelectBackward|NonzeroBackward|IndexPutBackward"
+
+
+def _data_dependent_kernels(ctx: Context, site_ops: set) -> list[int]:
+    """GPU rows of the data-dependent kernels that the synced ops (and their backward) launch: what
+    torch.where / a float mask / ignore_index would also remove."""
+    import re
+    m = ctx.model
+    g = m.gpu[(m.gpu["launcher"] >= 0).to_numpy() & m.gpu_match(DATA_DEPENDENT, re.I)]
+    if g.empty:
+        return []
+    cpu = m.cpu
+    back = re.compile(MASK_BACKWARD)
+    out = []
+    for row, launcher in zip(g.index, g["launcher"].to_numpy()):
+        op = top_op(cpu, int(launcher))
+        if op in site_ops or back.search(op):
+            out.append(int(row))
+    return out

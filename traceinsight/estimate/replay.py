@@ -179,6 +179,11 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
     for i in c.cpu_idx:
         if c.nodes[i][0] == "cpu" and c.nodes[i][1] in rows:
             s.unblock(int(i))
+    if fx.share:
+        for r in fx.kernels:
+            i = c.gpu_pos.get(r)
+            if i is not None:
+                s.dur[i] = c.dur[i] * (1.0 - fx.share)
 
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
