@@ -43,7 +43,8 @@ def analyze(
 ) -> None:
     def go():
         files = expand(traces)
-        if looks_like_job(files):
+        # One file of a multi-rank run gets its own report (with a note that its partners are missing).
+        if len(files) > 1 and looks_like_job(files):
             check_writable([output, json_out, markdown], [Path(f) for f in files], force)
             analyze_job_and_write(files, engine, workers, address, steps, full_ranks, html=output, json=json_out,
                                   markdown=markdown, show=not quiet)

@@ -173,6 +173,11 @@ def limits(model: TraceModel) -> list[str]:
     if model.step_source == "ProfilerStep" and full < 3:
         out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
                    "more active steps.")
+    world = (meta.get("distributed") or {}).get("world_size")
+    if isinstance(world, int) and world > 1:
+        out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
+                   "rank holds the others back in collectives cannot be told (give them all: "
+                   "traceinsight analyze DIR).")
     if meta.get("leading_idle_excluded_us"):
         out.append(f"{meta['leading_idle_excluded_us'] / 1000:.2f} ms before the first recorded GPU activity "
                    "is not counted as idle: work launched before the trace began may have been running.")
