@@ -42,7 +42,7 @@ def _verdict_border(page) -> str:
 
 def test_a_healthy_trace_shows_no_fix_card(browser, tmp_path):
     out = tmp_path / "healthy.html"
-    analyze_and_write([TRACELENS_DIR / "inference_vllm_decode_full_graph_execution.json.gz"], html=out)
+    analyze_and_write([TRACELENS_DIR / "mi210_gpu_only_trace_gpu_only_trace.json.gz"], html=out)
     w, page = _page(browser, out)
     try:
         assert page.locator("[data-testid=verdict]").inner_text().startswith("Healthy")

@@ -31,6 +31,8 @@ CAUSE_ONLY = (
     KindSpec("unattributed", "idle for reasons the trace does not show", idle_cause=True, color="#9a9a9a",
              estimate="measured"),
 )
+# A blocking call that lasted at least this long (it really waited) also owns the refill after it.
+SYNC_REFILL_MIN_US = 20.0
 # Every idle cause, in the order reports show them.
 CAUSES = ("launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "collective_wait",
           "dependency_wait", "unattributed")
@@ -67,9 +69,12 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     unl = ~linked
     res["collective_wait"][unl & coll] = dur[unl & coll]
     res["unattributed"][unl & ~coll] = dur[unl & ~coll]
-    # 2. Issued before the GPU went idle.
+    # 2. Issued before the GPU went idle. A launch call still running when the GPU went idle, whose
+    # kernel started as soon as it returned, was a slow launch (a cold first launch: module load, JIT),
+    # not a dependency.
+    lt_end = np.where(linked, cpu["end"].to_numpy()[lsafe], np.nan)
     early = linked & (lt <= s)
-    just_in_time = early & ((e - lt) <= lat)
+    just_in_time = early & (((e - lt) <= lat) | ((lt_end > s) & ((e - lt_end) <= lat)))
     res["launch_overhead"][just_in_time] = dur[just_in_time]
     waited = early & ~just_in_time
     # Inside one graph replay, the spacing between its kernels is the graph's own launch cost, not a
@@ -82,11 +87,12 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     res["collective_wait"][waited & coll] = dur[waited & coll]
     res["dependency_wait"][waited & ~coll] = dur[waited & ~coll]
     # 3. Issued after the GPU went idle: the CPU was late. The activity may also have waited after its
-    # launch (behind an event or another stream): what exceeds the launch latency is that wait's, not
-    # the CPU's, so launch overhead is bounded by how late the launch call itself was.
+    # launch call returned (behind an event or another stream): what exceeds the launch latency is that
+    # wait's, not the CPU's, so launch overhead is bounded by how late the launch call itself was.
     late = linked & (lt > s)
-    cpu_end = np.where(late, np.minimum(lt, e), s)           # the CPU's part ends at the launch
-    waited_after = np.where(late, np.maximum(0.0, (e - cpu_end) - lat), 0.0)
+    cpu_end = np.where(late, np.minimum(lt, e), s)           # the CPU's own part ends at the launch
+    call_end = np.where(late, np.minimum(np.maximum(lt_end, cpu_end), e), s)
+    waited_after = np.where(late, np.maximum(0.0, (e - call_end) - lat), 0.0)
     waited_after = np.minimum(waited_after, dur)
     res["collective_wait"][late & coll] += waited_after[late & coll]
     res["dependency_wait"][late & ~coll] += waited_after[late & ~coll]
@@ -105,43 +111,57 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         ok &= b_end[kk] >= s[sel] - BLOCK_TOL_US
         blocker[sel[ok]] = b.index.to_numpy()[kk[ok]]
     gaps["blocker"] = blocker
-    # A blocking call owns the stretch the GPU spent drained while the CPU waited in it, and the
-    # dispatch that refills the queue after it returns (without the sync the CPU would have issued that
-    # work while the GPU was still busy). Host work the thread did after the call returned (Python,
-    # preprocessing, the DataLoader) is host_bound's: the fix for it is not removing the sync.
-    released = s.copy()
+    # A blocking call owns the stretch it kept the CPU waiting while the GPU was drained: from the later
+    # of the gap's start and the call's start to its end. Before the call the thread was doing something
+    # else (its own cause). After it returns, the dispatch that refills the queue is the sync's too when
+    # the call really waited (without it the CPU would have issued that work while the GPU was busy);
+    # host work after it (Python, preprocessing, the DataLoader) is host_bound's.
+    pre_end = s.copy()          # end of the CPU's own stretch before the blocking call
+    released = s.copy()         # when the blocking call returned
     blocked = late & (blocker >= 0)
     block_cause = np.full(len(gaps), "", dtype=object)
     if blocked.any():
         idx = np.flatnonzero(blocked)
         bk = blocks["block_kind"].reindex(blocker[idx]).to_numpy()
+        b_start = blocks["ts"].reindex(blocker[idx]).to_numpy()
         b_end = blocks["end"].reindex(blocker[idx]).to_numpy()
-        owned = np.clip(np.minimum(b_end, cpu_end[idx]) - s[idx], 0.0, left[idx])
-        released[idx] = np.maximum(s[idx], np.minimum(b_end, cpu_end[idx]))
-        block_cause[idx] = np.where(bk == "pageable", "pageable_memcpy", "sync_stall")
-        for cause in ("pageable_memcpy", "sync_stall"):
-            m = block_cause[idx] == cause
-            res[cause][idx[m]] += owned[m]
+        pre_end[idx] = np.clip(b_start, s[idx], cpu_end[idx])
+        released[idx] = np.clip(b_end, pre_end[idx], cpu_end[idx])
+        owned = np.minimum(released[idx] - pre_end[idx], left[idx])
+        cause = np.where(bk == "pageable", "pageable_memcpy", "sync_stall")
+        for c in ("pageable_memcpy", "sync_stall"):
+            m = cause == c
+            res[c][idx[m]] += owned[m]
+        # Only a call that really waited (blocked for a while, not a sync that found the GPU already
+        # drained and returned at once) makes the refill its own.
+        block_cause[idx] = np.where(b_end - b_start >= SYNC_REFILL_MIN_US, cause, "")
         left[idx] -= owned
-    # 4. The rest of the CPU-late part: host work vs feeding the GPU. Without CPU ops in the trace the
-    # split cannot be known: that time stays unattributed rather than guessed.
+    # 4. The rest of the CPU-late part: host work vs feeding the GPU, before the blocking call and after
+    # it. Without CPU ops in the trace the split cannot be known: that time stays unattributed.
     rest = np.flatnonzero(late & (left > 0))
     if len(rest):
-        host_us = np.zeros(len(rest))
+        pre_len = np.minimum(pre_end[rest] - s[rest], left[rest])
+        host_pre = np.zeros(len(rest))
+        host_post = np.zeros(len(rest))
         if model_has_cpu_ops(model):
             for th in np.unique(thread[rest]):
                 m = thread[rest] == th
                 rows = rest[m]
-                host_us[m] = host.host_time(th, released[rows], cpu_end[rows])
+                host_pre[m] = host.host_time(th, s[rows], pre_end[rows])
+                host_post[m] = host.host_time(th, released[rows], cpu_end[rows])
         else:
             res["unattributed"][rest] += np.maximum(0.0, left[rest] - lat)
             left[rest] = np.minimum(left[rest], lat)
-        host_us = np.minimum(host_us, left[rest])
-        res["host_bound"][rest] += host_us
-        feed = left[rest] - host_us
-        for cause in ("pageable_memcpy", "sync_stall"):
-            m = block_cause[rest] == cause
-            res[cause][rest[m]] += feed[m]
+            pre_len = np.minimum(pre_len, left[rest])
+        host_pre = np.minimum(host_pre, pre_len)
+        post_len = left[rest] - pre_len
+        host_post = np.minimum(host_post, post_len)
+        res["host_bound"][rest] += host_pre + host_post
+        res["launch_overhead"][rest] += pre_len - host_pre
+        feed = post_len - host_post
+        for c in ("pageable_memcpy", "sync_stall"):
+            m = block_cause[rest] == c
+            res[c][rest[m]] += feed[m]
         m = block_cause[rest] == ""
         res["launch_overhead"][rest[m]] += feed[m]
     for c in CAUSES:

@@ -40,6 +40,9 @@ class KindSpec:
     # Kinds whose fixes must come first (syncs make a CUDA-graph capture fail): the fix plan puts them
     # before this one, and this finding names them.
     prerequisites: tuple[str, ...] = ()
+    # A note whose cost is the profiler's own: rank sets it from the un-profiled step it settles on, so
+    # the note and the summary give one figure.
+    profiler_cost: bool = False
     # A fix must save at least this share of the median step to be ranked (None: rank.MIN_SHARE).
     min_share: float | None = None
 
@@ -56,6 +59,9 @@ class Finding:
     evidence: dict = field(default_factory=dict)
     # The fix as typed changes to the timeline (analyses/fixes.py), applied in order by the replay.
     fixes: tuple = ()
+    # Part of the measured cost that is not GPU idle (compute waiting while only copies ran): the cap at
+    # the step's idle time does not apply to it.
+    beyond_idle_us: float = 0.0
     # Filled in by estimate/rank.py from the replay.
     estimated_savings_us: float = math.nan
     savings_bound_us: tuple[float, float] | None = None
@@ -101,7 +107,7 @@ class Context:
 
 
 _PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-_LIB = re.compile(r"(site-packages|dist-packages|/torch/|/lib/python\d|<frozen|<built-in)")
+_LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in)")
 
 
 def user_frame(cpu: pd.DataFrame, row: int) -> str | None:

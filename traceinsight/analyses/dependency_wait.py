@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import pandas as pd
+
+from ..trace.steps import merged_intervals
 from .base import Context, Finding, KindSpec
 
 # Small waits behind other streams are normal (a copy stream, a graph's own kernel spacing): reported
@@ -14,11 +17,45 @@ SPEC = KindSpec("dependency_wait", "waiting on dependencies", idle_cause=True, c
                 estimate="measured", min_share=0.10)
 
 
+def compute_waits_on_copies(ctx: Context) -> pd.Series:
+    """Per step (us): time the compute streams sat idle while only copies ran, before a kernel that had
+    been launched already (it waited for the copy: an event wait or a shared stream). The GPU looks busy
+    then, so the idle-gap attribution does not see it."""
+    m = ctx.model
+    g = m.gpu
+    out = pd.Series(0.0, index=pd.Index(ctx.full_steps, name="step"))
+    if g.empty or not (g["kind"] == "memcpy").any():
+        return out
+    cpu_ts = m.cpu["ts"].to_numpy() if len(m.cpu) else np.zeros(0)
+    for dev, d in g.groupby("device"):
+        k = d[d["kind"] == "kernel"].sort_values("ts")
+        c = d[d["kind"] == "memcpy"]
+        if k.empty or c.empty:
+            continue
+        ks, ke = merged_intervals(k["ts"].to_numpy(), k["end"].to_numpy())
+        cs, ce = merged_intervals(c["ts"].to_numpy(), c["end"].to_numpy())
+        # Compute idle stretches between kernel blocks, and the kernel that ends each.
+        gs, ge = ke[:-1], ks[1:]
+        first = np.searchsorted(k["ts"].to_numpy(), ge, side="left")
+        launcher = k["launcher"].to_numpy()[np.minimum(first, len(k) - 1)]
+        early = (launcher >= 0) & (cpu_ts[np.maximum(launcher, 0)] <= gs) if len(cpu_ts) else launcher < -1
+        for a, b in zip(gs[early], ge[early]):
+            lo, hi = np.searchsorted(ce, a, "right"), np.searchsorted(cs, b, "left")
+            cov = float(np.sum(np.minimum(b, ce[lo:hi]) - np.maximum(a, cs[lo:hi]))) if hi > lo else 0.0
+            if cov > 0:
+                st = ctx.step_of(np.array([a]))[0]
+                if st in out.index:
+                    out[st] += cov
+    return out
+
+
 def analyze(ctx: Context) -> list[Finding]:
     cause = SPEC.kind
-    lost = ctx.per_step_median(ctx.per_step[cause])
+    on_copies = compute_waits_on_copies(ctx)
+    copy_wait = float(on_copies.median()) if len(on_copies) else 0.0
+    lost = ctx.per_step_median(ctx.per_step[cause]) + copy_wait
     gaps = ctx.gaps[ctx.gaps[cause] > 0]
-    if gaps.empty:
+    if gaps.empty and copy_wait <= 0:
         return []
     gpu, cpu = ctx.model.gpu, ctx.model.cpu
     waits = []
@@ -35,16 +72,19 @@ def analyze(ctx: Context) -> list[Finding]:
     n_steps = max(1, len(ctx.model.steps))
     cross = sum(1 for w in waits if w["stream"] is not None and w["after_stream"] is not None
                 and w["stream"] != w["after_stream"])
-    ev = {"idle_ms_per_step": round(lost / 1000, 3), "stream_wait_event_calls_per_step": round(wait_events / n_steps, 2),
+    ev = {"idle_ms_per_step": round((lost - copy_wait) / 1000, 3),
+          "compute_waits_on_copies_ms_per_step": round(copy_wait / 1000, 3),
+          "stream_wait_event_calls_per_step": round(wait_events / n_steps, 2),
           "largest_waits": waits}
     share = lost / ctx.median_step_us if ctx.median_step_us else 0.0
     return [Finding(
         kind=cause,
         title=(f"Work launched in time waits on a dependency before it can start ({share:.0%} of each step"
-               f"{', across streams' if cross else ''})"),
-        lost_per_step_us=lost, lost_total_us=float(np.sum(ctx.gaps[cause])),
+               f"{', across streams' if cross else ''}"
+               f"{'; compute waits behind copies' if copy_wait > 0.5 * lost else ''})"),
+        lost_per_step_us=lost, lost_total_us=float(np.sum(ctx.gaps[cause])) + float(on_copies.sum()),
         fix=("Find what the waiting kernel depends on (the largest waits name it): a cudaStreamWaitEvent on "
              "an event recorded late, a side stream that serialises with the main one, or a blocking copy "
              "in front of it. Record the event as early as the data is ready, move independent work onto "
              "the waiting stream's idle time, and use non-blocking copies on their own stream."),
-        confidence="medium", evidence=ev)]
+        confidence="medium", evidence=ev, beyond_idle_us=copy_wait)]

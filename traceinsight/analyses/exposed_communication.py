@@ -57,17 +57,43 @@ def analyze(ctx: Context) -> list[Finding]:
     comp = ctx.per_step_median(split["compute"])
     comm = ctx.per_step_median(split["comm"])
     step = ctx.median_step_us or 1.0
+    # Perfect overlap leaves a step no shorter than the longer of compute and communication.
+    bound = max(0.0, min(lost, step - max(comp, comm)))
+    same_stream = _same_stream(ctx)
     ev = {"compute_busy_ms_per_step": round(comp / 1000, 3), "communication_ms_per_step": round(comm / 1000, 3),
+          "saving_if_fully_overlapped_ms": round(bound / 1000, 3),
+          "collectives_on_compute_stream": same_stream,
           "exposed_communication_ms_per_step": round(lost / 1000, 3),
           "compute_utilisation_pct": round(100 * comp / step, 1),
           "overlapped_pct_of_communication": round(100 * (1 - lost / comm), 1) if comm else None}
-    return [Finding(
+    if same_stream:
+        fix = ("The collectives run on the compute stream (tensor-parallel style), so nothing can overlap "
+               "them: cut their cost instead (fewer, larger all-reduces; a faster algorithm or transport; "
+               "a parallel layout that communicates less), and check for a straggler rank.")
+    else:
+        fix = ("Overlap communication with compute: let DDP start all-reduces during backward (smaller "
+               "bucket_cap_mb, gradient_as_bucket_view=True, no sync points inside backward), prefetch FSDP "
+               "all-gathers (forward_prefetch / backward_prefetch), and check for a straggler rank that makes "
+               "the others wait inside the collective (`traceinsight analyze` on all ranks' traces).")
+    if comm > comp:
+        fix += (" Communication takes longer than compute here: even perfect overlap saves at most "
+                f"{bound / 1000:.2f} ms per step; the rest needs less communication.")
+    f = Finding(
         kind=SPEC.kind,
         title=(f"Communication runs exposed: {lost / 1000:.2f} ms per step of collectives overlap no compute; "
                f"compute keeps the GPU busy only {100 * comp / step:.0f}% of the step"),
-        lost_per_step_us=lost, lost_total_us=float(split["exposed"].sum()),
-        fix=("Overlap communication with compute: let DDP start all-reduces during backward (smaller "
-             "bucket_cap_mb, gradient_as_bucket_view=True, no sync points inside backward), prefetch FSDP "
-             "all-gathers (forward_prefetch / backward_prefetch), and check for a straggler rank that makes "
-             "the others wait inside the collective (`traceinsight analyze` on all ranks' traces)."),
-        confidence="medium" if comm else "low", evidence=ev)]
+        lost_per_step_us=lost, lost_total_us=float(split["exposed"].sum()), fix=fix,
+        confidence="medium" if comm else "low", evidence=ev)
+    f.estimated_savings_us = bound
+    return [f]
+
+
+def _same_stream(ctx: Context) -> bool:
+    """Most collective kernel time runs on streams that also run compute kernels."""
+    g = ctx.model.gpu
+    coll = is_collective(ctx.model)
+    kern = (g["kind"] == "kernel").to_numpy()
+    compute_streams = set(map(tuple, g.loc[kern & ~coll, ["device", "stream"]].drop_duplicates().to_numpy()))
+    c = g[coll]
+    on = np.array([(d, s) in compute_streams for d, s in zip(c["device"], c["stream"])], dtype=bool)
+    return bool(len(c)) and float(c["dur"].to_numpy()[on].sum()) > 0.5 * float(c["dur"].sum())

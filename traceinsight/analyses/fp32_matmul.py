@@ -17,7 +17,11 @@ SPEC = KindSpec("fp32_matmul", "slowed by FP32 matmuls")
 
 GEMM = re.compile(r"gemm|gemv|Gemm|matmul", re.I)
 FP32_SIMT = re.compile(r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx", re.I)
-TENSOR_CORE = re.compile(r"tf32|tensorop|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8", re.I)
+TENSOR_CORE = re.compile(r"tf32|tensorop|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8|bfloat16|half",
+                         re.I)
+# An FP32 SIMT GEMM that is not a half/bf16/tensor-core one (cuDNN's implicit sgemm runs bf16 too): the
+# kernels the fix speeds up, as one pattern for the replay.
+FP32_ONLY = rf"(?i)^(?!.*(?:{TENSOR_CORE.pattern})).*(?:{FP32_SIMT.pattern})"
 # Dense peak of the tensor-core path (TF32) over plain FP32, by architecture (vendor spec sheets).
 PEAK_RATIO = {8: 8.0, 9: 7.4, 10: 8.0, 12: 8.0}
 
@@ -62,4 +66,4 @@ def analyze(ctx: Context) -> list[Finding]:
             "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
             "under torch.autocast('cuda', dtype=torch.bfloat16).",
         confidence="medium", evidence=ev,
-        fixes=(ScaleKernels(FP32_SIMT.pattern, 1 / central, bounds=(1 / peak, 1 / 2.0)),))]
+        fixes=(ScaleKernels(FP32_ONLY, 1 / central, bounds=(1 / peak, 1 / 2.0)),))]

@@ -3,9 +3,11 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 """
 from __future__ import annotations
 
+import numpy as np
+
 
 from .fixes import RemoveHostWork
-from .base import Context, Finding, KindSpec
+from .base import _LIB, _PY_FRAME, Context, Finding, KindSpec
 
 SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor")
 
@@ -17,6 +19,10 @@ def analyze(ctx: Context) -> list[Finding]:
     for row in gaps.nlargest(50, "host_bound").itertuples():
         for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
             busy_ops[name] = busy_ops.get(name, 0.0) + us
+    # With stacks recorded, the user's own Python functions say more than a short op that happened to run.
+    frames = _user_frames(ctx, gaps)
+    if frames and (not busy_ops or frames[0][1] > 2 * max(busy_ops.values())):
+        busy_ops = dict(frames)
     top = sorted(busy_ops.items(), key=lambda kv: -kv[1])[:6]
     loader = any("DataLoader" in n or "__next__" in n for n, _ in top)
     what = top[0][0] if top else "Python code outside any profiled op"
@@ -24,10 +30,14 @@ def analyze(ctx: Context) -> list[Finding]:
           [{"name": "no op recorded: plain Python (record with with_stack=True to see the function)",
             "ms": round(float(gaps["host_bound"].sum()) / 1000, 3)}],
           "idle_ms_per_step": round(lost / 1000, 3)}
-    if loader or not top:
+    if loader:
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
                "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
+    elif not top:
+        fix = ("The CPU runs Python that the trace does not name (no op covers it): record with "
+               "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
+               "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
     else:
         names = ", ".join(n for n, _ in top[:3])
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
@@ -39,3 +49,30 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{', data loading' if loader else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
+
+
+def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:
+    """User Python frames (not torch, not the standard library) over the host-bound gaps, by overlap."""
+    cpu = ctx.model.cpu
+    py = cpu[(cpu["kind"] == "python").to_numpy()]
+    if py.empty:
+        return []
+    names = py["name"].to_numpy()
+    user = np.array([bool(_PY_FRAME.match(n)) and not _LIB.search(n) for n in names], dtype=bool)
+    py = py[user]
+    out: dict[str, float] = {}
+    by_thread = {th: g for th, g in py.groupby("thread")}
+    for row in gaps.nlargest(50, "host_bound").itertuples():
+        g = by_thread.get(row.thread)
+        if g is None:
+            continue
+        ov = np.minimum(g["end"].to_numpy(), row.end) - np.maximum(g["ts"].to_numpy(), row.start)
+        ok = ov > 0
+        if not ok.any():
+            continue
+        # The innermost frame that covers most of the stretch: the shortest of those covering at least
+        # half of what the best one covers.
+        cand = np.flatnonzero(ok & (ov >= 0.5 * ov[ok].max()))
+        k = cand[np.argmin(g["dur"].to_numpy()[cand])]
+        out[str(g["name"].iat[k])] = out.get(str(g["name"].iat[k]), 0.0) + float(ov[k])
+    return sorted(out.items(), key=lambda kv: -kv[1])

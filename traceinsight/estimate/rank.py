@@ -14,7 +14,8 @@ from ..analyses import spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import combine
 from . import replay
-from .deinflate import calibration_scale, measured_unprofiled_us, profile_setting, profiler_cuts, unprofiled_method
+from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
+from .deinflate import calibration_scale, profiler_cuts, unprofiled_method
 from .plan import fix_plan
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -72,10 +73,15 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["profiler_setting"] = profile_setting(ctx.model)
             info["gpu_busy_ms"] = round(busy / 1000, 3)
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
+    if info["unprofiled_step_ms"]:
+        _settle_profiler_note(findings, ctx.median_step_us, median_step)
     for f in findings:
         how = spec(f.kind).estimate
         if base is None or not base.step_us or how == "measured" or not f.fixes:
-            f.estimated_savings_us = f.lost_per_step_us
+            # An analysis may know a tighter bound than its measured cost (overlap cannot hide more
+            # communication than there is compute to hide it behind).
+            pre = f.estimated_savings_us
+            f.estimated_savings_us = f.lost_per_step_us if math.isnan(pre) else min(pre, f.lost_per_step_us)
             f.estimate_note = ("measured cost in the trace; the fix's effect cannot be replayed, "
                                "so this is an upper bound")
             f.savings_bound_us = (0.0, f.lost_per_step_us)
@@ -106,7 +112,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
-    minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0]
+    minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0
+             and not spec(f.kind).note]
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
@@ -123,6 +130,20 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                 minor=minor)
     _name_prerequisites(findings, minor)
     return {"findings": findings, "minor": minor, "whatif": info}
+
+
+def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float) -> None:
+    """The profiler-cost note gives the same un-profiled step as the summary."""
+    for f in findings:
+        if spec(f.kind).profiler_cost:
+            lost = max(0.0, profiled_us - unprofiled_us)
+            f.lost_per_step_us = lost
+            f.evidence = dict(f.evidence, unprofiled_step_ms_estimate=round(unprofiled_us / 1000, 3),
+                              inflation_ms_per_step=round(lost / 1000, 3),
+                              inflation_pct_of_unprofiled_step=round(100 * lost / unprofiled_us, 1) if unprofiled_us else None)
+            f.title = (f"Recording ({f.evidence.get('options_seen')}) added about {lost / 1000:.2f} ms to each "
+                       f"step: the un-profiled step is about {unprofiled_us / 1000:.2f} ms (an estimate); "
+                       "CPU-side figures here are profiled")
 
 
 def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
@@ -170,13 +191,13 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) 
                                "the replayed saving is not trusted: the measured cost is the estimate, the "
                                "replay the top of the range")
         if sp.idle_cause and f.estimated_savings_us == f.lost_per_step_us and idle_scale < 1.0:
-            f.estimated_savings_us *= idle_scale
+            f.estimated_savings_us = (f.estimated_savings_us - f.beyond_idle_us) * idle_scale + f.beyond_idle_us
             if f.savings_bound_us:
                 f.savings_bound_us = tuple(x * idle_scale for x in f.savings_bound_us)
             f.estimate_note += f"; scaled to the un-profiled step's idle ({idle_scale:.0%} of the profiled idle)"
         changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
         if sp.idle_cause and not changes_gpu:
-            cap = idle
+            cap = idle + f.beyond_idle_us
             if f.estimated_savings_us > cap:
                 f.estimated_savings_us = cap
                 f.estimate_note += "; capped at the step's GPU idle time (no fix of idle saves more)"

@@ -111,6 +111,11 @@ def analyze_model(model: TraceModel) -> Analysis:
         graph_stats = {"nodes": G.number_of_nodes(), "edges": kinds, "steps": G.graph["steps"]}
     ranked = estimate(ctx, G, findings)
     findings = ranked["findings"]
+    if any(spec(f.kind).headline for f in findings):
+        # The trace is not a steady-state step (a graph capture): its fixes are listed, never ranked.
+        ranked["minor"] = [f for f in findings if not spec(f.kind).note] + ranked["minor"]
+        findings = [f for f in findings if spec(f.kind).note]
+        ranked["whatif"] = dict(ranked["whatif"], plan=None, combined=None)
     analysis = Analysis(model=model, findings=findings, per_step=per_step.reset_index(), gaps=gaps,
                         whatif=ranked["whatif"], verdict="", graph_stats=graph_stats,
                         minor_findings=ranked["minor"])

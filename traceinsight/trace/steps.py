@@ -62,11 +62,18 @@ def mark_warmup(steps: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
     if len(full) < 3:
         return steps, out
     d = steps.loc[full, "dur"].to_numpy()
-    for k in range(min(2, len(full) - 2)):  # at most the first two steps, and at least two remain
-        rest = d[k + 1:]
+    # The CPU side must be slow too: a first window that only takes in GPU work launched before the
+    # trace began (a backlog) is long on the GPU side, yet the program's step was not.
+    c = (steps.loc[full, "cpu_end"] - steps.loc[full, "cpu_start"]).to_numpy()
+
+    def outlier(x, k):
+        rest = x[k + 1:]
         med = float(np.median(rest))
         mad = 1.4826 * float(np.median(np.abs(rest - med)))
-        if d[k] > 1.5 * med and d[k] > med + 5 * mad:
+        return x[k] > 1.5 * med and x[k] > med + 5 * mad
+
+    for k in range(min(2, len(full) - 2)):  # at most the first two steps, and at least two remain
+        if outlier(d, k) and outlier(c, k):
             out.append(int(steps.at[full[k], "step"]))
         else:
             break
@@ -75,6 +82,10 @@ def mark_warmup(steps: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
         steps.loc[sel, "warmup"] = True
         steps.loc[sel, "partial"] = True
     return steps, out
+
+
+# A first activity that starts this long after its launch call returned was queued behind other work.
+QUEUED_US = 100.0
 
 
 def drop_leading_idle(gaps: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame, cpu: pd.DataFrame,
@@ -94,7 +105,11 @@ def drop_leading_idle(gaps: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame
             continue
         waiting = len(blocking) and bool(((blocking["ts"].to_numpy() < first) &
                                          (blocking["end"].to_numpy() >= first)).any())
-        if source != "ProfilerStep" or waiting:
+        # Launched inside the trace and started right after: the CPU was getting it ready, so that idle
+        # is real. Started long after its launch: it queued behind work the trace did not record.
+        lr = int(g.loc[g["ts"].idxmin(), "launcher"]) if "launcher" in g else -1
+        queued = lr >= 0 and first - float(cpu["end"].iat[lr]) > QUEUED_US
+        if waiting or queued or (source != "ProfilerStep" and lr < 0):
             drop |= lead
     excluded = float(gaps.loc[drop, "dur"].sum())
     if drop.any():

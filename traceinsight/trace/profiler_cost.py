@@ -1,0 +1,83 @@
+"""The profiler's own cost: per recorded event, by profiler setting and machine type, fitted on our
+recordings (sample_traces/matrix/calibration.json: 25 workloads profiled and un-profiled on an H100 and
+an H200 machine, torch 2.11, model "loop+autograd"). Kernels are measured by CUPTI and cost nothing here.
+Read by the profiler_overhead note and by the replay's de-inflation (estimate/deinflate.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .model import TraceModel
+
+# us per recorded event, by profiler setting ("stack": with_stack and/or record_shapes) and by the
+# machine it was fitted on (the host CPU sets the cost: the H100 machines' CPU is slower than the
+# H200 machines'); "any" (both pooled) for a trace from elsewhere.
+PROFILER_COST_US = {
+    "default": {"any": {"op": 1.21, "annotation": 1.21, "python": 0.0, "runtime": 5.69},
+                "H100": {"op": 1.16, "annotation": 1.16, "python": 0.0, "runtime": 9.73},
+                "H200": {"op": 1.24, "annotation": 1.24, "python": 0.0, "runtime": 3.68}},
+    "stack": {"any": {"op": 2.24, "annotation": 2.24, "python": 0.99, "runtime": 5.88},
+              "H100": {"op": 2.95, "annotation": 2.95, "python": 2.04, "runtime": 5.56},
+              "H200": {"op": 1.53, "annotation": 1.53, "python": 0.67, "runtime": 5.98}},
+}
+
+
+def cost_model(model: TraceModel) -> tuple[str, str]:
+    """(setting, machine) of the per-event costs that fit this trace."""
+    name = model.device_name() or ""
+    machine = next((m for m in ("H100", "H200") if m in name), "any")
+    return profile_setting(model), machine
+
+
+def profiler_options(model: TraceModel) -> str:
+    """The recording options the trace shows, in words."""
+    cpu = model.cpu
+    on = []
+    if len(cpu) and (cpu["kind"] == "python").any():
+        on.append("with_stack")
+    if model.meta.get("record_shapes") or (len(cpu) and "input_dims" in cpu and cpu["input_dims"].map(bool).any()):
+        on.append("record_shapes")
+    return " + ".join(on) if on else "default options"
+
+
+def profile_setting(model: TraceModel) -> str:
+    cpu = model.cpu
+    py = bool((cpu["kind"] == "python").any()) if len(cpu) else False
+    shapes = bool(model.meta.get("record_shapes")) or (
+        len(cpu) and bool(cpu["input_dims"].map(bool).any()) if "input_dims" in cpu else False)
+    return "stack" if py or shapes else "default"
+
+
+def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
+    """The un-profiled step: measured by `record` when it did, else each full step's CPU time less the
+    profiler's cost of the events recorded in it (all threads), never below its GPU busy time;
+    the median over full steps."""
+    measured = measured_unprofiled_us(model)
+    if measured is not None:
+        return measured
+    st = model.steps
+    st = st[st["step"].isin(full_steps)] if len(full_steps) else st
+    cpu = model.cpu
+    if st.empty or cpu.empty:
+        return None
+    setting, machine = cost_model(model)
+    coef = PROFILER_COST_US[setting][machine]
+    kinds = cpu["kind"].to_numpy()
+    cost = np.select([kinds == "op", kinds == "annotation", kinds == "python", kinds == "runtime"],
+                     [coef["op"], coef["annotation"], coef["python"], coef["runtime"]], 0.0)
+    cost = np.where(cpu["is_step"].to_numpy(), 0.0, cost)
+    order = np.argsort(cpu["ts"].to_numpy(), kind="stable")
+    ts, csum = cpu["ts"].to_numpy()[order], np.concatenate([[0.0], np.cumsum(cost[order])])
+    lo = np.searchsorted(ts, st["cpu_start"].to_numpy(), "left")
+    hi = np.searchsorted(ts, st["cpu_end"].to_numpy(), "left")
+    inflation = csum[hi] - csum[lo]
+    cpu_step = (st["cpu_end"] - st["cpu_start"]).to_numpy()
+    return float(np.median(np.maximum(st["gpu_busy"].to_numpy(), np.maximum(cpu_step, st["dur"].to_numpy())
+                                      - inflation)))
+
+
+def measured_unprofiled_us(model: TraceModel) -> float | None:
+    """The un-profiled step time `traceinsight record` measured for this trace, when it did."""
+    rec = model.meta.get("traceinsight_record") or {}
+    v = rec.get("unprofiled_step_ms")
+    return float(v) * 1000 if isinstance(v, (int, float)) and v > 0 else None
