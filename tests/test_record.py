@@ -277,16 +277,27 @@ def test_unprofiled_figure_is_a_median_of_blocks_or_the_block_mean():
     from traceinsight.trace.record_unprofiled import summarize
 
     info = {"window_done": True, "block_started": True, "optimizer": "AdamW",
-            "cuda_synchronized": True, "synchronized_end": True}
-    # 20 steps: 4 blocks of 5; one slow step (a checkpoint, a GC pause) moves one block only
+            "cuda_synchronized": False, "synchronized_end": False}
+    # CPU only, 20 steps: 4 blocks of 5; one slow step (a checkpoint, a GC pause) moves one block
     laps = [0.004] * 20
     laps[7] = 0.104
     meta, line = summarize(dict(info, laps_s=laps), "optimizer_steps", 20)
     assert meta["unprofiled_step_ms"] == pytest.approx(4.0)
     assert meta["unprofiled_block_ms"] == pytest.approx([4.0, 24.0, 4.0, 4.0])
-    assert meta["unprofiled_steps"] == 20
-    assert "synchronize() at the block's start and end" in meta["unprofiled_method"]
+    assert meta["unprofiled_steps"] == 20 and "synchronize" not in meta["unprofiled_method"]
+    assert meta["unprofiled_cupti_attached"] is False
     assert line == "un-profiled step: 4.00 ms (median of 4 blocks, 20 steps after the profiled window)"
+    # CUDA: the GPU-bound pattern seen on an H200 (the CPU queues steps ahead, the final
+    # synchronize drains them into the last lap): only block time / steps is right
+    info.update(cuda_synchronized=True, synchronized_end=True)
+    laps = [0.0025] * 10 + [0.24] * 9 + [20 * 0.24 - 0.025 - 0.24 * 9]  # a 240 ms step
+    meta, line = summarize(dict(info, laps_s=laps), "optimizer_steps", 20)
+    assert meta["unprofiled_step_ms"] == pytest.approx(240.0)
+    assert "synchronize() at the block's start and end" in meta["unprofiled_method"]
+    assert meta["unprofiled_cupti_attached"] and "CUPTI stayed attached" in meta["unprofiled_method"]
+    meta, _ = summarize(dict(info, laps_s=laps, cupti_teardown=True), "optimizer_steps", 20)
+    assert not meta["unprofiled_cupti_attached"] and "CUPTI" not in meta["unprofiled_method"]
+    assert line == "un-profiled step: 240.00 ms (mean of 20 steps after the profiled window)"
     # 17 steps: the 2 left over join the last block
     meta, _ = summarize(dict(info, laps_s=[0.002] * 15 + [0.005, 0.005]), "optimizer_steps", 20)
     assert meta["unprofiled_block_ms"] == pytest.approx([2.0, 2.0, 20.0 / 7], abs=1e-3)
@@ -523,3 +534,22 @@ def test_cuda_activities_are_recorded_when_a_gpu_is_there(tmp_path):
     kernels = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
     assert kernels, "no GPU kernels in the trace"
     assert len(steps) == 3
+    assert "unprofiled_step_ms" not in meta  # 8 steps: the script ends 2 after the window
+
+    # 30 steps: 20 timed after the window (the 7th settles), CUDA synchronized at the block's ends,
+    # and the analysis calibrates to the figure
+    out = tmp_path / "long"
+    r = record("--no-analyze", "-o", str(out), str(SCRIPTS / "gpu_train.py"), "--iters", "30",
+               cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "gpu done True\n", r.stderr
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["unprofiled_steps"] == 20 and meta["unprofiled_step_ms"] > 0
+    assert "AdamW.step()" in meta["unprofiled_method"]
+    assert "torch.cuda.synchronize() at the block's start and end" in meta["unprofiled_method"]
+    (trace_path,) = out.glob("*.pt.trace.json.gz")
+    subprocess.run([sys.executable, "-m", "traceinsight", "analyze", "-q", str(trace_path), "--json",
+                    str(tmp_path / "a.json")], cwd=tmp_path, env=_env(), check=True,
+                   capture_output=True)
+    summary = json.loads((tmp_path / "a.json").read_text())["summary"]
+    assert summary["unprofiled_step_method"].startswith("measured by traceinsight record")
+    assert summary["unprofiled_step_ms"] > 0

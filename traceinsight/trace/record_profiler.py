@@ -264,6 +264,7 @@ class Recorder:
         return {"requested": self.timed_max, "laps_s": list(self.laps),
                 "window_done": "optimizer" in self.traces, "block_started": self._lap_start is not None,
                 "cuda_synchronized": self._gpu_sync, "synchronized_end": self.timed_synced_end,
+                "cupti_teardown": os.environ.get("TEARDOWN_CUPTI") == "1",
                 "optimizer": self.optimizer_name}
 
     def _on_forward_pre(self, module, args):

@@ -7,6 +7,17 @@ the window settles (the export ran just before it), then up to ``--unprofiled-st
 are taken with ``time.perf_counter`` between consecutive ``optimizer.step()`` post-hooks,
 CUDA synchronized only at the block's start and end. The script is never lengthened: a
 script that ends sooner gives fewer laps.
+
+The figure: with CUDA in use, the block's mean (block time / steps, a throughput: the CPU
+runs ahead of the GPU, so single laps are skewed by the launch queue); CPU only, the median
+of blocks of 5 consecutive steps when there are at least 3 blocks (robust to a stray slow
+step), else the block's mean.
+
+With CUDA, the steps after the window are not quite un-profiled: Kineto leaves CUPTI attached
+when the profiler stops unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455). On an H200 (torch
+2.11) a launch-bound step ran 7-19% slower after a profiler session than before it in the
+same process, and not slower with TEARDOWN_CUPTI=1; a GPU-bound step was unaffected (240.98
+vs 240.69 ms plain). The method sentence says so; ``unprofiled_cupti_attached`` flags it.
 """
 from __future__ import annotations
 
@@ -53,7 +64,14 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
                       f"profiled window; {MIN_STEPS} needed)")
     ms = [x * 1000.0 for x in laps]
     blocks = _blocks(ms)
-    if len(blocks) >= MIN_BLOCKS:
+    if info.get("cuda_synchronized"):
+        # GPU work is queued ahead: the first laps are short while the queue fills, and the
+        # last one holds the final synchronize's drain; only the whole block is a throughput
+        value = sum(ms) / len(ms)
+        how = ("the block's mean (a throughput: with CUDA, single steps and sub-blocks are "
+               "skewed by the launch queue filling and draining)")
+        short = f"mean of {len(ms)} steps after the profiled window"
+    elif len(blocks) >= MIN_BLOCKS:
         value = statistics.median(blocks)
         how = f"the median of {len(blocks)} blocks of {BLOCK}+ consecutive steps"
         short = f"median of {len(blocks)} blocks, {len(ms)} steps after the profiled window"
@@ -65,8 +83,14 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
     if info.get("cuda_synchronized"):
         sync = (", torch.cuda.synchronize() at the block's start and end" if info.get("synchronized_end")
                 else ", torch.cuda.synchronize() at the block's start only (the script ended "
-                     "before the block's end: GPU work still queued then is not counted)")
+                     "before the block's end: GPU work still queued then is not counted, so a "
+                     "GPU-bound step may read low)")
     ended = "" if len(laps) >= requested else f"; the script ended after {len(laps)} of {requested}"
+    cupti = bool(info.get("cuda_synchronized")) and not info.get("cupti_teardown")
+    if cupti:
+        sync += ("; CUPTI stayed attached after the profiler stopped (no TEARDOWN_CUPTI=1), which "
+                 "can make a launch-bound step read up to ~20% slow")
+    meta["unprofiled_cupti_attached"] = cupti
     meta["unprofiled_step_ms"] = round(value, 4)
     meta["unprofiled_block_ms"] = [round(b, 4) for b in blocks]
     meta["unprofiled_method"] = (
