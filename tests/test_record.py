@@ -212,6 +212,107 @@ def test_module_form_runs_like_python_dash_m(tmp_path):
     assert meta["steps_recorded"] == 3  # --steps 9 after the module was the script's
 
 
+# -- the un-profiled step: optimizer steps after the window, the profiler stopped -----------------
+
+@needs_torch
+def test_steps_after_the_window_are_timed_unprofiled_and_analyze_uses_them(tmp_path):
+    out = tmp_path / "out"
+    # window: first step switches, skip 1, warmup 1, steps 3 -> ends at step 6; step 7 settles;
+    # steps 8..13 are timed (6 of them)
+    r = record("--no-analyze", "-o", str(out), "--unprofiled-steps", "6", str(SCRIPTS / "train.py"),
+               "--iters", "16", cwd=tmp_path)
+    plain = subprocess.run([sys.executable, str(SCRIPTS / "train.py"), "--iters", "16"],
+                           capture_output=True, text=True, env=_env())
+    assert r.returncode == plain.returncode == 0, r.stderr
+    assert r.stdout == plain.stdout == "done 16\n"  # the script is neither cut nor lengthened
+    trace = load_trace(out)
+    meta = trace["traceinsight_record"]
+    assert meta["steps_recorded"] == 3 and len(step_events(trace)) == 3  # the window is unchanged
+    assert meta["unprofiled_steps"] == 6 and meta["unprofiled_steps_requested"] == 6
+    assert meta["unprofiled_step_ms"] > 0
+    assert len(meta["unprofiled_block_ms"]) == 1  # 6 steps: the block's mean
+    assert "after the profiled window" in meta["unprofiled_method"]
+    assert "SGD.step()" in meta["unprofiled_method"]
+    lines = [l for l in r.stderr.splitlines() if "un-profiled step:" in l]
+    assert len(lines) == 1 and " ms (mean of 6 steps after the profiled window)" in lines[0]
+
+    # analyze calibrates to it. A CPU-only trace has no GPU timeline to replay, so the recorded
+    # block goes onto a small GPU sample trace (the CUDA test checks a real GPU recording)
+    with gzip.open(REPO / "sample_traces" / "launch_small_mlp__before.json.gz", "rt") as f:
+        gpu = json.load(f)
+    gpu["traceinsight_record"] = meta
+    spliced = tmp_path / "spliced.json"
+    spliced.write_text(json.dumps(gpu))
+    subprocess.run([sys.executable, "-m", "traceinsight", "analyze", "-q", str(spliced), "--json",
+                    str(tmp_path / "a.json")], cwd=tmp_path, env=_env(), check=True,
+                   capture_output=True)
+    summary = json.loads((tmp_path / "a.json").read_text())["summary"]
+    assert summary["unprofiled_step_method"].startswith("measured by traceinsight record")
+    assert summary["unprofiled_step_ms"] == pytest.approx(meta["unprofiled_step_ms"], rel=1e-3)
+
+
+@needs_torch
+def test_too_few_steps_after_the_window_give_a_reason_and_zero_turns_it_off(tmp_path):
+    # --iters 8: the script ends 2 steps after the window (1 settles, 1 timed): no figure
+    r = record("--no-analyze", "-o", str(tmp_path / "a"), str(SCRIPTS / "train.py"), "--iters", "8",
+               cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "done 8\n", r.stderr
+    meta = load_trace(tmp_path / "a")["traceinsight_record"]
+    assert "unprofiled_step_ms" not in meta
+    assert meta["unprofiled_steps"] == 1 and meta["unprofiled_steps_requested"] == 20
+    assert meta["unprofiled_method"].startswith("not measured: the script ended 2 optimizer step(s) "
+                                                "after the profiled window")
+    assert "un-profiled step: not measured (only 1 step(s)" in r.stderr
+
+    r = record("--no-analyze", "-o", str(tmp_path / "b"), "--unprofiled-steps", "0",
+               str(SCRIPTS / "train.py"), "--iters", "14", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "done 14\n", r.stderr
+    meta = load_trace(tmp_path / "b")["traceinsight_record"]
+    assert "unprofiled_step_ms" not in meta and meta["unprofiled_steps"] == 0
+    assert meta["unprofiled_method"] == "not measured (--unprofiled-steps 0)"
+    assert "un-profiled step" not in r.stderr
+
+
+def test_unprofiled_figure_is_a_median_of_blocks_or_the_block_mean():
+    from traceinsight.trace.record_unprofiled import summarize
+
+    info = {"window_done": True, "block_started": True, "optimizer": "AdamW",
+            "cuda_synchronized": False, "synchronized_end": False}
+    # CPU only, 20 steps: 4 blocks of 5; one slow step (a checkpoint, a GC pause) moves one block
+    laps = [0.004] * 20
+    laps[7] = 0.104
+    meta, line = summarize(dict(info, laps_s=laps), "optimizer_steps", 20)
+    assert meta["unprofiled_step_ms"] == pytest.approx(4.0)
+    assert meta["unprofiled_block_ms"] == pytest.approx([4.0, 24.0, 4.0, 4.0])
+    assert meta["unprofiled_steps"] == 20 and "synchronize" not in meta["unprofiled_method"]
+    assert meta["unprofiled_cupti_attached"] is False
+    assert line == "un-profiled step: 4.00 ms (median of 4 blocks, 20 steps after the profiled window)"
+    # CUDA: the GPU-bound pattern seen on an H200 (the CPU queues steps ahead, the final
+    # synchronize drains them into the last lap): only block time / steps is right
+    info.update(cuda_synchronized=True, synchronized_end=True)
+    laps = [0.0025] * 10 + [0.24] * 9 + [20 * 0.24 - 0.025 - 0.24 * 9]  # a 240 ms step
+    meta, line = summarize(dict(info, laps_s=laps), "optimizer_steps", 20)
+    assert meta["unprofiled_step_ms"] == pytest.approx(240.0)
+    assert "synchronize() at the block's start and end" in meta["unprofiled_method"]
+    assert meta["unprofiled_cupti_attached"] and "CUPTI stayed attached" in meta["unprofiled_method"]
+    meta, _ = summarize(dict(info, laps_s=laps, cupti_teardown=True), "optimizer_steps", 20)
+    assert not meta["unprofiled_cupti_attached"] and "CUPTI" not in meta["unprofiled_method"]
+    assert line == "un-profiled step: 240.00 ms (mean of 20 steps after the profiled window)"
+    # 17 steps: the 2 left over join the last block
+    meta, _ = summarize(dict(info, laps_s=[0.002] * 15 + [0.005, 0.005]), "optimizer_steps", 20)
+    assert meta["unprofiled_block_ms"] == pytest.approx([2.0, 2.0, 20.0 / 7], abs=1e-3)
+    assert "ended after 17 of 20" in meta["unprofiled_method"]
+    # few steps: the block's mean; an unsynchronized end says what it misses
+    meta, _ = summarize(dict(info, laps_s=[0.001, 0.002, 0.006], synchronized_end=False),
+                        "optimizer_steps", 20)
+    assert meta["unprofiled_step_ms"] == pytest.approx(3.0)
+    assert "start only" in meta["unprofiled_method"]
+    # no optimizer window: nothing is said on stderr, the reason is in the meta
+    meta, line = summarize({"window_done": False}, "forward_calls", 20)
+    assert line is None and "unprofiled_step_ms" not in meta
+    assert "forward calls" in meta["unprofiled_method"]
+
+
 # -- however the script ends, the trace is kept and the exit status is python's -----------------
 
 @needs_torch
@@ -408,6 +509,7 @@ def test_options_after_the_script_are_never_taken_by_record():
     (s1, a1, o1), (s2, a2, o2) = calls
     assert s1 == "t.py" and a1 == ["--steps", "7", "--out-dir", "x", "--help", "-m", "--", "z"]
     assert o1["steps"] == 5 and str(o1["out_dir"]) == "d" and o1["module"] is False
+    assert o1["unprofiled_steps"] == 20
     assert s2 == "pkg.mod" and a2 == ["--with-stack", "-v"]
     assert o2["module"] is True and o2["with_stack"] is True
 
@@ -432,3 +534,22 @@ def test_cuda_activities_are_recorded_when_a_gpu_is_there(tmp_path):
     kernels = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
     assert kernels, "no GPU kernels in the trace"
     assert len(steps) == 3
+    assert "unprofiled_step_ms" not in meta  # 8 steps: the script ends 2 after the window
+
+    # 30 steps: 20 timed after the window (the 7th settles), CUDA synchronized at the block's ends,
+    # and the analysis calibrates to the figure
+    out = tmp_path / "long"
+    r = record("--no-analyze", "-o", str(out), str(SCRIPTS / "gpu_train.py"), "--iters", "30",
+               cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "gpu done True\n", r.stderr
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["unprofiled_steps"] == 20 and meta["unprofiled_step_ms"] > 0
+    assert "AdamW.step()" in meta["unprofiled_method"]
+    assert "torch.cuda.synchronize() at the block's start and end" in meta["unprofiled_method"]
+    (trace_path,) = out.glob("*.pt.trace.json.gz")
+    subprocess.run([sys.executable, "-m", "traceinsight", "analyze", "-q", str(trace_path), "--json",
+                    str(tmp_path / "a.json")], cwd=tmp_path, env=_env(), check=True,
+                   capture_output=True)
+    summary = json.loads((tmp_path / "a.json").read_text())["summary"]
+    assert summary["unprofiled_step_method"].startswith("measured by traceinsight record")
+    assert summary["unprofiled_step_ms"] > 0

@@ -78,6 +78,11 @@ def record_command(
     record_shapes: bool = typer.Option(False, "--record-shapes", help="Record op input shapes."),
     max_seconds: float = typer.Option(30.0, "--max-seconds", min=0.0, metavar="S",
                                       help="Cap of a whole-run recording, in seconds (0: no cap)."),
+    unprofiled_steps: int = typer.Option(
+        20, "--unprofiled-steps", min=0, metavar="N",
+        help="After the profiled window, time up to N more optimizer steps with the profiler "
+             "stopped (the un-profiled step time the analysis calibrates to; 0: off). The script "
+             "is never lengthened: fewer steps are timed if it ends sooner."),
     analyze: bool = typer.Option(True, "--analyze/--no-analyze",
                                  help="Analyze the trace into report.html/.md/.json."),
 ) -> None:
@@ -85,7 +90,7 @@ def record_command(
         code = run_record(script, list(script_args or []), module=module, out_dir=out_dir,
                           skip=skip, warmup=warmup, steps=steps, with_stack=with_stack,
                           profile_memory=profile_memory, record_shapes=record_shapes,
-                          max_seconds=max_seconds,
+                          max_seconds=max_seconds, unprofiled_steps=unprofiled_steps,
                           analyze=_analyze_into if analyze else None)
     except RecordError as exc:
         _say(f"error: {exc}")

@@ -38,6 +38,10 @@ iteration before the first optimizer step (or the first forward call) is never i
 step window; with ``--skip 0 --warmup 0`` one more step waits (a new profiler session
 must not record from inside record_function ranges the previous session opened).
 
+After an ``optimizer_steps`` window, the profiler is stopped and up to ``--unprofiled-steps``
+further optimizer steps are timed without it (``unprofiled_step_ms`` in the trace's
+``traceinsight_record`` key, which ``analyze`` calibrates to; see record_unprofiled.py).
+
 This module does not import torch (``analyze`` must work without it).
 """
 from __future__ import annotations
@@ -58,6 +62,8 @@ import time
 import warnings
 from pathlib import Path
 from typing import Callable, List, Optional
+
+from .record_unprofiled import summarize as _summarize_unprofiled
 
 PROG = "traceinsight record"
 EXIT_USAGE = 2
@@ -271,7 +277,7 @@ def _overhead_notes(with_stack: bool, profile_memory: bool, record_shapes: bool,
 def run_record(script: str, script_args: List[str], *, module: bool = False,
                out_dir: Optional[Path] = None, skip: int = 1, warmup: int = 1, steps: int = 3,
                with_stack: bool = False, profile_memory: bool = False,
-               record_shapes: bool = False, max_seconds: float = 30.0,
+               record_shapes: bool = False, max_seconds: float = 30.0, unprofiled_steps: int = 20,
                analyze: Optional[Callable[[Path, dict], None]] = None) -> int:
     """Record one run; returns the exit status to leave with (-SIGINT: die by SIGINT).
 
@@ -294,7 +300,8 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
         config = {"script": script, "module": module, "args": list(script_args),
                   "skip": skip, "warmup": warmup, "steps": steps, "with_stack": with_stack,
                   "profile_memory": profile_memory, "record_shapes": record_shapes,
-                  "max_seconds": max_seconds, "work_dir": str(work_dir)}
+                  "max_seconds": max_seconds, "unprofiled_steps": unprofiled_steps,
+                  "work_dir": str(work_dir)}
         started = time.time()
         returncode = _run_child(config)
         elapsed = time.time() - started
@@ -326,6 +333,8 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
             _say(f"error: the profiler's trace could not be read: {exc}")
             return final
         argv = status.get("argv") or [script, *script_args]
+        unprofiled, unprofiled_line = _summarize_unprofiled(status.get("unprofiled"), window,
+                                                            unprofiled_steps)
         meta = {
             "script": script,
             "module": module,
@@ -350,6 +359,7 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
             "forward_module": status.get("forward_module"),
             "overhead_notes": _overhead_notes(with_stack, profile_memory, record_shapes, window),
             "warnings": status.get("warnings") or [],
+            **unprofiled,
             "recorded_at": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "wall_seconds": round(elapsed, 3),
         }
@@ -371,6 +381,8 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
         _say(f"trace ({what.get(window, window)}, {device}) -> {trace_path}")
         if window == "whole_run" and "before the step window" in (meta["window_detail"] or ""):
             _say("the script ended before the step window; lower --skip/--warmup to record steps")
+        if unprofiled_line:
+            _say(unprofiled_line)
 
         if analyze is not None:
             reports = {key: out_dir / name for key, name in REPORT_NAMES.items()}

@@ -16,6 +16,8 @@ What it does, in order:
    ``nn.Module`` forward call) replaces the probe by a scheduled profiler
    (wait=skip, warmup, active=steps, repeat=1) that the same hooks advance. Optimizer
    steps win: the first one restarts the schedule even if forward calls were driving it.
+   Once an optimizer-step window is exported and the profiler stopped, the same hook times
+   up to ``unprofiled_steps`` more steps (the un-profiled step time, see record_unprofiled).
 4. Runs the script. However it ends (normal end, exception, ``sys.exit``, Ctrl-C), prints
    the traceback the way python would, stops the profiler, exports what was recorded,
    writes ``status.json`` for the parent, and then leaves with the exit status python
@@ -162,7 +164,7 @@ def main():
     status = {"setup_error": None, "trace": None, "window": None, "window_detail": None,
               "exception": None, "interrupted": False, "argv": None, "cuda": False,
               "torch_version": None, "capped": False, "optimizer": None,
-              "forward_module": None, "warnings": []}
+              "forward_module": None, "warnings": [], "unprofiled": None}
     script = cfg["script"]
     sys.argv = [script] + list(cfg["args"])
     if _adds_path0():
@@ -222,7 +224,8 @@ def main():
         status.update(window=window, window_detail=detail,
                       trace=os.path.basename(trace) if trace else None,
                       capped=recorder.capped, optimizer=recorder.optimizer_name,
-                      forward_module=recorder.forward_module, warnings=recorder.warnings)
+                      forward_module=recorder.forward_module, warnings=recorder.warnings,
+                      unprofiled=recorder.timing())
         _write_status(work_dir, status)
     finally:
         if old_int is not None:

@@ -8,6 +8,7 @@ import os
 import sys
 import signal
 import threading
+import time
 import traceback
 import weakref
 
@@ -117,6 +118,12 @@ class Recorder:
         self._opt_handle = None
         self._quiet = _QuietKineto()
         self._remove_forward_hooks_pending = False
+        # the un-profiled step: optimizer steps after the window, the profiler stopped
+        self.timed_max = max(0, int(cfg.get("unprofiled_steps") or 0))
+        self.laps = []               # seconds between consecutive primary optimizer steps
+        self._lap_start = None
+        self._gpu_sync = False       # CUDA in use: synchronize at the timed block's ends
+        self.timed_synced_end = False
         try:
             from torch.compiler import is_compiling
         except ImportError:  # torch < 2.3
@@ -226,8 +233,39 @@ class Recorder:
                 self._switch("optimizer")
             elif "optimizer" not in self.traces:
                 self._advance()
+            elif len(self.laps) < self.timed_max:
+                self._time_step()
         except Exception as exc:  # never break the user's training loop
             self._internal_error(exc)
+
+    def _time_step(self):
+        """One more step after the window (the profiler stopped): the first one settles (the
+        profiler's export and teardown ran in the hook before it) and starts the block; each
+        later one ends a lap. CUDA is synchronized only at the block's start and end, so a
+        lap is throughput, not one step's latency; laps tile the block (hook time included)."""
+        now = time.perf_counter()
+        if self._lap_start is None:
+            torch = self.torch
+            self._gpu_sync = self.cuda and torch.cuda.is_initialized()  # never init CUDA
+            if self._gpu_sync:
+                torch.cuda.synchronize()
+                now = time.perf_counter()
+            self._lap_start = now
+            return
+        if len(self.laps) + 1 == self.timed_max and self._gpu_sync:
+            self.torch.cuda.synchronize()
+            now = time.perf_counter()
+            self.timed_synced_end = True
+        self.laps.append(now - self._lap_start)
+        self._lap_start = now
+
+    def timing(self):
+        """What the parent needs to state the un-profiled step (status.json)."""
+        return {"requested": self.timed_max, "laps_s": list(self.laps),
+                "window_done": "optimizer" in self.traces, "block_started": self._lap_start is not None,
+                "cuda_synchronized": self._gpu_sync, "synchronized_end": self.timed_synced_end,
+                "cupti_teardown": os.environ.get("TEARDOWN_CUPTI") == "1",
+                "optimizer": self.optimizer_name}
 
     def _on_forward_pre(self, module, args):
         if self._is_compiling():
