@@ -109,7 +109,7 @@ def drop_leading_idle(gaps: pd.DataFrame, steps: pd.DataFrame, gpu: pd.DataFrame
         # is real. Started long after its launch: it queued behind work the trace did not record.
         lr = int(g.loc[g["ts"].idxmin(), "launcher"]) if "launcher" in g else -1
         queued = lr >= 0 and first - float(cpu["end"].iat[lr]) > QUEUED_US
-        if waiting or queued or (source != "ProfilerStep" and lr < 0):
+        if waiting or (source != "ProfilerStep" and (queued or lr < 0)):
             drop |= lead
     excluded = float(gaps.loc[drop, "dur"].sum())
     if drop.any():
