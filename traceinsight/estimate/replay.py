@@ -26,7 +26,7 @@ import numpy as np
 from ..analyses import fixes
 
 GRAPH_KERNEL_GAP_US = 1.0     # kernel-to-kernel spacing inside a CUDA graph replay
-CALL_FLOOR = 0.5              # a de-inflated runtime call keeps at least this share of its profiled time
+CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
