@@ -79,3 +79,15 @@ def test_syncs_come_before_the_cuda_graph_in_the_plan():
     assert "launch_overhead" in sync["prerequisite_for"]
     launch = next(f for f in d["findings"] if f["kind"] == "launch_overhead")
     assert launch["fix"].startswith("First:") and launch["evidence"]["prerequisites"][0]["kind"] == "sync_stall"
+
+
+def test_every_output_shows_the_plan_and_the_unprofiled_step(tmp_path):
+    from traceinsight.cli.common import analyze_and_write
+    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    (r,) = analyze_and_write([ROOT / "sample_traces" / "matrix" / "h200" /
+                              "sync_and_small_kernels__before__default.json.gz"], html=html, markdown=md)
+    page, text = html.read_text(), md.read_text()
+    assert 'data-testid="plan"' in page and "first: needed by launch_overhead" in page
+    assert "**Fix plan**" in text and "first: needed by launch_overhead" in text
+    u = r.doc["summary"]["unprofiled_step_ms"]
+    assert f"{u:.3f} ms" in text and "Without the profiler the step is about" in page

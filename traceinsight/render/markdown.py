@@ -95,10 +95,17 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             rng = f" (range {f['savings_range_ms'][0]}-{f['savings_range_ms'][1]} ms)" if f["savings_range_ms"] else ""
             out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {f['estimated_savings_ms']} ms "
                        f"({f['estimated_savings_pct']}%){rng} | {f['confidence']} |")
-        comb = d["whatif"].get("combined")
-        if comb:
-            out.append(f"\nAll fixes together (replayed, not summed): about {comb['estimated_savings_ms']} ms "
-                       "per step saved.")
+        u = S.unprofiled(d)
+        if u:
+            out.append(f"\n{_cell(u)}")
+        plan = S.plan_rows(d)
+        if len(plan) > 1:
+            out.append("\n**Fix plan** (in this order, each replayed on top of the ones before; estimates per step):\n")
+            out.append("| # | fix | saves | step after |")
+            out.append("|---|---|---|---|")
+            for i, p in enumerate(plan, 1):
+                first = f" (first: needed by {', '.join(p['prerequisite_for'])})" if p["prerequisite_for"] else ""
+                out.append(f"| {i} | `{p['kind']}`{first} | {p['saves_ms']} ms | {p['estimated_step_ms']} ms |")
         out.append("")
         out += _details("Fixes: evidence, estimate and code change", _fix_details(fx))
     ns = S.notes(d)

@@ -84,3 +84,20 @@ def verdict_tone(doc) -> str:
     if cpu_only(doc) or not fixes(doc):
         return "neutral"
     return "alarm"
+
+
+def unprofiled(doc) -> str | None:
+    """One sentence: the step without the profiler, and where the figure comes from."""
+    s = doc.get("summary") or {}
+    u, p = s.get("unprofiled_step_ms"), s.get("median_step_ms")
+    if not u or not p:
+        return None
+    how = s.get("unprofiled_step_method") or ""
+    kind = "measured" if how.startswith("measured") else "estimated"
+    return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms). "
+            f"Savings are shares of it. Method: {how}.")
+
+
+def plan_rows(doc) -> list[dict]:
+    """The fix plan: fixes in the order to apply them, each replayed on top of the ones before."""
+    return list(((doc.get("whatif") or {}).get("plan")) or ())

@@ -86,6 +86,19 @@ def _notes(console: Console, d) -> None:
             console.print(Text(f"- {n['title']}" + (f" {n['fix']}" if n.get("fix") else ""), style="dim"))
 
 
+def _plan(console: Console, d) -> None:
+    rows = S.plan_rows(d)
+    if len(rows) < 2 or not S.fixes(d):
+        return
+    tab = Table(title="Fix plan: in this order, each replayed on top of the ones before (estimates, per step)")
+    for c, j in (("#", "right"), ("fix", "left"), ("saves ms", "right"), ("step after, ms", "right"), ("note", "left")):
+        tab.add_column(c, justify=j)
+    for i, r in enumerate(rows, 1):
+        pre = ("first: needed by " + ", ".join(r["prerequisite_for"])) if r["prerequisite_for"] else ""
+        tab.add_row(str(i), r["kind"], str(r["saves_ms"]), str(r["estimated_step_ms"]), pre)
+    console.print(tab)
+
+
 def show(reports: list[Report], console: Console | None = None, brief: bool = False) -> None:
     console = console or Console()
     for r in reports:
@@ -97,13 +110,13 @@ def show(reports: list[Report], console: Console | None = None, brief: bool = Fa
             _fixes(console, d, limit=3)
             continue
         _facts(console, d)
+        u = S.unprofiled(d)
+        if u:
+            console.print(Text(u, style="dim"))
         if S.cpu_only(d):
             _cpu_time(console, d)
         _fixes(console, d)
-        comb = d["whatif"].get("combined")
-        if comb and S.fixes(d):
-            console.print(Text(f"All fixes together (replayed): about {comb['estimated_savings_ms']} ms per "
-                               f"step, to {comb['estimated_step_ms']} ms."))
+        _plan(console, d)
         _notes(console, d)
         for w in d["trace"]["warnings"]:
             console.print(Text(f"warning: {w}", style="yellow"))
