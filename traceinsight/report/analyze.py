@@ -209,10 +209,10 @@ def profiler_note(model: TraceModel) -> str:
     if mem:
         on.append(f"profile_memory ({mem / n:.0f} allocation events per step)")
     if not on:
-        return ("No Python stacks or memory events were recorded, so CPU times are close to an "
-                "unprofiled run (the profiler still adds about a microsecond per op).")
-    return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated, so "
-            "launch_overhead and host_bound estimates are upper bounds.")
+        return ("No Python stacks or memory events were recorded; the profiler still costs a microsecond or "
+                "two per op and several per runtime call, which the estimates take out (the un-profiled step).")
+    return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated; the "
+            "estimates take the profiler's cost out (the un-profiled step).")
 
 
 def representative_step(a: Analysis) -> int | None:
