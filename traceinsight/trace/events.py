@@ -1,0 +1,394 @@
+"""events: pieces of a traceEvents array -> growing columns (numpy) of the fields the model reads.
+
+A piece (a few MB of complete events) is decoded by msgspec into short-lived Structs, which are turned
+into columns at once and dropped: a trace never exists as a million Python objects. Strings that
+repeat (ph, cat, name, pid, tid, Input Dims) are interned into integer codes.
+
+A piece with an odd field type is decoded again leniently, dropping only that field; numbers outside
+what msgspec reads (1e400, 40-digit ints) go through the json module. Ids are int64 with MISSING
+(absent) and BAD (present but unusable); times are float64 with NaN for absent or unusable.
+"""
+from __future__ import annotations
+
+import json
+import re
+from operator import attrgetter
+from typing import Union
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+NAN = float("nan")
+MISSING = -(2 ** 63)       # an id the event does not have
+BAD = MISSING + 1          # an id the event has, in a form we cannot read
+_NO_DIMS = msgspec.Raw(b"")
+
+
+class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False, frozen=True):
+    """The event args we read (names with spaces are Kineto's own); msgspec skips the rest."""
+    correlation: Union[int, str, None] = MISSING
+    external_id: Union[int, str, None] = msgspec.field(default=MISSING, name="External id")
+    stream: Union[int, str, None] = MISSING
+    device: Union[int, str, None] = MISSING
+    bytes: Union[int, float, None] = NAN
+    bandwidth: Union[int, float, None] = msgspec.field(default=NAN, name="memory bandwidth (GB/s)")
+    # Raw JSON bytes: only ever shown as text, so never worth building nested lists for.
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_DIMS, name="Input Dims")
+    # "M" metadata events name their process / thread here.
+    meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
+
+
+NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
+    ph: str = ""
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = ""
+    pid: Union[int, str, None] = 0
+    tid: Union[int, str, None] = 0
+    ts: Union[float, str, None] = NAN
+    dur: Union[float, str, None] = NAN
+    args: Union[Args, None] = NO_ARGS
+
+
+PIECE_DECODER = msgspec.json.Decoder(list[Event])
+_GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
+_ARG = {f: attrgetter("args." + f) for f in ("correlation", "external_id", "stream", "device", "bytes",
+                                             "bandwidth", "input_dims")}
+_DIMS = attrgetter("input_dims")
+ID_FIELDS = ("correlation", "external_id", "stream", "device")
+
+
+# ---------------------------------------------------------------- decoding one piece
+
+class Lenient:
+    """Counts what the lenient decode had to drop, for the warnings."""
+
+    def __init__(self):
+        self.bad_fields = 0
+        self.bad_entries = 0
+
+    def scrub(self, d: dict, typ) -> dict:
+        """The keys of d that convert to typ's fields on their own."""
+        out = {}
+        for k, v in d.items():
+            try:
+                msgspec.convert({k: v}, typ, strict=False)
+                out[k] = v
+            except (msgspec.ValidationError, RecursionError):
+                self.bad_fields += 1
+        return out
+
+    def event(self, e, dims: msgspec.Raw | None = None) -> Event | None:
+        """One decoded entry -> Event, dropping only the fields of an odd type. dims: the raw text of
+        its Input Dims when known (else re-encoded from the decoded value)."""
+        if not isinstance(e, dict):
+            self.bad_entries += 1
+            return None
+        args = e.get("args")
+        if isinstance(args, dict) and "Input Dims" in args:
+            # convert() will not build a Raw from a list; give it the bytes decode would have kept.
+            if dims is None:
+                try:
+                    dims = msgspec.Raw(msgspec.json.encode(args["Input Dims"]))
+                except (TypeError, ValueError, OverflowError, RecursionError):
+                    dims = _NO_DIMS
+            e = dict(e, args=dict(args, **{"Input Dims": dims}))
+        try:
+            return msgspec.convert(e, Event, strict=False)
+        except (msgspec.ValidationError, RecursionError):
+            pass
+        e = dict(e)
+        args = e.pop("args", None)
+        e = self.scrub(e, Event)
+        if isinstance(args, dict):
+            e["args"] = self.scrub(args, Args)
+        elif args is not None:
+            self.bad_fields += 1
+        return msgspec.convert(e, Event, strict=False)
+
+    def events(self, items: list) -> list[Event]:
+        return [ev for ev in map(self.event, items) if ev is not None]
+
+
+def _no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_generic(piece: bytes):
+    """Untyped decode; numbers msgspec refuses (1e400, 40-digit ints) through the json module.
+
+    Raises msgspec.DecodeError (with msgspec's wording and 1-based byte) for malformed JSON.
+    """
+    try:
+        return msgspec.json.decode(piece)
+    except msgspec.ValidationError:
+        pass
+    try:
+        return json.loads(piece, parse_constant=_no_constants)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            raise msgspec.DecodeError(f"JSON is malformed: trailing characters (byte {exc.pos + 1})") from None
+        if exc.msg.startswith("Unterminated") or exc.pos >= len(piece):
+            raise msgspec.DecodeError("Input data was truncated") from None
+        raise msgspec.DecodeError(f"JSON is malformed: {exc.msg} (byte {exc.pos})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise msgspec.DecodeError(f"JSON is malformed: {exc}") from None
+
+
+class _DimsArgs(msgspec.Struct, forbid_unknown_fields=False):
+    input_dims: Union[msgspec.Raw, None] = msgspec.field(default=None, name="Input Dims")
+
+
+class _DimsOnly(msgspec.Struct, forbid_unknown_fields=False):
+    args: Union[_DimsArgs, None] = None
+
+
+_EVENT = msgspec.json.Decoder(Event)
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_DIMS_ONLY = msgspec.json.Decoder(_DimsOnly)
+
+
+def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
+    """A JSON array of events -> Events. Raises msgspec.DecodeError / RecursionError on bad JSON.
+
+    The fast typed decode; if some event has an odd field, the piece is split into its events and
+    only those that need it are decoded leniently (keeping their Input Dims text as written).
+    """
+    try:
+        return PIECE_DECODER.decode(piece)
+    except msgspec.ValidationError:
+        pass
+    try:
+        raws = _RAWS.decode(piece)
+    except msgspec.ValidationError:
+        raise msgspec.DecodeError("JSON is malformed: expected an array of events") from None
+    out = []
+    for r in raws:
+        try:
+            out.append(_EVENT.decode(r))
+            continue
+        except msgspec.ValidationError:
+            pass
+        try:
+            dims = _DIMS_ONLY.decode(r).args
+            dims = dims.input_dims if dims is not None else None
+        except msgspec.ValidationError:
+            dims = None
+        ev = lenient.event(decode_generic(bytes(r)), dims)
+        if ev is not None:
+            out.append(ev)
+    return out
+
+
+# ---------------------------------------------------------------- interning
+
+class Intern:
+    """value -> small int code, over the whole trace. Values keep their JSON type (1 vs "1")."""
+
+    def __init__(self):
+        self.index: dict = {}
+        self.values: list = []
+
+    def code(self, key, value) -> int:
+        c = self.index.get(key)
+        if c is None:
+            c = self.index[key] = len(self.values)
+            self.values.append(value)
+        return c
+
+    def codes(self, vals: np.ndarray) -> np.ndarray:
+        local, uniq = pd.factorize(vals, use_na_sentinel=False)
+        if any(type(u) is not str for u in uniq):
+            # factorize merges 1, 1.0 and True and turns None into NaN: keep the JSON values apart.
+            seen: dict = {}
+            local = np.fromiter((seen.setdefault((type(v), v), len(seen)) for v in vals.tolist()),
+                                np.int64, len(vals))
+            table = np.array([self.code(k, k[1]) for k in seen], dtype=np.int32)
+            return table[local] if len(local) else np.zeros(0, dtype=np.int32)
+        table = np.array([self.code((str, u), u) for u in uniq], dtype=np.int32)
+        return table[local] if len(local) else np.zeros(0, dtype=np.int32)
+
+
+# ---------------------------------------------------------------- slow paths for odd values
+
+_DIGITS = re.compile(r"-?\d+")
+
+
+def id_value(v) -> int:
+    """An id as int64: MISSING when absent or null, BAD when it cannot be read (old `_int_or`)."""
+    if v is None or v == MISSING:
+        return MISSING
+    if isinstance(v, bool):
+        return BAD
+    if not isinstance(v, int):
+        try:
+            v = int(float(v))
+        except (TypeError, ValueError, OverflowError):
+            m = _DIGITS.search(str(v))
+            if not m:
+                return BAD
+            v = int(m.group())
+    return v if -2 ** 63 + 2 <= v < 2 ** 63 else BAD
+
+
+def float_value(v) -> float:
+    if v is None:
+        return NAN
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return NAN
+
+
+def _floats(vals_iter_fn, n: int) -> np.ndarray:
+    try:
+        return np.fromiter(vals_iter_fn(), np.float64, n)
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter(map(float_value, vals_iter_fn()), np.float64, n)
+
+
+def _ids(vals_iter_fn, n: int) -> np.ndarray:
+    try:
+        out = np.fromiter(vals_iter_fn(), np.int64, n)
+        if not ((out > MISSING) & (out <= BAD)).any():   # nothing in the sentinel range came in
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.fromiter(map(id_value, vals_iter_fn()), np.int64, n)
+
+
+# ---------------------------------------------------------------- columns
+
+class Columns:
+    """Every event of the trace as columns. Codes index the Intern tables' values."""
+
+    def __init__(self):
+        self.interns = {f: Intern() for f in ("ph", "cat", "name", "pid", "tid", "dims")}
+        self._parts: dict[str, list] = {f: [] for f in (
+            "ph", "cat", "name", "pid", "tid", "ts", "dur", *ID_FIELDS, "dims", "sparse_rows",
+            "bytes", "bandwidth")}
+        self.arrays: dict[str, np.ndarray] = {}
+        self.n = 0
+        self.thread_names: dict = {}
+        self.lenient = Lenient()
+
+    def values(self, field: str) -> list:
+        return self.interns[field].values
+
+    def add(self, evs: list[Event]) -> None:
+        """Append decoded events (the list is not kept)."""
+        n = len(evs)
+        if not n:
+            return
+        try:
+            args = list(map(_GET["args"], evs))
+            ids = {f: _ids(lambda g=_ARG[f]: map(g, evs), n) for f in ID_FIELDS}
+        except AttributeError:            # "args": null on some event
+            for e in evs:
+                if e.args is None:
+                    e.args = NO_ARGS
+            args = list(map(_GET["args"], evs))
+            ids = {f: _ids(lambda g=_ARG[f]: map(g, evs), n) for f in ID_FIELDS}
+        p = self._parts
+        for f in ("ph", "cat", "name", "pid", "tid"):
+            p[f].append(self.interns[f].codes(np.fromiter(map(_GET[f], evs), object, n)))
+        p["ts"].append(_floats(lambda: map(_GET["ts"], evs), n))
+        p["dur"].append(_floats(lambda: map(_GET["dur"], evs), n))
+        for f in ID_FIELDS:
+            p[f].append(ids[f])
+        # Bytes and bandwidth: only copies and memsets have them; kept as (row, value) pairs.
+        byt = _floats(lambda: map(_ARG["bytes"], evs), n)
+        bw = _floats(lambda: map(_ARG["bandwidth"], evs), n)
+        rows = np.flatnonzero(~(np.isnan(byt) & np.isnan(bw)))
+        p["sparse_rows"].append(rows + self.n)
+        p["bytes"].append(byt[rows])
+        p["bandwidth"].append(bw[rows])
+        p["dims"].append(self._dims(args, n))
+        self._meta_names(evs, p["ph"][-1], p["name"][-1])
+        self.n += n
+
+    def _dims(self, args: list, n: int) -> np.ndarray:
+        raws = list(map(_DIMS, args))
+        out = np.full(n, -1, dtype=np.int32)
+        has = [i for i, r in enumerate(raws) if r is not _NO_DIMS]
+        if has:
+            it = self.interns["dims"]
+            keys = [bytes(raws[i]) for i in has]
+            out[has] = [it.code(k, k) for k in keys]
+        return out
+
+    def _meta_names(self, evs: list[Event], ph: np.ndarray, name: np.ndarray) -> None:
+        m = self.interns["ph"].index.get((str, "M"))
+        tn = self.interns["name"].index.get((str, "thread_name"))
+        if m is None or tn is None:
+            return
+        for i in np.flatnonzero((ph == m) & (name == tn)).tolist():
+            e = evs[i]
+            self.thread_names[(e.pid, e.tid)] = e.args.meta_name
+
+    def finish(self) -> "Columns":
+        """Join the pieces into one array per field (one field at a time: peak memory stays low)."""
+        empty = {"ts": np.float64, "dur": np.float64, "bytes": np.float64, "bandwidth": np.float64,
+                 "sparse_rows": np.int64, **{f: np.int64 for f in ID_FIELDS}}
+        for f in list(self._parts):
+            parts = self._parts.pop(f)
+            self.arrays[f] = (np.concatenate(parts) if parts
+                              else np.zeros(0, dtype=empty.get(f, np.int32)))
+        return self
+
+    def __getitem__(self, field: str) -> np.ndarray:
+        return self.arrays[field]
+
+    def sparse(self, field: str, rows: np.ndarray, default: float = NAN) -> np.ndarray:
+        """Values of a (row, value) field at the given rows; default where the event has none."""
+        sr = self.arrays["sparse_rows"]
+        out = np.full(len(rows), default)
+        if len(sr) and len(rows):
+            k = np.minimum(np.searchsorted(sr, rows), len(sr) - 1)
+            hit = sr[k] == rows
+            vals = self.arrays[field][k[hit]]
+            out[hit] = np.where(np.isnan(vals), default, vals)
+        return out
+
+
+# ---------------------------------------------------------------- a view as objects (tests, tools)
+
+class ArgsView:
+    __slots__ = ("correlation", "external_id", "stream", "device", "bytes", "bandwidth", "input_dims",
+                 "meta_name")
+
+
+class EventView:
+    """One event as it was read: what load.Event held before the loader became columnar."""
+    __slots__ = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+
+
+def event_views(c: Columns) -> list[EventView]:
+    """All events as objects: for tests and small tools only (a big trace should stay in columns)."""
+    vals = {f: c.values(f) for f in ("ph", "cat", "name", "pid", "tid", "dims")}
+    rows = np.arange(c.n)
+    byt, bw = c.sparse("bytes", rows), c.sparse("bandwidth", rows)
+    out = []
+    for i in range(c.n):
+        e = EventView()
+        for f in ("ph", "cat", "name", "pid", "tid"):
+            setattr(e, f, vals[f][c[f][i]])
+        for f in ("ts", "dur"):
+            v = float(c[f][i])
+            setattr(e, f, None if np.isnan(v) else v)
+        a = ArgsView()
+        for f in ID_FIELDS:
+            v = int(c[f][i])
+            setattr(a, f, None if v in (MISSING, BAD) else v)
+        a.bytes = None if np.isnan(byt[i]) else float(byt[i])
+        a.bandwidth = None if np.isnan(bw[i]) else float(bw[i])
+        d = int(c["dims"][i])
+        a.input_dims = vals["dims"][d] if d >= 0 else b""
+        a.meta_name = (c.thread_names.get((e.pid, e.tid))
+                       if e.ph == "M" and e.name == "thread_name" else None)
+        e.args = a
+        out.append(e)
+    return out
