@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_not
 from typing import Union
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 NAN = float("nan")
 MISSING = -(2 ** 63)       # an id the event does not have
@@ -55,9 +55,11 @@ class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
 
 PIECE_DECODER = msgspec.json.Decoder(list[Event])
 _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
-_ARG = {f: attrgetter("args." + f) for f in ("correlation", "external_id", "stream", "device", "bytes",
-                                             "bandwidth", "input_dims")}
 _DIMS = attrgetter("input_dims")
+_ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "device", "bytes", "bandwidth")}
+# Categories of host-side events: their stream / device / bytes args are never read.
+HOST_CATS = frozenset({"cpu_op", "Operator", "user_annotation", "python_function", "cuda_runtime",
+                       "cuda_driver", "Runtime", "ac2g", "fwdbwd", "cpu_instant_event", "Trace"})
 ID_FIELDS = ("correlation", "external_id", "stream", "device")
 
 
@@ -186,30 +188,58 @@ def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
 # ---------------------------------------------------------------- interning
 
 class Intern:
-    """value -> small int code, over the whole trace. Values keep their JSON type (1 vs "1")."""
+    """value -> small int code, over the whole trace. Values keep their JSON type (1 vs "1").
 
-    def __init__(self):
-        self.index: dict = {}
+    Lookups go through a dict keyed by the value itself (one C-level pass per piece). A dict merges
+    1, 1.0 and True; where such values can meet (a float or a bool seen, or ints where floats may
+    come), lookups switch to keys tagged with the type, which is slower but exact.
+    """
+
+    def __init__(self, floats_possible: bool = False):
+        self.index: dict = {}          # value -> code (untyped mode)
+        self.typed: dict | None = None  # (type, value) -> code (typed mode)
         self.values: list = []
+        self.floats_possible = floats_possible
 
-    def code(self, key, value) -> int:
-        c = self.index.get(key)
+    def _typed_key(self, v):
+        return (None, None) if v is None else (type(v), v)
+
+    def code(self, value) -> int:
+        """The code of one value (registering it if new)."""
+        if self.typed is None:
+            t = type(value)
+            if t is float or t is bool or (t is int and self.floats_possible):
+                self.typed = {self._typed_key(v): i for i, v in enumerate(self.values)}
+            else:
+                c = self.index.get(value)
+                if c is None:
+                    c = self.index[value] = len(self.values)
+                    self.values.append(value)
+                return c
+        key = self._typed_key(value)
+        c = self.typed.get(key)
         if c is None:
-            c = self.index[key] = len(self.values)
+            c = self.typed[key] = len(self.values)
             self.values.append(value)
         return c
 
-    def codes(self, vals: np.ndarray) -> np.ndarray:
-        local, uniq = pd.factorize(vals, use_na_sentinel=False)
-        if any(type(u) is not str for u in uniq):
-            # factorize merges 1, 1.0 and True and turns None into NaN: keep the JSON values apart.
-            seen: dict = {}
-            local = np.fromiter((seen.setdefault((type(v), v), len(seen)) for v in vals.tolist()),
-                                np.int64, len(vals))
-            table = np.array([self.code(k, k[1]) for k in seen], dtype=np.int32)
-            return table[local] if len(local) else np.zeros(0, dtype=np.int32)
-        table = np.array([self.code((str, u), u) for u in uniq], dtype=np.int32)
-        return table[local] if len(local) else np.zeros(0, dtype=np.int32)
+    def find(self, value) -> int | None:
+        return self.index.get(value) if self.typed is None else self.typed.get(self._typed_key(value))
+
+    def codes(self, vals: list) -> np.ndarray:
+        n = len(vals)
+        if self.typed is None:
+            out = np.fromiter(map(self.index.get, vals, repeat(-1)), np.int32, n)
+            miss = np.flatnonzero(out < 0)
+            for i in miss.tolist():
+                out[i] = self.code(vals[i])
+                if self.typed is not None:     # a value that may alias others: redo exactly
+                    break
+            else:
+                return out
+        key = self._typed_key
+        return np.fromiter((self.code(v) if (c := self.typed.get(key(v))) is None else c for v in vals),
+                           np.int32, n)
 
 
 # ---------------------------------------------------------------- slow paths for odd values
@@ -266,7 +296,7 @@ class Columns:
     """Every event of the trace as columns. Codes index the Intern tables' values."""
 
     def __init__(self):
-        self.interns = {f: Intern() for f in ("ph", "cat", "name", "pid", "tid", "dims")}
+        self.interns = {f: Intern(floats_possible=f == "name") for f in ("ph", "cat", "name", "pid", "tid", "dims")}
         self._parts: dict[str, list] = {f: [] for f in (
             "ph", "cat", "name", "pid", "tid", "ts", "dur", *ID_FIELDS, "dims", "sparse_rows",
             "bytes", "bandwidth")}
@@ -274,6 +304,7 @@ class Columns:
         self.n = 0
         self.thread_names: dict = {}
         self.lenient = Lenient()
+        self._host = np.zeros(0, dtype=bool)
 
     def values(self, field: str) -> list:
         return self.interns[field].values
@@ -283,46 +314,50 @@ class Columns:
         n = len(evs)
         if not n:
             return
-        try:
-            args = list(map(_GET["args"], evs))
-            ids = {f: _ids(lambda g=_ARG[f]: map(g, evs), n) for f in ID_FIELDS}
-        except AttributeError:            # "args": null on some event
-            for e in evs:
-                if e.args is None:
-                    e.args = NO_ARGS
-            args = list(map(_GET["args"], evs))
-            ids = {f: _ids(lambda g=_ARG[f]: map(g, evs), n) for f in ID_FIELDS}
+        args = list(map(_GET["args"], evs))
+        if not all(map(is_not, args, repeat(None))):     # "args": null
+            args = [NO_ARGS if a is None else a for a in args]
         p = self._parts
         for f in ("ph", "cat", "name", "pid", "tid"):
-            p[f].append(self.interns[f].codes(np.fromiter(map(_GET[f], evs), object, n)))
+            p[f].append(self.interns[f].codes(list(map(_GET[f], evs))))
         p["ts"].append(_floats(lambda: map(_GET["ts"], evs), n))
         p["dur"].append(_floats(lambda: map(_GET["dur"], evs), n))
-        for f in ID_FIELDS:
-            p[f].append(ids[f])
-        # Bytes and bandwidth: only copies and memsets have them; kept as (row, value) pairs.
-        byt = _floats(lambda: map(_ARG["bytes"], evs), n)
-        bw = _floats(lambda: map(_ARG["bandwidth"], evs), n)
-        rows = np.flatnonzero(~(np.isnan(byt) & np.isnan(bw)))
-        p["sparse_rows"].append(rows + self.n)
-        p["bytes"].append(byt[rows])
-        p["bandwidth"].append(bw[rows])
+        for f in ("correlation", "external_id"):
+            p[f].append(_ids(lambda g=_ARGF[f]: map(g, args), n))
+        # Stream, device, bytes, bandwidth: read for GPU-side events only (host events have none the
+        # model reads). Bytes and bandwidth (copies, memsets) are kept as (row, value) pairs.
+        rows = np.flatnonzero(~self._host_cat()[p["cat"][-1]])
+        sub = args if len(rows) == n else [args[i] for i in rows.tolist()]
+        for f in ("stream", "device"):
+            col = np.full(n, MISSING, dtype=np.int64)
+            col[rows] = _ids(lambda g=_ARGF[f]: map(g, sub), len(rows))
+            p[f].append(col)
+        byt = _floats(lambda: map(_ARGF["bytes"], sub), len(rows))
+        bw = _floats(lambda: map(_ARGF["bandwidth"], sub), len(rows))
+        has = ~(np.isnan(byt) & np.isnan(bw))
+        p["sparse_rows"].append(rows[has] + self.n)
+        p["bytes"].append(byt[has])
+        p["bandwidth"].append(bw[has])
         p["dims"].append(self._dims(args, n))
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n
 
+    def _host_cat(self) -> np.ndarray:
+        cats = self.interns["cat"].values
+        if len(self._host) != len(cats):
+            self._host = np.array([c in HOST_CATS for c in cats], dtype=bool)
+        return self._host
+
     def _dims(self, args: list, n: int) -> np.ndarray:
         raws = list(map(_DIMS, args))
         out = np.full(n, -1, dtype=np.int32)
-        has = [i for i, r in enumerate(raws) if r is not _NO_DIMS]
-        if has:
-            it = self.interns["dims"]
-            keys = [bytes(raws[i]) for i in has]
-            out[has] = [it.code(k, k) for k in keys]
+        has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(_NO_DIMS)), bool, n))
+        if len(has):
+            out[has] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()])
         return out
 
     def _meta_names(self, evs: list[Event], ph: np.ndarray, name: np.ndarray) -> None:
-        m = self.interns["ph"].index.get((str, "M"))
-        tn = self.interns["name"].index.get((str, "thread_name"))
+        m, tn = self.interns["ph"].find("M"), self.interns["name"].find("thread_name")
         if m is None or tn is None:
             return
         for i in np.flatnonzero((ph == m) & (name == tn)).tolist():

@@ -234,61 +234,76 @@ class _Parser:
         self.state = "whole"
 
     def _events(self, eof: bool) -> None:
+        """Decode the buffered events a piece (about PIECE bytes) at a time."""
         buf = self._take()
-        i = _WS.match(buf).end()
-        if self.after_value and buf[i:i + 1] not in (b",", b"]", b""):
-            raise TraceError(self.path, f"not valid JSON (expected ',' or ']' (byte {self.pos + i + 1}))")
-        if self.after_value and buf[i:i + 1] == b",":
-            i = _WS.match(buf, i + 1).end()
-            self.after_value = False
-        if buf[i:i + 1] == b"]":
-            self._array_closed(i + 1)
-            return
-        self._drop(i)
-        buf = self.buf
-        if not buf:
-            if eof:
-                self._cut_off(self.last_end)
-            return
-        cands = [m.end() for m in _CUT.finditer(buf, max(0, len(buf) - 65536))]
-        if not cands and len(buf) > 65536:
-            cands = [m.end() for m in _CUT.finditer(buf)]
-        tries = [(end, b"]") for end in cands[::-1][:_MAX_TRIES]]
-        if eof:
-            tries.insert(0, (len(buf), b""))    # the array closes in what we have
+        off = 0
+        while True:
+            i = _WS.match(buf, off).end()
+            ch = buf[i:i + 1]
+            if self.after_value and ch == b",":
+                i = _WS.match(buf, i + 1).end()
+                self.after_value, ch = False, buf[i:i + 1]
+            elif self.after_value and ch not in (b"]", b""):
+                raise TraceError(self.path, f"not valid JSON (expected ',' or ']' (byte {self.pos + i}))")
+            if ch == b"]":
+                self._drop(i + 1)
+                return self._array_closed(self.pos)
+            off = i
+            if off == len(buf) or (len(buf) - off < PIECE and not eof):
+                self._drop(off)
+                if eof and off == len(buf):
+                    self._cut_off(self.last_end)
+                self.need = PIECE
+                return
+            got = self._cut(buf, off, eof)
+            if got is None:                    # no complete event in all we have
+                self._drop(off)
+                if eof:
+                    return self._cut_off(self.last_end)
+                self.need = len(self.buf) + PIECE
+                return
+            end, closed = got
+            if closed:                         # the array's ']' lies before buf[end]
+                close_at = self.pos + buf.rfind(b"]", off, end) + 1
+                self._drop(end)
+                return self._array_closed(close_at)
+            self.last_end = self.pos + end
+            self.after_value = True
+            off = end
+
+    def _cut(self, buf: bytes, off: int, eof: bool):
+        """Decode complete events from buf[off:], cut near off + PIECE (or later: a big event).
+
+        Returns (end, closed): buf[off:end] was decoded; closed when the events array ended in it
+        (the tail starts at end). None when no cut works yet.
+        """
+        target = min(len(buf), off + PIECE)
+        tries = []
+        if eof and target == len(buf):
+            tries.append((len(buf), b""))      # the array closes in what we have
+        cands = [m.end() for m in _CUT.finditer(buf, max(off, target - 16384), target)]
+        if not cands:
+            cands = [m.end() for m in _CUT.finditer(buf, off)]
+        tries += [(end, b"]") for end in cands[::-1][:_MAX_TRIES]]
         for end, close in tries:
-            piece = b"[" + buf[:end] + close
+            piece = b"[" + buf[off:end] + close
             try:
                 self.cols.add(decode_piece(piece, self.cols.lenient))
             except msgspec.DecodeError as exc:
-                kind, at = self._classify(exc, end + 1)
+                kind, at = self._classify(exc, end - off + 1)
                 if kind == "cut":
                     continue
                 if kind != "trailing":
-                    raise self._invalid(exc) from None
+                    raise self._invalid(exc, self.pos + off) from None
                 # The array ended inside the piece: its events, then the rest is the tail.
                 self.cols.add(decode_piece(piece[:at], self.cols.lenient))
-                self._array_closed(at - 1)
-                return
-            if not close:
-                self._array_closed(end)
-                return
-            self.last_end = self.pos + end
-            self._drop(end)
-            self.after_value = True
-            self.need = PIECE
-            if eof and self.buf:
-                self._events(eof)
-            return
-        if eof:
-            self._cut_off(self.last_end)
-            return
-        self.need = len(buf) + PIECE       # one event bigger than a piece: wait for more
+                return off + at - 1, True
+            return end, not close
+        return None
 
-    def _array_closed(self, n: int) -> None:
-        """The events array's ']' is the last non-blank byte of buf[:n]: the rest is the tail (or junk)."""
-        self.last_end = self.pos + len(self.buf[:n].rstrip())
-        self._drop(n)
+    def _array_closed(self, close_at: int) -> None:
+        """The events array's ']' ended at text offset close_at; the buffer holds what follows it."""
+        self.last_end = close_at
         self.need = 0
         if self.form == "array":
             self._junk_or_end()
@@ -363,11 +378,12 @@ class _Parser:
         at = int(m.group(1))
         return ("cut" if at >= limit else "error"), at
 
-    def _invalid(self, exc: Exception) -> TraceError:
+    def _invalid(self, exc: Exception, base: int | None = None) -> TraceError:
+        """base: the text offset of what follows the piece's first byte (our '[' or '{')."""
         msg = str(exc)
         m = _BYTE.search(msg)
-        if m:   # a byte offset in the file's JSON text, not in our piece (which starts with '[')
-            at = self.pos + int(m.group(1)) - 1
+        if m:   # a byte offset in the file's JSON text, not in our piece
+            at = (self.pos if base is None else base) + int(m.group(1)) - 1
             msg = msg[:m.start()] + f"(byte {at})" + msg[m.end():]
         return TraceError(self.path, f"not valid JSON ({msg})")
 

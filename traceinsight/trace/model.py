@@ -258,8 +258,7 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, t0: float) -> tuple[pd.DataFrame, 
     is_rt = kind == 1
     ext_id = _ids(c["external_id"][rows])
     pid_text, tid_text, thread_names, thread, rank = _threads(tb, rows)
-    names = np.array(tb.names + [""], dtype=object)[:-1]
-    order = nesting_order(rank, ts, dur, is_rt, ext_id, names[name] if len(names) else name)
+    order = nesting_order(rank, ts, dur, is_rt, ext_id, lambda rows_: [tb.names[k] for k in name[rows_]])
     rows, ts, dur, kind, name, cat, ext_id, thread, rank = (
         a[order] for a in (rows, ts, dur, kind, name, cat, ext_id, thread, rank))
     end = ts + dur
@@ -289,7 +288,7 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, t0: float) -> tuple[pd.DataFrame, 
         "depth": depth,
         "top_op": top_ops(parent, depth, kind == 0),
         "is_step": (kind == 3) & is_step_name[name],
-    })
+    }, copy=False)
     return df, name
 
 
@@ -318,7 +317,7 @@ def _gpu_table(tb: _Tables, rows: np.ndarray, t0: float) -> tuple[pd.DataFrame, 
         "correlation": _ids(c["correlation"][rows]),
         "ext_id": _ids(c["external_id"][rows]),
         "bytes": c.sparse("bytes", rows, 0.0),
-    })
+    }, copy=False)
     # Only copies have a direction and host memory kind; parse each distinct copy name once.
     is_copy = kind == "memcpy"
     parsed = [_MEMCPY_NAME.search(n) for n in tb.names] + [None]
