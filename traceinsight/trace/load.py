@@ -260,7 +260,7 @@ class _Parser:
                 self._drop(off)
                 if eof:
                     return self._cut_off(self.last_end)
-                self.need = len(self.buf) + PIECE
+                self.need = 2 * len(self.buf)    # a long event: wait for (much) more
                 return
             end, closed = got
             if closed:                         # the array's ']' lies before buf[end]
@@ -277,15 +277,7 @@ class _Parser:
         Returns (end, closed): buf[off:end] was decoded; closed when the events array ended in it
         (the tail starts at end). None when no cut works yet.
         """
-        target = min(len(buf), off + PIECE)
-        tries = []
-        if eof and target == len(buf):
-            tries.append((len(buf), b""))      # the array closes in what we have
-        cands = [m.end() for m in _CUT.finditer(buf, max(off, target - 16384), target)]
-        if not cands:
-            cands = [m.end() for m in _CUT.finditer(buf, off)]
-        tries += [(end, b"]") for end in cands[::-1][:_MAX_TRIES]]
-        for end, close in tries:
+        for end, close in self._tries(buf, off, eof):
             piece = b"[" + buf[off:end] + close
             try:
                 self.cols.add(decode_piece(piece, self.cols.lenient))
@@ -300,6 +292,23 @@ class _Parser:
                 return off + at - 1, True
             return end, not close
         return None
+
+    def _tries(self, buf: bytes, off: int, eof: bool):
+        """Where to try cutting: the '}'s just before off + PIECE, latest first; if none of them ends
+        an event (a long event), the last ones of all we have. At the end of the file, first of all
+        what is left as it is (the array closes in it)."""
+        target = min(len(buf), off + PIECE)
+        if eof and target == len(buf):
+            yield len(buf), b""
+        near = [m.end() for m in _CUT.finditer(buf, max(off, target - 16384), target)]
+        yield from ((end, b"]") for end in near[::-1][:_MAX_TRIES])
+        if target < len(buf):
+            far = [m.end() for m in _CUT.finditer(buf, max(target, len(buf) - (1 << 20)))]
+            if not far:
+                far = [m.end() for m in _CUT.finditer(buf, target)]
+            yield from ((end, b"]") for end in far[::-1][:_MAX_TRIES])
+            if eof:
+                yield len(buf), b""
 
     def _array_closed(self, close_at: int) -> None:
         """The events array's ']' ended at text offset close_at; the buffer holds what follows it."""
