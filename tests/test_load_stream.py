@@ -163,3 +163,20 @@ def test_odd_correlation_values(make_trace, value, expect):
     assert raw.events[1].args.correlation == expect
     m = build_model(raw)
     assert m.gpu["launcher"].tolist() == [-1 if expect != 1 else 0]
+
+
+def test_progress_reports_bytes_and_events(small_pieces):
+    from traceinsight.trace.progress import reporting
+    path = hta_path("triton_example.json.gz")
+    size = path.stat().st_size
+    calls = []
+    with reporting(lambda *a: calls.append(a)):
+        raw = load_trace(path)
+    assert len(calls) >= 2 and calls[-1] == (size, size, raw.n_events, True)
+    assert not any(c[3:] for c in calls[:-1])
+    for k in (0, 2):
+        assert [c[k] for c in calls] == sorted(c[k] for c in calls)
+    assert all(c[1] == size for c in calls)
+    explicit = []
+    load_trace(path, progress=lambda *a: explicit.append(a))
+    assert explicit[-1] == calls[-1]

@@ -71,6 +71,7 @@ class Lenient:
     def __init__(self):
         self.bad_fields = 0
         self.bad_entries = 0
+        self.bad_text = 0
 
     def scrub(self, d: dict, typ) -> dict:
         """The keys of d that convert to typ's fields on their own."""
@@ -128,6 +129,12 @@ def decode_generic(piece: bytes):
         return msgspec.json.decode(piece)
     except msgspec.ValidationError:
         pass
+    except UnicodeDecodeError:          # invalid UTF-8 in a string: that text gets U+FFFD
+        piece = bytes(piece).decode("utf-8", "replace").encode()
+        try:
+            return msgspec.json.decode(piece)
+        except msgspec.ValidationError:
+            pass
     try:
         return json.loads(piece, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
@@ -161,7 +168,7 @@ def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
     """
     try:
         return PIECE_DECODER.decode(piece)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeDecodeError):
         pass
     try:
         raws = _RAWS.decode(piece)
@@ -174,10 +181,12 @@ def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
             continue
         except msgspec.ValidationError:
             pass
+        except UnicodeDecodeError:
+            lenient.bad_text += 1
         try:
             dims = _DIMS_ONLY.decode(r).args
             dims = dims.input_dims if dims is not None else None
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, UnicodeDecodeError):
             dims = None
         ev = lenient.event(decode_generic(bytes(r)), dims)
         if ev is not None:

@@ -26,6 +26,7 @@ import msgspec
 
 from ..errors import TraceError
 from .events import Columns, Lenient, decode_generic, decode_piece, event_views
+from .progress import current as current_progress
 from .reader import PIECE, TextSource, read_bytes  # noqa: F401  (read_bytes: report.diff_inputs)
 
 
@@ -96,8 +97,11 @@ _HEAD_LIMIT = 256 << 20
 
 
 def load_trace(path: str | os.PathLike, progress=None) -> RawTrace:
-    """Read a trace. progress(done_bytes, total_bytes, events) is called as pieces are decoded."""
+    """Read a trace. progress(done_bytes, total_bytes, events, finished=False) is called as pieces
+    are decoded, and once at the end with finished=True (default: the reporter progress.reporting
+    installed, if any)."""
     path = Path(path)
+    progress = progress or current_progress()
     parser = _Parser(path)
     src = TextSource(path)
     try:
@@ -106,6 +110,8 @@ def load_trace(path: str | os.PathLike, progress=None) -> RawTrace:
             if progress is not None:
                 progress(src.done, src.total, parser.cols.n)
         parser.finish()
+        if progress is not None:
+            progress(src.total, src.total, parser.cols.n, True)
     except RecursionError:
         raise TraceError(path, "nesting too deep: not a trace") from None
     finally:
@@ -417,6 +423,8 @@ class _Parser:
             warnings.append(f"skipped {lenient.bad_entries} entries of traceEvents that are not event objects")
         if lenient.bad_fields:
             warnings.append(f"ignored {lenient.bad_fields} fields of an unexpected type")
+        if lenient.bad_text:
+            warnings.append(f"replaced invalid UTF-8 text in {lenient.bad_text} events")
         if cols.n == 0:
             raise TraceError(self.path, "not a Kineto trace: it has no traceEvents")
         meta = {k: getattr(meta_struct, k) for k in META_KEYS if getattr(meta_struct, k) is not None}
@@ -434,7 +442,7 @@ def _top_level_object(text: bytes) -> dict | None:
         return None
     try:
         doc = decode_generic(body + b"}")
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
     return doc if isinstance(doc, dict) else None
 
