@@ -15,8 +15,7 @@ import pytest
 from conftest import REPO_ROOT, X, hta_path, raw_events, raw_json, raw_text, tiny_gpu_trace, write_trace
 from test_load import _check_cut, event_key, event_spans, loaded_key
 from traceinsight.errors import TraceError
-from traceinsight.trace import load as load_mod
-from traceinsight.trace import reader
+from traceinsight.trace import reader, splitter
 from traceinsight.trace.load import load_trace
 from traceinsight.trace.model import build_model
 
@@ -24,7 +23,7 @@ from traceinsight.trace.model import build_model
 @pytest.fixture(params=[700, 4096, 65536], ids=lambda n: f"piece{n}")
 def small_pieces(request, monkeypatch):
     """Pieces (and gunzip blocks) of a few bytes to a few KB, so every trace is cut many times."""
-    monkeypatch.setattr(load_mod, "PIECE", request.param)
+    monkeypatch.setattr(splitter, "PIECE", request.param)
     monkeypatch.setattr(reader, "BLOCK", max(1000, request.param // 3))
     return request.param
 
@@ -45,7 +44,7 @@ def test_real_trace_in_small_pieces(small_pieces, name):
 @pytest.mark.parametrize("name", ["amd_mi250_minitoy_train.json.gz", "triton_example.json.gz"])
 def test_same_model_whatever_the_piece_size(small_pieces, name, monkeypatch):
     small = build_model(load_trace(hta_path(name)))
-    monkeypatch.setattr(load_mod, "PIECE", 512 << 10)
+    monkeypatch.setattr(splitter, "PIECE", 512 << 10)
     big = build_model(load_trace(hta_path(name)))
     for part in ("cpu", "gpu", "steps", "gaps"):
         a, b = getattr(small, part), getattr(big, part)
