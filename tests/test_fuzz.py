@@ -220,8 +220,12 @@ def check_outcome(res, path: Path, html: Path, js: Path, what) -> None:
         return
     page = html.read_text(encoding="utf-8")
     assert SCRIPT not in page and "</script>\u2029" not in page, f"unescaped name in the HTML ({what})"
-    doc = json.loads(js.read_text(encoding="utf-8"))
+    doc = json.loads(js.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
     assert doc, what
+
+
+def _refuse_constant(name):
+    raise AssertionError(f"{name} in the JSON output: not JSON")
 
 
 @settings(max_examples=EXAMPLES, derandomize=not RANDOM, deadline=None, print_blob=True,

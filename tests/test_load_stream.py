@@ -179,3 +179,25 @@ def test_progress_reports_bytes_and_events(small_pieces):
     explicit = []
     load_trace(path, progress=lambda *a: explicit.append(a))
     assert explicit[-1] == calls[-1]
+
+
+def test_absurd_times_are_dropped_not_summed(make_trace):
+    """Found by the fuzzer: a kernel of 1e308 us made the report's sums infinite (and its JSON invalid)."""
+    ev = tiny_gpu_trace()["traceEvents"]
+    ev[3]["dur"] = 1e308                      # a kernel
+    ev[1]["ts"] = -1e300                      # an op
+    m = build_model(load_trace(make_trace({"traceEvents": ev})))
+    assert np.isfinite(m.gpu["end"]).all() and np.isfinite(m.cpu["end"]).all()
+    assert len(m.gpu) == sum(1 for e in ev if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")) - 1
+    assert any("1 events with no usable timestamp" in w for w in m.warnings)
+    assert any("1 events lasting more than 11.6 days" in w for w in m.warnings)
+
+
+def test_invalid_utf8_costs_the_text_not_the_trace(make_trace):
+    """Found by the fuzzer: one byte 0x80 in a name was an internal error (UnicodeDecodeError)."""
+    text = json.dumps(tiny_gpu_trace()).encode().replace(b'"aten::mm"', b'"aten::\x80mm"', 1)
+    text = text.replace(b'"schemaVersion"', b'"\xffschemaVersion"')
+    raw = load_trace(make_trace(text))
+    assert any("invalid UTF-8" in w for w in raw.warnings)
+    m = build_model(raw)
+    assert "aten::\ufffdmm" in set(m.cpu["name"])

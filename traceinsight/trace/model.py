@@ -131,6 +131,8 @@ def _to_int(x, default=-1):
 
 
 _RKINDS = ["", "launch", "sync", "memcpy", "memset", "other"]
+MAX_TS_US = 1e17
+MAX_DUR_US = 1e12
 
 
 def _ids(col: np.ndarray) -> np.ndarray:
@@ -184,17 +186,23 @@ def build_model(raw: RawTrace) -> TraceModel:
     tb = _Tables(raw)
     c = tb.c
     warnings = list(raw.warnings)
-    cpu_ts, _ = tb.times(tb.cpu_rows)
-    gpu_ts, _ = tb.times(tb.gpu_rows)
-    ok_cpu, ok_gpu = np.isfinite(cpu_ts), np.isfinite(gpu_ts)
+    (cpu_ts, cpu_dur), (gpu_ts, gpu_dur) = tb.times(tb.cpu_rows), tb.times(tb.gpu_rows)
+    # A start beyond MAX_TS_US (3000 years of microseconds) has no microseconds left in a float64.
+    ok_cpu, ok_gpu = np.abs(cpu_ts) <= MAX_TS_US, np.abs(gpu_ts) <= MAX_TS_US
+    bad = int((~ok_cpu).sum() + (~ok_gpu).sum())
+    if bad:
+        warnings.append(f"ignored {bad} events with no usable timestamp")
+    # A range of more than MAX_DUR_US (11.6 days) is no profiler range: it would swamp every sum.
+    long_cpu, long_gpu = ok_cpu & (cpu_dur > MAX_DUR_US), ok_gpu & (gpu_dur > MAX_DUR_US)
+    if long_cpu.any() or long_gpu.any():
+        warnings.append(f"ignored {int(long_cpu.sum() + long_gpu.sum())} events lasting more than "
+                        f"{MAX_DUR_US / 86.4e9:.1f} days (not real ranges)")
+        ok_cpu, ok_gpu = ok_cpu & ~long_cpu, ok_gpu & ~long_gpu
     if not (ok_cpu.any() or ok_gpu.any()):
         from ..errors import TraceError
         raise TraceError(raw.path, "not a Kineto trace: no complete ('X') CPU or GPU events")
     t0 = float(min(cpu_ts[ok_cpu].min() if ok_cpu.any() else np.inf,
                    gpu_ts[ok_gpu].min() if ok_gpu.any() else np.inf))
-    bad = int((~ok_cpu).sum() + (~ok_gpu).sum())
-    if bad:
-        warnings.append(f"ignored {bad} events with no usable timestamp")
     cpu, cpu_names = _cpu_table(tb, tb.cpu_rows[ok_cpu], t0)
     gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
