@@ -201,3 +201,11 @@ def test_invalid_utf8_costs_the_text_not_the_trace(make_trace):
     assert any("invalid UTF-8" in w for w in raw.warnings)
     m = build_model(raw)
     assert "aten::\ufffdmm" in set(m.cpu["name"])
+
+
+def test_every_event_full_of_braces(small_pieces, tmp_path):
+    """Each event's strings hold hundreds of '},' (more than the quick cuts try): the exact scan cuts."""
+    events = [X(f'op}}, {{"n": {i}}},' * 50, "cpu_op", 10 * i, 5, args_={"s": "\\\\},\\\"}," * 40}) for i in range(300)]
+    raw = load_trace(write_trace(tmp_path / "t.json", json.dumps({"traceEvents": events}).encode(), gz=False))
+    assert raw.warnings == []
+    assert [loaded_key(e) for e in raw.events] == [event_key(e) for e in events]

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from ..errors import TraceError
 from .events import Columns, decode_generic, decode_piece
@@ -29,7 +30,7 @@ _COLON = re.compile(rb"\s*:\s*")
 # Where a complete event may end: its '}' then ',' or ']' (or the end of what we have).
 _CUT = re.compile(rb"\}(?=\s*(?:,|\]|\Z))")
 _WS = re.compile(rb"\s*")
-_MAX_TRIES = 40
+_NEAR_TRIES = 8
 _HEAD_LIMIT = 256 << 20
 
 
@@ -214,21 +215,17 @@ class Splitter:
         return None
 
     def _tries(self, buf: bytes, off: int, eof: bool):
-        """Where to try cutting: the '}'s just before off + PIECE, latest first; if none of them ends
-        an event (a long event), the last ones of all we have. At the end of the file, first of all
-        what is left as it is (the array closes in it)."""
+        """Where to try cutting: the last few '}'s before off + PIECE, latest first; if none of them
+        ends an event (braces inside strings, a long event), the event ends an exact scan finds. At
+        the end of the file, first of all what is left as it is (the array closes in it)."""
         target = min(len(buf), off + PIECE)
         if eof and target == len(buf):
             yield len(buf), b""
         near = [m.end() for m in _CUT.finditer(buf, max(off, target - 16384), target)]
-        yield from ((end, b"]") for end in near[::-1][:_MAX_TRIES])
-        if target < len(buf):
-            far = [m.end() for m in _CUT.finditer(buf, max(target, len(buf) - (1 << 20)))]
-            if not far:
-                far = [m.end() for m in _CUT.finditer(buf, target)]
-            yield from ((end, b"]") for end in far[::-1][:_MAX_TRIES])
-            if eof:
-                yield len(buf), b""
+        yield from ((end, b"]") for end in near[::-1][:_NEAR_TRIES])
+        yield from ((end, b"]") for end in event_ends(buf, off, target))
+        if eof and target < len(buf):
+            yield len(buf), b""
 
     def _array_closed(self, close_at: int) -> None:
         """The events array's ']' ended at text offset close_at; the buffer holds what follows it."""
@@ -349,3 +346,40 @@ def _check_nesting(path: Path, text: bytes) -> None:
     """
     if re.search(rb"[\[{]\s*(?:[\[{]\s*){%d}" % _MAX_TEXT_NESTING, text):
         raise TraceError(path, f"nesting deeper than {_MAX_TEXT_NESTING} levels: not a trace")
+
+
+def event_ends(buf: bytes, off: int, target: int, chunk: int = 1 << 20) -> list[int]:
+    """Exact event ends around target: offsets just after the last '}' at or before target that
+    closes an element of the array whose elements start at buf[off], and after the first one past
+    target (strings and their escapes skipped, nesting counted; [] if none yet). A vectorised scan
+    in chunks with the state carried over, stopped as soon as both are known: used only when the
+    quick candidates fail (braces inside strings, events longer than a piece)."""
+    before = after = None
+    in_str, bs_run, depth = 0, 0, 0
+    pos = off
+    while pos < len(buf) and after is None:
+        a = np.frombuffer(buf, dtype=np.uint8, count=min(chunk, len(buf) - pos), offset=pos)
+        idx = np.arange(len(a))
+        # A quote is escaped when an odd run of backslashes precedes it (runs may span chunks).
+        last_plain = np.maximum.accumulate(np.where(a != 92, idx, -1))
+        quote = np.flatnonzero(a == 34)
+        prev = last_plain[np.maximum(quote - 1, 0)]
+        run = np.where(quote == 0, bs_run, np.where(prev < 0, quote + bs_run, quote - 1 - prev))
+        quote = quote[run % 2 == 0]
+        toggles = np.zeros(len(a) + 1, dtype=np.int8)
+        toggles[quote + 1] = 1
+        inside = (np.cumsum(toggles[:-1], dtype=np.int64) + in_str) % 2 == 1
+        opens = ((a == 123) | (a == 91)) & ~inside
+        closes = ((a == 125) | (a == 93)) & ~inside
+        level = np.cumsum(opens.astype(np.int64) - closes) + depth
+        ends = np.flatnonzero(closes & (a == 125) & (level == 0)) + pos + 1
+        k = int(np.searchsorted(ends, target, side="right"))
+        if k:
+            before = int(ends[k - 1])
+        if k < len(ends):
+            after = int(ends[k])
+        in_str = (in_str + len(quote)) % 2
+        bs_run = len(a) - 1 - int(last_plain[-1]) + (bs_run if last_plain[-1] < 0 else 0)
+        depth = int(level[-1])
+        pos += len(a)
+    return [e for e in (before, after) if e is not None]
