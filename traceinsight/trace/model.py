@@ -203,8 +203,9 @@ def build_model(raw: RawTrace) -> TraceModel:
         raise TraceError(raw.path, "not a Kineto trace: no complete ('X') CPU or GPU events")
     t0 = float(min(cpu_ts[ok_cpu].min() if ok_cpu.any() else np.inf,
                    gpu_ts[ok_gpu].min() if ok_gpu.any() else np.inf))
-    cpu, cpu_names = _cpu_table(tb, tb.cpu_rows[ok_cpu], t0)
-    gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], t0)
+    cpu, cpu_names = _cpu_table(tb, tb.cpu_rows[ok_cpu], cpu_ts[ok_cpu] - t0, cpu_dur[ok_cpu])
+    del cpu_ts, cpu_dur
+    gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], gpu_ts[ok_gpu], gpu_dur[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
     steps, step_source = find_steps(cpu, gpu)
     steps = mark_partial(gpu_aware_bounds(steps, cpu, gpu), step_source)
@@ -249,31 +250,29 @@ def _threads(tb: _Tables, rows: np.ndarray):
     return pid_text, tid_text, names, codes, rank[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
-def _cpu_table(tb: _Tables, rows: np.ndarray, t0: float) -> tuple[pd.DataFrame, np.ndarray]:
+def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The cpu table in nesting order. Columns are taken from the raw ones through the final row
+    order, one at a time: a few million rows never exist twice over."""
     c = tb.c
-    ts, dur = tb.times(rows)
-    ts = ts - t0
-    cat = c["cat"][rows]
     kind_of_cat = np.array([(1 if v in RUNTIME_CATS else 2 if v == "python_function" else
                              3 if v == "user_annotation" else 0) for v in tb.cat] + [0], dtype=np.int8)
-    kind = kind_of_cat[cat]
-    name = c["name"][rows]
+    kind = kind_of_cat[c["cat"][rows]]
     # PyTorch 1.8-1.9 wrote step and optimizer ranges as plain `Operator` events.
     op_cat = [i for i, v in enumerate(tb.cat) if v == "Operator"]
     if op_cat:
         legacy = np.array([bool(_LEGACY_ANNOTATION.match(n)) for n in tb.names] + [False])
-        kind[np.isin(cat, op_cat) & legacy[name]] = 3
-    is_rt = kind == 1
+        kind[np.isin(c["cat"][rows], op_cat) & legacy[c["name"][rows]]] = 3
     ext_id = _ids(c["external_id"][rows])
     pid_text, tid_text, thread_names, thread, rank = _threads(tb, rows)
-    order = nesting_order(rank, ts, dur, is_rt, ext_id, lambda rows_: [tb.names[k] for k in name[rows_]])
-    rows, ts, dur, kind, name, cat, ext_id, thread, rank = (
-        a[order] for a in (rows, ts, dur, kind, name, cat, ext_id, thread, rank))
+    order = nesting_order(rank, ts, dur, kind == 1, ext_id,
+                          lambda sel: [tb.names[k] for k in c["name"][rows[sel]]])
+    del rank
+    rows, ts, dur, kind, ext_id, thread = rows[order], ts[order], dur[order], kind[order], ext_id[order], thread[order]
+    del order
     end = ts + dur
     parent, depth = nest(thread, ts, end)
-    kinds = ["op", "runtime", "python", "annotation"]
+    name = c["name"][rows]
     rkind_of_name = np.array([_RKINDS.index(runtime_kind(n)) for n in tb.names] + [0], dtype=np.int64)
-    rk = np.where(kind == 1, rkind_of_name[name], 0)
     is_step_name = np.array([n.startswith("ProfilerStep#") for n in tb.names] + [False])
     dims = c["dims"][rows]
     dims_vals = c.values("dims")
@@ -282,15 +281,15 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, t0: float) -> tuple[pd.DataFrame, 
         "tid": _str_column(tid_text, c["tid"][rows]),
         "thread": _str_column(thread_names, thread),
         "name": _objects(tb.names, name),
-        "cat": _objects(tb.cat, cat),
-        "kind": _str_column(kinds, kind.astype(np.int64)),
+        "cat": _objects(tb.cat, c["cat"][rows]),
+        "kind": _str_column(["op", "runtime", "python", "annotation"], kind.astype(np.int64)),
         "ts": ts,
         "dur": dur,
         "ext_id": ext_id,
         "correlation": _ids(c["correlation"][rows]),
         # Raw JSON bytes, turned into text only for the few ops a table shows (dims_text).
         "input_dims": _objects(dims_vals + [b""], np.where(dims >= 0, dims, len(dims_vals))),
-        "rkind": _str_column(_RKINDS, rk),
+        "rkind": _str_column(_RKINDS, np.where(kind == 1, rkind_of_name[name], 0)),
         "end": end,
         "parent": parent,
         "depth": depth,
@@ -306,10 +305,10 @@ def dims_text(raw) -> str:
     return "" if not b or b == b"null" else b[:200].decode("utf-8", "replace")
 
 
-def _gpu_table(tb: _Tables, rows: np.ndarray, t0: float) -> tuple[pd.DataFrame, np.ndarray]:
+def _gpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+               t0: float) -> tuple[pd.DataFrame, np.ndarray]:
     c = tb.c
-    ts, dur = tb.times(rows)
-    order = np.lexsort((dur, ts))
+    order = np.lexsort((dur, ts))          # by the file's own times, then made relative
     rows, ts, dur = rows[order], ts[order] - t0, dur[order]
     name = c["name"][rows]
     kind = np.array([GPU_CATS.get(v, "") for v in tb.cat] + [""], dtype=object)[c["cat"][rows]]

@@ -70,25 +70,34 @@ def nest(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarra
     return parent, depth
 
 
+_WALK_CHUNK = 1 << 18
+
+
 def _walk(segments, ts_a: np.ndarray, end_a: np.ndarray, parent_a: np.ndarray, depth_a: np.ndarray) -> None:
-    """The stack walk itself, on plain Python lists (numpy scalars would triple its cost)."""
+    """The stack walk itself, on plain Python lists (numpy scalars would triple its cost), a chunk of
+    rows at a time (the lists of a few million rows would cost more memory than the tables)."""
     for a, b in segments:
-        ts = ts_a[a:b].tolist()
-        end = end_a[a:b].tolist()
-        parent = [-1] * (b - a)
-        depth = [0] * (b - a)
-        stack: list[int] = []
-        for i in range(b - a):
-            t = ts[i] + EPS
-            while stack and end[stack[-1]] <= t:
-                stack.pop()
-            if stack:
-                p = stack[-1]
-                parent[i] = p + a
-                depth[i] = depth[p] + 1
-            stack.append(i)
-        parent_a[a:b] = parent
-        depth_a[a:b] = depth
+        stack_end: list[float] = []     # the open ranges: their ends, rows and depths
+        stack_row: list[int] = []
+        for c0 in range(a, b, _WALK_CHUNK):
+            c1 = min(b, c0 + _WALK_CHUNK)
+            t_list = (ts_a[c0:c1] + EPS).tolist()
+            e_list = end_a[c0:c1].tolist()
+            parent = [-1] * (c1 - c0)
+            depth = [0] * (c1 - c0)
+            row = c0
+            for i, (t, e) in enumerate(zip(t_list, e_list)):
+                while stack_end and stack_end[-1] <= t:
+                    stack_end.pop()
+                    stack_row.pop()
+                if stack_row:
+                    parent[i] = stack_row[-1]
+                    depth[i] = len(stack_row)
+                stack_end.append(e)
+                stack_row.append(row)
+                row += 1
+            parent_a[c0:c1] = parent
+            depth_a[c0:c1] = depth
 
 
 def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
