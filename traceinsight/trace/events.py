@@ -235,19 +235,22 @@ class Intern:
     def find(self, value) -> int | None:
         return self.index.get(value) if self.typed is None else self.typed.get(self._typed_key(value))
 
-    def codes(self, vals: list) -> np.ndarray:
-        n = len(vals)
+    def codes(self, vals, n: int, get=None) -> np.ndarray:
+        """Codes of n values: vals is a list, or a list of objects to read each value from with get
+        (the values then need no list of their own)."""
+        values = map(get, vals) if get is not None else vals
         if self.typed is None:
-            out = np.fromiter(map(self.index.get, vals, repeat(-1)), np.int32, n)
+            out = np.fromiter(map(self.index.get, values, repeat(-1)), np.int32, n)
             miss = np.flatnonzero(out < 0)
             for i in miss.tolist():
-                out[i] = self.code(vals[i])
+                out[i] = self.code(get(vals[i]) if get is not None else vals[i])
                 if self.typed is not None:     # a value that may alias others: redo exactly
                     break
             else:
                 return out
+            values = map(get, vals) if get is not None else vals
         key = self._typed_key
-        return np.fromiter((self.code(v) if (c := self.typed.get(key(v))) is None else c for v in vals),
+        return np.fromiter((self.code(v) if (c := self.typed.get(key(v))) is None else c for v in values),
                            np.int32, n)
 
 
@@ -328,7 +331,7 @@ class Columns:
             args = [NO_ARGS if a is None else a for a in args]
         p = self._parts
         for f in ("ph", "cat", "name", "pid", "tid"):
-            p[f].append(self.interns[f].codes(list(map(_GET[f], evs))))
+            p[f].append(self.interns[f].codes(evs, n, _GET[f]))
         p["ts"].append(_floats(lambda: map(_GET["ts"], evs), n))
         p["dur"].append(_floats(lambda: map(_GET["dur"], evs), n))
         for f in ("correlation", "external_id"):
@@ -362,7 +365,7 @@ class Columns:
         out = np.full(n, -1, dtype=np.int32)
         has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(_NO_DIMS)), bool, n))
         if len(has):
-            out[has] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()])
+            out[has] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()], len(has))
         return out
 
     def _meta_names(self, evs: list[Event], ph: np.ndarray, name: np.ndarray) -> None:

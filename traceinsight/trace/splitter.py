@@ -199,7 +199,7 @@ class Splitter:
         (the tail starts at end). None when no cut works yet.
         """
         for end, close in self._tries(buf, off, eof):
-            piece = b"[" + buf[off:end] + close
+            piece = b"".join((b"[", memoryview(buf)[off:end], close))     # one copy
             try:
                 self.cols.add(decode_piece(piece, self.cols.lenient))
             except msgspec.DecodeError as exc:
