@@ -151,9 +151,11 @@ def test_columns_are_typed_and_interned():
     assert all(isinstance(v, bytes) for v in c.values("dims"))
 
 
-@pytest.mark.parametrize("value, expect", [(1e308 * 10, None), ("12", 12), ("x", None), (2**64, None),
-                                           (-(2**63), None), (7.0, 7)])
-def test_odd_correlation_values(make_trace, value, expect):
+@pytest.mark.parametrize("value, expect, linked", [(1e308 * 10, None, False), ("12", "12", False), ("x", "x", False),
+                                                   (2**64, None, False), (-(2**63), None, False), (7.0, 7, False),
+                                                   ("1", "1", True), (1.0, 1, True)])
+def test_odd_correlation_values(make_trace, value, expect, linked):
+    """The raw view keeps an id as written (a string stays a string); the model reads it as a number."""
     ev = [X("cudaLaunchKernel", "cuda_runtime", 10, 5, correlation=1),
           X("k", "kernel", 20, 5, pid=0, tid=7, correlation=1, device=0, stream=7)]
     ev[1]["args"]["correlation"] = value
@@ -161,7 +163,7 @@ def test_odd_correlation_values(make_trace, value, expect):
     raw = load_trace(make_trace(text))
     assert raw.events[1].args.correlation == expect
     m = build_model(raw)
-    assert m.gpu["launcher"].tolist() == [-1 if expect != 1 else 0]
+    assert m.gpu["launcher"].tolist() == [0 if linked else -1]
 
 
 def test_progress_reports_bytes_and_events(small_pieces):
@@ -209,3 +211,24 @@ def test_every_event_full_of_braces(small_pieces, tmp_path):
     raw = load_trace(write_trace(tmp_path / "t.json", json.dumps({"traceEvents": events}).encode(), gz=False))
     assert raw.warnings == []
     assert [loaded_key(e) for e in raw.events] == [event_key(e) for e in events]
+
+
+@pytest.mark.parametrize("name", ["amd_mi250_minitoy_train.json.gz", "a100_rank0_of2_nccl.json.gz"])
+def test_args_of_every_event_as_written(name):
+    """Runtime calls and ops carry stream / bytes too in some traces (the HTA oracle reads them).
+    Ids written as text ("0x1f") come back read as numbers the way the model reads them."""
+    events = raw_events(raw_json(hta_path(name)))
+    raw = load_trace(hta_path(name))
+    keys = {"correlation": "correlation", "External id": "external_id", "stream": "stream", "device": "device",
+            "bytes": "bytes", "memory bandwidth (GB/s)": "bandwidth"}
+    seen = 0
+    for e, got in zip(events, raw.events):
+        a = e.get("args") if isinstance(e.get("args"), dict) else {}
+        for k, attr in keys.items():
+            v = a.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                assert getattr(got.args, attr) == v, (e, k)
+                seen += 1
+            elif v is None:
+                assert getattr(got.args, attr) is None, (e, k)
+    assert seen > 100

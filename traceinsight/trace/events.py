@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, index, is_not, itemgetter
 from typing import Union
 
 import msgspec
@@ -57,9 +57,8 @@ PIECE_DECODER = msgspec.json.Decoder(list[Event])
 _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
 _DIMS = attrgetter("input_dims")
 _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "device", "bytes", "bandwidth")}
-# Categories of host-side events: their stream / device / bytes args are never read.
-HOST_CATS = frozenset({"cpu_op", "Operator", "user_annotation", "python_function", "cuda_runtime",
-                       "cuda_driver", "Runtime", "ac2g", "fwdbwd", "cpu_instant_event", "Trace"})
+# Python frames (half the events of a with_stack trace) never carry stream / device / bytes args.
+NO_DEVICE_ARGS_CATS = frozenset({"python_function"})
 ID_FIELDS = ("correlation", "external_id", "stream", "device")
 
 
@@ -292,14 +291,21 @@ def _floats(vals_iter_fn, n: int) -> np.ndarray:
         return np.fromiter(map(float_value, vals_iter_fn()), np.float64, n)
 
 
-def _ids(vals_iter_fn, n: int) -> np.ndarray:
+def _ids(vals_iter_fn, n: int, odd: dict | None = None, base: int = 0, rows=None) -> np.ndarray:
+    """An int64 id column. Values written as anything but an int are read by id_value and, when odd
+    is given, kept as written in odd[row] (row: base + i, or base + rows[i])."""
     try:
-        out = np.fromiter(vals_iter_fn(), np.int64, n)
+        out = np.fromiter(map(index, vals_iter_fn()), np.int64, n)
         if not ((out > MISSING) & (out <= BAD)).any():   # nothing in the sentinel range came in
             return out
     except (TypeError, ValueError, OverflowError):
         pass
-    return np.fromiter(map(id_value, vals_iter_fn()), np.int64, n)
+    vals = list(vals_iter_fn())
+    if odd is not None:
+        for i, v in enumerate(vals):
+            if v is not None and type(v) is not int:
+                odd[base + (i if rows is None else int(rows[i]))] = v
+    return np.fromiter(map(id_value, vals), np.int64, n)
 
 
 # ---------------------------------------------------------------- columns
@@ -317,6 +323,8 @@ class Columns:
         self.thread_names: dict = {}
         self.lenient = Lenient()
         self._host = np.zeros(0, dtype=bool)
+        # Ids written as something else than an int ("0x1f", "7", 7.0): row -> the value as written.
+        self.odd_ids: dict[str, dict] = {f: {} for f in ID_FIELDS}
 
     def values(self, field: str) -> list:
         return self.interns[field].values
@@ -335,14 +343,15 @@ class Columns:
         p["ts"].append(_floats(lambda: map(_GET["ts"], evs), n))
         p["dur"].append(_floats(lambda: map(_GET["dur"], evs), n))
         for f in ("correlation", "external_id"):
-            p[f].append(_ids(lambda g=_ARGF[f]: map(g, args), n))
-        # Stream, device, bytes, bandwidth: read for GPU-side events only (host events have none the
-        # model reads). Bytes and bandwidth (copies, memsets) are kept as (row, value) pairs.
+            p[f].append(_ids(lambda g=_ARGF[f]: map(g, args), n, self.odd_ids[f], self.n))
+        # Stream, device, bytes, bandwidth: not looked for on Python frames. Bytes and bandwidth
+        # (copies, memsets, some runtime calls) are kept as (row, value) pairs.
         rows = np.flatnonzero(~self._host_cat()[p["cat"][-1]])
-        sub = args if len(rows) == n else [args[i] for i in rows.tolist()]
+        sub = args if len(rows) == n else (itemgetter(*rows.tolist())(args) if len(rows) > 1 else
+                                           [args[i] for i in rows.tolist()])
         for f in ("stream", "device"):
             col = np.full(n, MISSING, dtype=np.int64)
-            col[rows] = _ids(lambda g=_ARGF[f]: map(g, sub), len(rows))
+            col[rows] = _ids(lambda g=_ARGF[f]: map(g, sub), len(rows), self.odd_ids[f], self.n, rows)
             p[f].append(col)
         byt = _floats(lambda: map(_ARGF["bytes"], sub), len(rows))
         bw = _floats(lambda: map(_ARGF["bandwidth"], sub), len(rows))
@@ -357,7 +366,7 @@ class Columns:
     def _host_cat(self) -> np.ndarray:
         cats = self.interns["cat"].values
         if len(self._host) != len(cats):
-            self._host = np.array([c in HOST_CATS for c in cats], dtype=bool)
+            self._host = np.array([c in NO_DEVICE_ARGS_CATS for c in cats], dtype=bool)
         return self._host
 
     def _dims(self, args: list, n: int) -> np.ndarray:
@@ -429,7 +438,7 @@ def event_views(c: Columns) -> list[EventView]:
         a = ArgsView()
         for f in ID_FIELDS:
             v = int(c[f][i])
-            setattr(a, f, None if v in (MISSING, BAD) else v)
+            setattr(a, f, c.odd_ids[f].get(i, None if v in (MISSING, BAD) else v))
         a.bytes = None if np.isnan(byt[i]) else float(byt[i])
         a.bandwidth = None if np.isnan(bw[i]) else float(bw[i])
         d = int(c["dims"][i])
