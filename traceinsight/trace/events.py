@@ -57,7 +57,8 @@ PIECE_DECODER = msgspec.json.Decoder(list[Event])
 _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
 _DIMS = attrgetter("input_dims")
 _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "device", "bytes", "bandwidth")}
-# Python frames (half the events of a with_stack trace) never carry stream / device / bytes args.
+# Python frames (half the events of a with_stack trace) carry only Python ids: no stream, device,
+# bytes or Input Dims is looked for on them.
 NO_DEVICE_ARGS_CATS = frozenset({"python_function"})
 ID_FIELDS = ("correlation", "external_id", "stream", "device")
 
@@ -344,8 +345,8 @@ class Columns:
         p["dur"].append(_floats(lambda: map(_GET["dur"], evs), n))
         for f in ("correlation", "external_id"):
             p[f].append(_ids(lambda g=_ARGF[f]: map(g, args), n, self.odd_ids[f], self.n))
-        # Stream, device, bytes, bandwidth: not looked for on Python frames. Bytes and bandwidth
-        # (copies, memsets, some runtime calls) are kept as (row, value) pairs.
+        # Stream, device, bytes, bandwidth, Input Dims: not looked for on Python frames. Bytes and
+        # bandwidth (copies, memsets, some runtime calls) are kept as (row, value) pairs.
         rows = np.flatnonzero(~self._host_cat()[p["cat"][-1]])
         sub = args if len(rows) == n else (itemgetter(*rows.tolist())(args) if len(rows) > 1 else
                                            [args[i] for i in rows.tolist()])
@@ -359,7 +360,7 @@ class Columns:
         p["sparse_rows"].append(rows[has] + self.n)
         p["bytes"].append(byt[has])
         p["bandwidth"].append(bw[has])
-        p["dims"].append(self._dims(args, n))
+        p["dims"].append(self._dims(sub, rows, n))
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n
 
@@ -369,12 +370,13 @@ class Columns:
             self._host = np.array([c in NO_DEVICE_ARGS_CATS for c in cats], dtype=bool)
         return self._host
 
-    def _dims(self, args: list, n: int) -> np.ndarray:
+    def _dims(self, args, rows: np.ndarray, n: int) -> np.ndarray:
+        """Input Dims codes (-1: none) of n events, looked for on args, those of the given rows."""
         raws = list(map(_DIMS, args))
         out = np.full(n, -1, dtype=np.int32)
-        has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(_NO_DIMS)), bool, n))
+        has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(_NO_DIMS)), bool, len(raws)))
         if len(has):
-            out[has] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()], len(has))
+            out[rows[has]] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()], len(has))
         return out
 
     def _meta_names(self, evs: list[Event], ph: np.ndarray, name: np.ndarray) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 
-PIECE = 512 << 10        # bytes of JSON per decoded piece: small enough that its events stay in the CPU cache
+PIECE = 256 << 10        # bytes of JSON per decoded piece: small enough that its events stay in the CPU cache
 BLOCK = 4 << 20          # bytes of JSON the gunzip thread hands over at once (few GIL hand-overs)
 QUEUE = 3
 _READ = 1 << 20          # compressed bytes per read
