@@ -20,10 +20,11 @@ from typing import Any, Union
 import msgspec
 
 from ..errors import TraceError
-from .events import Columns, Lenient, event_views
+from .events import Columns, Lenient
 from .progress import current as current_progress
 from .reader import TextSource, read_bytes  # noqa: F401  (read_bytes: report.diff_inputs)
 from .splitter import Splitter
+from .view import event_views
 
 
 class DeviceProps(msgspec.Struct, forbid_unknown_fields=False):
