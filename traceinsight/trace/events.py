@@ -1,12 +1,13 @@
 """events: pieces of a traceEvents array -> growing columns (numpy) of the fields the model reads.
 
-A piece (a few MB of complete events) is decoded by msgspec into short-lived Structs, which are turned
-into columns at once and dropped: a trace never exists as a million Python objects. Strings that
-repeat (ph, cat, name, pid, tid, Input Dims) are interned into integer codes.
+A piece (a few hundred KB of complete events) is decoded by msgspec into short-lived Structs, which
+are turned into columns at once and dropped: a trace never exists as a million Python objects.
+Strings that repeat (ph, cat, name, pid, tid, Input Dims) are interned into integer codes.
 
-A piece with an odd field type is decoded again leniently, dropping only that field; numbers outside
-what msgspec reads (1e400, 40-digit ints) go through the json module. Ids are int64 with MISSING
-(absent) and BAD (present but unusable); times are float64 with NaN for absent or unusable.
+An event with an odd field type is decoded again leniently, dropping only that field; numbers outside
+what msgspec reads (1e400, 40-digit ints) go through the json module, invalid UTF-8 becomes U+FFFD.
+Ids are int64 with MISSING (absent) and BAD (present but unusable); times are float64 with NaN for
+absent or unusable.
 """
 from __future__ import annotations
 
