@@ -1,5 +1,5 @@
 """What every command shares: one-line errors with exit code 2, never clobbering what the user gave,
-a spinner for big files, and the one analyze-then-write path (analyze, record and the example
+a progress bar for big files, and the one analyze-then-write path (analyze, record and the example
 report generator all call `analyze_and_write`)."""
 from __future__ import annotations
 
@@ -59,16 +59,38 @@ def run_guarded(fn):
 
 
 def with_progress(path: Path, fn):
-    """A spinner on stderr for big files when a person is watching."""
+    """A progress bar on stderr for big files when a person is watching: the bytes of the file read
+    and the events decoded, then a spinner while the analysis runs. Nothing when stderr is not a
+    terminal (pipes, CI, logs)."""
     try:
-        big = path.stat().st_size > 20 * 2**20
+        size = path.stat().st_size
     except OSError:
-        big = False
-    if big and sys.stderr.isatty():
-        from rich.console import Console
-        with Console(stderr=True).status(f"analyzing {path} ..."):
+        size = 0
+    if not (size > 20 * 2**20 and sys.stderr.isatty()):
+        return fn()
+    from rich.console import Console
+    from rich.progress import (BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    from ..trace.progress import reporting
+    console = Console(stderr=True)
+    bar = Progress(SpinnerColumn(), TextColumn("reading {task.description}"), BarColumn(), DownloadColumn(),
+                   TextColumn("{task.fields[events]:>12,} events"), TimeElapsedColumn(), TimeRemainingColumn(),
+                   console=console, transient=True)
+    task = bar.add_task(path.name, total=size, events=0)
+    status = console.status(f"analyzing {path.name} ...")
+
+    def report(done: int, total: int, events: int, finished: bool = False) -> None:
+        bar.update(task, completed=done, total=total, events=events)
+        if finished:
+            bar.stop()
+            status.start()
+
+    try:
+        with bar, reporting(report):
             return fn()
-    return fn()
+    finally:
+        status.stop()
 
 
 def analyze_one(path: Path):

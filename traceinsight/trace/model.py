@@ -1,4 +1,4 @@
-"""model: events -> columnar tables of what the CPU and the GPU did, linked, step by step.
+"""model: event columns -> columnar tables of what the CPU and the GPU did, linked, step by step.
 
 Tables (pandas, one row per event, times in microseconds from the trace's first event):
   cpu   every CPU-side range: aten ops, annotations, python frames and runtime/driver calls, with
@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .events import BAD, MISSING
 from .load import RawTrace
+from .nesting import nest, nesting_order, top_ops
 from .steps import (drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps, mark_partial, mark_warmup,
                     step_gpu_accounting)
 
@@ -111,17 +113,6 @@ def _match_names(model: "TraceModel", table: str, pattern: str, flags: int) -> n
     return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
-def _num(x, default=np.nan):
-    if x is None:
-        return default
-    if isinstance(x, (int, float)):
-        return x
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return default
-
-
 def _int_or(x, default=-1):
     v = _to_int(x, default)
     # Ids live in int64 columns; a number beyond that range is not an id we can use.
@@ -135,55 +126,87 @@ def _to_int(x, default=-1):
         return x
     try:
         return int(float(x))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         m = re.search(r"-?\d+", str(x))
         return int(m.group()) if m else default
 
 
+_RKINDS = ["", "launch", "sync", "memcpy", "memset", "other"]
+MAX_TS_US = 1e17
+MAX_DUR_US = 1e12
+
+
+def _ids(col: np.ndarray) -> np.ndarray:
+    """An id column as the model keeps it: -1 where the event has none or an unusable one."""
+    return np.where(col <= BAD, -1, col)
+
+
+def _str_column(values: list, codes: np.ndarray):
+    """values[codes] as the column type pandas infers for text (what the tables always held)."""
+    if len(codes) == 0:
+        return np.array([], dtype=object)
+    return pd.Series(np.array(values + [""], dtype=object)[:-1]).array.take(codes)
+
+
+def _objects(values: list, codes: np.ndarray) -> pd.Series:
+    """values[codes] as a column of Python objects (names, categories: kept as object, not text)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
+    return pd.Series(arr[codes] if len(arr) else np.array([], dtype=object), dtype=object, copy=False)
+
+
+class _Tables:
+    """Per distinct value facts about the trace's interned columns (computed once per value)."""
+
+    def __init__(self, raw: RawTrace):
+        c = self.c = raw.columns
+        self.cat = c.values("cat")
+        self.names = ["" if v is None else str(v) for v in c.values("name")]
+        self.pids, self.tids = c.values("pid"), c.values("tid")
+        ph = c.values("ph")
+        cat_kind = np.array([1 if v in CPU_OP_CATS or v in RUNTIME_CATS else (2 if v in GPU_CATS else 0)
+                             for v in self.cat] + [0], dtype=np.int8)
+        is_x = np.isin(c["ph"], [i for i, v in enumerate(ph) if v == "X"])
+        kind = cat_kind[c["cat"]]
+        self.cpu_rows = np.flatnonzero(is_x & (kind == 1))
+        self.gpu_rows = np.flatnonzero(is_x & (kind == 2))
+        ph_code = {v: i for i, v in enumerate(ph)}
+        self.n_flows = int((c["ph"] == ph_code.get("s", -1)).sum())
+        mem = [i for i, v in enumerate(self.cat) if v == "cpu_instant_event"]
+        self.n_memory = int(((c["ph"] == ph_code.get("i", -1)) & np.isin(c["cat"], mem)).sum())
+
+    def times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ts = self.c["ts"][rows]
+        dur = self.c["dur"][rows]
+        dur = np.where(np.isfinite(dur) & (dur > 0), dur, 0.0)
+        return ts, dur
+
+
 def build_model(raw: RawTrace) -> TraceModel:
-    """One pass over events to columns, then vectorised linking and interval arithmetic."""
-    ev = raw.events
-    cpu_rows, gpu_rows, thread_names = [], [], {}
-    n_flows = n_memory = 0
-    for e in ev:
-        ph = e.ph
-        if ph == "X":
-            cat = e.cat
-            if cat in CPU_OP_CATS or cat in RUNTIME_CATS:
-                cpu_rows.append(e)
-            elif cat in GPU_CATS:
-                gpu_rows.append(e)
-        elif ph == "M":
-            if e.name == "thread_name" and e.args is not None:
-                thread_names[(e.pid, e.tid)] = e.args.meta_name
-        elif ph == "s":
-            n_flows += 1
-        elif ph == "i" and e.cat == "cpu_instant_event":
-            n_memory += 1
-
+    """Columns of the events the analysis reads, then vectorised linking and interval arithmetic."""
+    tb = _Tables(raw)
+    c = tb.c
     warnings = list(raw.warnings)
-    cpu = _cpu_table(cpu_rows)
-    gpu = _gpu_table(gpu_rows)
-    times = [cpu["ts"].to_numpy(), gpu["ts"].to_numpy()]
-    all_ts = np.concatenate([t[np.isfinite(t)] for t in times]) if any(len(t) for t in times) else np.array([])
-    if len(all_ts) == 0:
-        from ..errors import TraceError
-        raise TraceError(raw.path, "not a Kineto trace: no complete ('X') CPU or GPU events")
-    t0 = float(all_ts.min())
-    for df in (cpu, gpu):
-        df["ts"] -= t0
-        df["end"] = df["ts"] + df["dur"]
-
-    bad = int((~np.isfinite(cpu["ts"])).sum() + (~np.isfinite(gpu["ts"])).sum())
+    (cpu_ts, cpu_dur), (gpu_ts, gpu_dur) = tb.times(tb.cpu_rows), tb.times(tb.gpu_rows)
+    # A start beyond MAX_TS_US (3000 years of microseconds) has no microseconds left in a float64.
+    ok_cpu, ok_gpu = np.abs(cpu_ts) <= MAX_TS_US, np.abs(gpu_ts) <= MAX_TS_US
+    bad = int((~ok_cpu).sum() + (~ok_gpu).sum())
     if bad:
         warnings.append(f"ignored {bad} events with no usable timestamp")
-        cpu = cpu[np.isfinite(cpu["ts"])].reset_index(drop=True)
-        gpu = gpu[np.isfinite(gpu["ts"])].reset_index(drop=True)
-
-    cpu = _nest(cpu)
-    ann = np.flatnonzero((cpu["kind"] == "annotation").to_numpy())
-    cpu["is_step"] = False
-    cpu.loc[ann, "is_step"] = cpu["name"].iloc[ann].str.startswith("ProfilerStep#").to_numpy()
+    # A range of more than MAX_DUR_US (11.6 days) is no profiler range: it would swamp every sum.
+    long_cpu, long_gpu = ok_cpu & (cpu_dur > MAX_DUR_US), ok_gpu & (gpu_dur > MAX_DUR_US)
+    if long_cpu.any() or long_gpu.any():
+        warnings.append(f"ignored {int(long_cpu.sum() + long_gpu.sum())} events lasting more than "
+                        f"{MAX_DUR_US / 86.4e9:.1f} days (not real ranges)")
+        ok_cpu, ok_gpu = ok_cpu & ~long_cpu, ok_gpu & ~long_gpu
+    if not (ok_cpu.any() or ok_gpu.any()):
+        from ..errors import TraceError
+        raise TraceError(raw.path, "not a Kineto trace: no complete ('X') CPU or GPU events")
+    t0 = float(min(cpu_ts[ok_cpu].min() if ok_cpu.any() else np.inf,
+                   gpu_ts[ok_gpu].min() if ok_gpu.any() else np.inf))
+    cpu, cpu_names = _cpu_table(tb, tb.cpu_rows[ok_cpu], cpu_ts[ok_cpu] - t0, cpu_dur[ok_cpu])
+    del cpu_ts, cpu_dur
+    gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], gpu_ts[ok_gpu], gpu_dur[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
     steps, step_source = find_steps(cpu, gpu)
     steps = mark_partial(gpu_aware_bounds(steps, cpu, gpu), step_source)
@@ -204,86 +227,80 @@ def build_model(raw: RawTrace) -> TraceModel:
     rank = _int_or(raw.distributed.get("rank"), 0) if raw.distributed else 0
     meta = dict(raw.meta)
     meta["distributed"] = raw.distributed
-    meta["n_memory_events"] = n_memory
+    meta["n_memory_events"] = tb.n_memory
     meta["warmup_steps"] = warmup
     meta["leading_idle_excluded_us"] = leading_idle
-    return TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
-                      devices=devices, meta=meta, thread_names=thread_names, warnings=warnings,
-                      t0_us=t0, n_events=len(ev), n_flows=n_flows, step_source=step_source)
+    model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
+                       devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
+                       t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source)
+    # The name codes cpu_match / gpu_match need come with the interned columns.
+    uniques = np.array(tb.names + [""], dtype=object)[:-1]
+    model.memo("name_codes:cpu", lambda: (cpu_names, uniques))
+    model.memo("name_codes:gpu", lambda: (gpu_names, uniques))
+    return model
 
 
-def _threads(pids: list, tids: list):
-    """pid, tid and "pid/tid" as text, and each thread's rank in name order (a sort key that does
-    not depend on the order of events in the file). Work is done on distinct values only."""
-    pc, pu = pd.factorize(pd.Series(pids, dtype=object))
-    tc, tu = pd.factorize(pd.Series(tids, dtype=object))
-    nt = max(1, len(tu))
-    codes, pairs = pd.factorize(pc.astype(np.int64) * nt + tc)
-    names = np.array([f"{pu[p // nt]}/{tu[p % nt]}" for p in pairs], dtype=object)
+def _threads(tb: _Tables, rows: np.ndarray):
+    """Codes of pid, tid, "pid/tid" text and each thread's rank in name order (a sort key that does not
+    depend on the order of events in the file), from the distinct (pid, tid) pairs only."""
+    pc, tc = tb.c["pid"][rows].astype(np.int64), tb.c["tid"][rows].astype(np.int64)
+    codes, pairs = pd.factorize(pc * max(1, len(tb.tids)) + tc)
+    nt = max(1, len(tb.tids))
+    pid_text = [str(v) for v in tb.pids]
+    tid_text = [str(v) for v in tb.tids]
+    names = [f"{pid_text[p // nt]}/{tid_text[p % nt]}" for p in pairs.tolist()]
     rank = np.empty(len(names), dtype=np.int64)
-    rank[np.argsort(names, kind="stable")] = np.arange(len(names))
-    pid_text = np.array([str(u) for u in pu], dtype=object)
-    tid_text = np.array([str(u) for u in tu], dtype=object)
-    if len(pids) == 0:
-        empty = np.array([], dtype=object)
-        return empty, empty, empty, np.array([], dtype=np.int64)
-    return pid_text[pc], tid_text[tc], names[codes], rank[codes]
+    rank[np.argsort(np.array(names + [""], dtype=object)[:-1], kind="stable")] = np.arange(len(names))
+    return pid_text, tid_text, names, codes, rank[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
-def _cpu_table(rows) -> pd.DataFrame:
-    name = [str(e.name) if e.name is not None else "" for e in rows]
-    cat = [e.cat for e in rows]
-    args = [e.args for e in rows]
-    kind = np.array(["runtime" if c in RUNTIME_CATS else
-                     ("python" if c == "python_function" else
-                      ("annotation" if c == "user_annotation" else "op")) for c in cat], dtype=object)
-    pid, tid, thread, thread_rank = _threads([e.pid for e in rows], [e.tid for e in rows])
-    df = pd.DataFrame({
-        "pid": pid,
-        "tid": tid,
-        "thread": thread,
-        "thread_rank": thread_rank,
-        "name": pd.Series(name, dtype=object),
-        "cat": pd.Series(cat, dtype=object),
-        "kind": kind,
-        "ts": _floats([e.ts for e in rows], np.nan),
-        "dur": _floats([e.dur for e in rows], 0.0),
-        "ext_id": _ids(args, "external_id"),
-        "correlation": _ids(args, "correlation"),
-        # Raw JSON bytes, turned into text only for the few ops a table shows (dims_text).
-        "input_dims": [a.input_dims if a is not None else b"" for a in args],
-    })
-    df["dur"] = df["dur"].clip(lower=0)
+def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The cpu table in nesting order. Columns are taken from the raw ones through the final row
+    order, one at a time: a few million rows never exist twice over."""
+    c = tb.c
+    kind_of_cat = np.array([(1 if v in RUNTIME_CATS else 2 if v == "python_function" else
+                             3 if v == "user_annotation" else 0) for v in tb.cat] + [0], dtype=np.int8)
+    kind = kind_of_cat[c["cat"][rows]]
     # PyTorch 1.8-1.9 wrote step and optimizer ranges as plain `Operator` events.
-    op_rows = np.flatnonzero((df["cat"] == "Operator").to_numpy())
-    if len(op_rows):
-        legacy = df["name"].iloc[op_rows].str.match(_LEGACY_ANNOTATION).to_numpy()
-        df.loc[op_rows[legacy], "kind"] = "annotation"
-    is_rt = df["kind"].to_numpy() == "runtime"
-    rk = np.full(len(df), "", dtype=object)
-    rk[is_rt] = [runtime_kind(n) for n in df["name"].to_numpy()[is_rt]]
-    df["rkind"] = rk
-    return df
-
-
-def _ids(args, field: str) -> np.ndarray:
-    """An int64 column from an optional args field; -1 where missing or unusable. Fast path for ints."""
-    vals = [-1 if (v := (getattr(a, field) if a is not None else None)) is None else v for a in args]
-    try:
-        out = np.array(vals)
-        if out.dtype.kind == "i" or len(vals) == 0:
-            return out.astype(np.int64)
-    except OverflowError:
-        pass
-    return np.array([_int_or(v) for v in vals], dtype=np.int64)
-
-
-def _floats(vals, default: float) -> np.ndarray:
-    """A float column; numbers pass straight through, anything else goes through _num."""
-    try:
-        return np.array([v if v is not None else default for v in vals], dtype=float)
-    except (TypeError, ValueError):
-        return np.array([_num(v, default) for v in vals], dtype=float)
+    op_cat = [i for i, v in enumerate(tb.cat) if v == "Operator"]
+    if op_cat:
+        legacy = np.array([bool(_LEGACY_ANNOTATION.match(n)) for n in tb.names] + [False])
+        kind[np.isin(c["cat"][rows], op_cat) & legacy[c["name"][rows]]] = 3
+    ext_id = _ids(c["external_id"][rows])
+    pid_text, tid_text, thread_names, thread, rank = _threads(tb, rows)
+    order = nesting_order(rank, ts, dur, kind == 1, ext_id,
+                          lambda sel: [tb.names[k] for k in c["name"][rows[sel]]])
+    del rank
+    rows, ts, dur, kind, ext_id, thread = rows[order], ts[order], dur[order], kind[order], ext_id[order], thread[order]
+    del order
+    end = ts + dur
+    parent, depth = nest(thread, ts, end)
+    name = c["name"][rows]
+    rkind_of_name = np.array([_RKINDS.index(runtime_kind(n)) for n in tb.names] + [0], dtype=np.int64)
+    is_step_name = np.array([n.startswith("ProfilerStep#") for n in tb.names] + [False])
+    dims = c["dims"][rows]
+    dims_vals = c.values("dims")
+    df = pd.DataFrame({
+        "pid": _str_column(pid_text, c["pid"][rows]),
+        "tid": _str_column(tid_text, c["tid"][rows]),
+        "thread": _str_column(thread_names, thread),
+        "name": _objects(tb.names, name),
+        "cat": _objects(tb.cat, c["cat"][rows]),
+        "kind": _str_column(["op", "runtime", "python", "annotation"], kind.astype(np.int64)),
+        "ts": ts,
+        "dur": dur,
+        "ext_id": ext_id,
+        "correlation": _ids(c["correlation"][rows]),
+        # Raw JSON bytes, turned into text only for the few ops a table shows (dims_text).
+        "input_dims": _objects(dims_vals + [b""], np.where(dims >= 0, dims, len(dims_vals))),
+        "rkind": _str_column(_RKINDS, np.where(kind == 1, rkind_of_name[name], 0)),
+        "end": end,
+        "parent": parent,
+        "depth": depth,
+        "top_op": top_ops(parent, depth, kind == 0),
+        "is_step": (kind == 3) & is_step_name[name],
+    }, copy=False)
+    return df, name
 
 
 def dims_text(raw) -> str:
@@ -292,133 +309,53 @@ def dims_text(raw) -> str:
     return "" if not b or b == b"null" else b[:200].decode("utf-8", "replace")
 
 
-def _gpu_table(rows) -> pd.DataFrame:
-    args = [e.args for e in rows]
-    names = [str(e.name) if e.name is not None else "" for e in rows]
-    kind = [GPU_CATS[e.cat] for e in rows]
-    device = [_int_or(a.device if a is not None and a.device is not None else e.pid, 0)
-              for e, a in zip(rows, args)]
-    stream = [_int_or(a.stream if a is not None and a.stream is not None else e.tid, 0)
-              for e, a in zip(rows, args)]
+def _gpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray,
+               t0: float) -> tuple[pd.DataFrame, np.ndarray]:
+    c = tb.c
+    order = np.lexsort((dur, ts))          # by the file's own times, then made relative
+    rows, ts, dur = rows[order], ts[order] - t0, dur[order]
+    name = c["name"][rows]
+    kind = np.array([GPU_CATS.get(v, "") for v in tb.cat] + [""], dtype=object)[c["cat"][rows]]
+    device = _with_fallback(c["device"][rows], c["pid"][rows], tb.pids)
+    stream = _with_fallback(c["stream"][rows], c["tid"][rows], tb.tids)
     df = pd.DataFrame({
-        "device": np.array(device, dtype=np.int64),
-        "stream": np.array(stream, dtype=np.int64),
-        "name": pd.Series(names, dtype=object),
-        "kind": pd.Series(kind, dtype=object),
-        "ts": _floats([e.ts for e in rows], np.nan),
-        "dur": _floats([e.dur for e in rows], 0.0),
-        "correlation": _ids(args, "correlation"),
-        "ext_id": _ids(args, "external_id"),
-        "bytes": _floats([a.bytes if a is not None else 0 for a in args], 0.0),
-    })
-    df["dur"] = df["dur"].clip(lower=0)
+        "device": device,
+        "stream": stream,
+        "name": _objects(tb.names, name),
+        "kind": pd.Series(kind, dtype=object, copy=False),
+        "ts": ts,
+        "dur": dur,
+        "correlation": _ids(c["correlation"][rows]),
+        "ext_id": _ids(c["external_id"][rows]),
+        "bytes": c.sparse("bytes", rows, 0.0),
+    }, copy=False)
     # Only copies have a direction and host memory kind; parse each distinct copy name once.
-    is_copy = (df["kind"] == "memcpy").to_numpy()
-    for col in ("copy_dir", "copy_src", "copy_dst"):
-        df[col] = ""
-    df["pageable"] = False
-    if is_copy.any():
-        codes, uniques = pd.factorize(df["name"].to_numpy()[is_copy])
-        parsed = [_MEMCPY_NAME.search(str(u)) for u in uniques]
-        for k, col in enumerate(("copy_dir", "copy_src", "copy_dst")):
-            vals = np.array([(m.group(k + 1) or "") if m else "" for m in parsed], dtype=object)
-            df.loc[is_copy, col] = vals[codes]
-        pg = np.array(["Pageable" in str(u) for u in uniques], dtype=bool)
-        df.loc[is_copy, "pageable"] = pg[codes]
-    return df.sort_values(["ts", "dur"], kind="stable").reset_index(drop=True)
+    is_copy = kind == "memcpy"
+    parsed = [_MEMCPY_NAME.search(n) for n in tb.names] + [None]
+    for k, col in enumerate(("copy_dir", "copy_src", "copy_dst")):
+        vals = np.array([(m.group(k + 1) or "") if m else "" for m in parsed], dtype=object)
+        df[col] = np.where(is_copy, vals[name], "") if len(rows) else ""
+    pg = np.array(["Pageable" in n for n in tb.names] + [False])
+    df["pageable"] = is_copy & pg[name]
+    df["end"] = df["ts"] + df["dur"]
+    return df, name
 
 
-def _nest(cpu: pd.DataFrame) -> pd.DataFrame:
-    """Parent and depth of every CPU range on its thread (stack walk over start-sorted ranges).
-
-    Ranges that overlap their parent's end slightly (clock jitter) are kept as children rather than
-    breaking the tree; `parent` is a row index into the returned table, -1 at top level.
-    """
-    # Longer ranges first at equal start, so a parent precedes its children; runtime calls last.
-    # Equal ranges (aten::detach and detach): the outer op has the smaller External id, so the order,
-    # and the tree, do not depend on the order of events in the file.
-    cpu = cpu.iloc[_nesting_order(cpu)].drop(columns="thread_rank").reset_index(drop=True)
-    # Plain Python lists: this loop visits every CPU range once, numpy scalars would triple its cost.
-    ts = cpu["ts"].tolist()
-    end = (cpu["ts"] + cpu["dur"]).tolist()
-    thread_code = pd.factorize(cpu["thread"])[0].tolist()
-    n = len(cpu)
-    parent = [-1] * n
-    depth = [0] * n
-    stack: list[int] = []
-    prev_thread = None
-    eps = 0.001
-    for i in range(n):
-        th = thread_code[i]
-        if th != prev_thread:
-            stack = []
-            prev_thread = th
-        t = ts[i] + eps
-        while stack and end[stack[-1]] <= t:
-            stack.pop()
-        if stack:
-            p = stack[-1]
-            parent[i] = p
-            depth[i] = depth[p] + 1
-        stack.append(i)
-    cpu["parent"] = np.array(parent, dtype=np.int64)
-    cpu["depth"] = np.array(depth, dtype=np.int32)
-    parent, depth = cpu["parent"].to_numpy(), cpu["depth"].to_numpy()
-    cpu["top_op"] = _top_ops(parent, depth, cpu["kind"].to_numpy() == "op")
-    return cpu
-
-
-def _nesting_order(cpu: pd.DataFrame) -> np.ndarray:
-    """Row order for the stack walk: thread, start, longer first, runtime calls last, External id, name.
-
-    Numeric keys go through one lexsort; the name only breaks the rare exact ties, on those rows alone.
-    """
-    keys = [cpu["thread_rank"].to_numpy(), cpu["ts"].to_numpy(), -cpu["dur"].to_numpy(),
-            (cpu["kind"] == "runtime").to_numpy().astype(np.int8), cpu["ext_id"].to_numpy()]
-    order = np.lexsort(keys[::-1])
-    if len(order) < 2:
-        return order
-    same = np.ones(len(order) - 1, dtype=bool)
-    for k in keys:
-        v = k[order]
-        same &= v[1:] == v[:-1]
-    if not same.any():
-        return order
-    run = np.concatenate([[0], np.cumsum(~same)])
-    tied = np.zeros(len(order), dtype=bool)
-    tied[1:] |= same
-    tied[:-1] |= same
-    names = cpu["name"].to_numpy()
-    idx = np.flatnonzero(tied)
-    # Within each run of exact ties, order by name; runs stay where they are.
-    resorted = sorted(idx, key=lambda i: (run[i], names[order[i]]))
-    order = order.copy()
-    order[idx] = order[np.array(resorted)]
-    return order
-
-
-def _top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
-    """Row of the outermost op in the unbroken chain of ops above-or-at each row (-1 if none).
-
-    For a runtime call under aten::item -> aten::_local_scalar_dense this is aten::item: the op a
-    user wrote, not the internal one that made the call. Filled top-down, one depth level at a time.
-    """
-    top = np.where(is_op, np.arange(len(parent)), -1)
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        rows = np.flatnonzero(depth == d)
-        p = parent[rows]
-        inherit = (p >= 0) & is_op[np.maximum(p, 0)]
-        top[rows[inherit]] = top[p[inherit]]
-    return top
+def _with_fallback(ids: np.ndarray, codes: np.ndarray, values: list) -> np.ndarray:
+    """device / stream: the args value, else the event's pid / tid read as a number (0 if none)."""
+    as_int = np.array([_int_or(v, 0) for v in values] + [0], dtype=np.int64)
+    out = np.where(ids == MISSING, as_int[codes], ids)
+    return np.where(out == BAD, 0, out).astype(np.int64)
 
 
 def _link_launches(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
     """gpu.launcher = cpu row of the runtime call with the same correlation id (-1 if none)."""
-    rt = cpu.index[(cpu["kind"] == "runtime") & (cpu["correlation"] >= 0)]
-    corr = cpu.loc[rt, "correlation"]
+    corr = cpu["correlation"].to_numpy()
+    rt = np.flatnonzero((cpu["kind"] == "runtime").to_numpy() & (corr >= 0))
     # A correlation id is unique per process; if a merged file repeats one, the first launch wins.
-    lookup = pd.Series(rt.to_numpy(), index=corr.to_numpy())
-    lookup = lookup[~lookup.index.duplicated()]
-    gpu["launcher"] = gpu["correlation"].map(lookup).fillna(-1).astype(np.int64)
-    gpu.loc[gpu["correlation"] < 0, "launcher"] = -1
+    keys, first = np.unique(corr[rt], return_index=True)
+    g = gpu["correlation"].to_numpy()
+    k = np.minimum(np.searchsorted(keys, g), max(len(keys) - 1, 0))
+    hit = (g >= 0) & (len(keys) > 0) & (keys[k] == g) if len(keys) else np.zeros(len(g), dtype=bool)
+    gpu["launcher"] = np.where(hit, rt[first[k]] if len(keys) else -1, -1).astype(np.int64)
     return gpu

@@ -1,0 +1,119 @@
+"""nesting: parent and depth of every CPU range on its thread, and the op a runtime call belongs to.
+
+The rule is a stack walk over start-sorted ranges (thread, start, longer first, runtime calls last,
+External id, name): a range's parent is the innermost earlier range on its thread still open at its
+start (EPS of slack for clock jitter). A range that overruns its parent's end stays its child, so
+the walk cannot be replaced by counting ends (ProfilerStep ranges and Python frames overlap that way
+once a step); it runs in plain Python over lists, about 0.5 us a range.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+EPS = 0.001
+
+
+def nesting_order(thread_rank: np.ndarray, ts: np.ndarray, dur: np.ndarray, is_runtime: np.ndarray,
+                  ext_id: np.ndarray, names_of) -> np.ndarray:
+    """Row order for the walk: thread, start, longer first, runtime calls last, External id, name.
+
+    names_of(rows) gives the names of those rows (only asked for rows that tie on everything else).
+    Equal ranges (aten::detach and detach): the outer op has the smaller External id, so the order, and
+    the tree, do not depend on the order of events in the file. The later keys, and then the name,
+    are only looked at on the rows that tie on the earlier ones.
+    """
+    keys = [thread_rank, ts, -dur, is_runtime.astype(np.int8), ext_id]
+    # Thread and start decide almost every pair: two stable argsorts, then the other keys only on
+    # runs of rows with the same thread and start.
+    order = np.argsort(ts, kind="stable")
+    order = order[np.argsort(thread_rank[order], kind="stable")]
+    if len(order) < 2:
+        return order
+    same = (thread_rank[order][1:] == thread_rank[order][:-1]) & (ts[order][1:] == ts[order][:-1])
+    if same.any():
+        tied = np.zeros(len(order), dtype=bool)
+        tied[1:] |= same
+        tied[:-1] |= same
+        idx = np.flatnonzero(tied)
+        run = np.cumsum(~np.concatenate([[False], same]))[idx]
+        rows = order[idx]
+        sub = np.lexsort([k[rows] for k in keys[::-1][:3]] + [run])
+        order = order.copy()
+        order[idx] = rows[sub]
+    same = np.ones(len(order) - 1, dtype=bool)
+    for k in keys:
+        v = k[order]
+        same &= v[1:] == v[:-1]
+    if not same.any():
+        return order
+    run = np.concatenate([[0], np.cumsum(~same)])
+    tied = np.zeros(len(order), dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    idx = np.flatnonzero(tied)
+    # Within each run of exact ties, order by name; runs stay where they are.
+    names = dict(zip(idx.tolist(), names_of(order[idx])))
+    resorted = sorted(idx.tolist(), key=lambda i: (run[i], names[i]))
+    order = order.copy()
+    order[idx] = order[np.array(resorted)]
+    return order
+
+
+def nest(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """parent (row, -1 at top level) and depth of rows already in nesting order."""
+    n = len(ts)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
+    if n:
+        bounds = np.flatnonzero(thread[1:] != thread[:-1]) + 1
+        _walk(zip([0, *bounds.tolist()], [*bounds.tolist(), n]), ts, end, parent, depth)
+    return parent, depth
+
+
+_WALK_CHUNK = 1 << 18
+
+
+def _walk(segments, ts_a: np.ndarray, end_a: np.ndarray, parent_a: np.ndarray, depth_a: np.ndarray) -> None:
+    """The stack walk itself, on plain Python lists (numpy scalars would triple its cost), a chunk of
+    rows at a time (the lists of a few million rows would cost more memory than the tables)."""
+    for a, b in segments:
+        stack_end: list[float] = []     # the open ranges: their ends, rows and depths
+        stack_row: list[int] = []
+        for c0 in range(a, b, _WALK_CHUNK):
+            c1 = min(b, c0 + _WALK_CHUNK)
+            t_list = (ts_a[c0:c1] + EPS).tolist()
+            e_list = end_a[c0:c1].tolist()
+            parent = [-1] * (c1 - c0)
+            depth = [0] * (c1 - c0)
+            row = c0
+            for i, (t, e) in enumerate(zip(t_list, e_list)):
+                while stack_end and stack_end[-1] <= t:
+                    stack_end.pop()
+                    stack_row.pop()
+                if stack_row:
+                    parent[i] = stack_row[-1]
+                    depth[i] = len(stack_row)
+                stack_end.append(e)
+                stack_row.append(row)
+                row += 1
+            parent_a[c0:c1] = parent
+            depth_a[c0:c1] = depth
+
+
+def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+    """Row of the outermost op in the unbroken chain of ops above-or-at each row (-1 if none).
+
+    For a runtime call under aten::item -> aten::_local_scalar_dense this is aten::item: the op a
+    user wrote, not the internal one that made the call. Filled top-down, one depth level at a time.
+    """
+    top = np.where(is_op, np.arange(len(parent)), -1)
+    if not len(depth):
+        return top
+    by_depth = np.argsort(depth, kind="stable")
+    cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+    for d in range(1, int(depth.max()) + 1):
+        rows = by_depth[cuts[d]:cuts[d + 1]]
+        p = parent[rows]
+        inherit = (p >= 0) & is_op[np.maximum(p, 0)]
+        top[rows[inherit]] = top[p[inherit]]
+    return top
