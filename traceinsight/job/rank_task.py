@@ -3,10 +3,10 @@
 This is the one module of the job package that imports the single-rank pipeline (loader, model,
 analyses, pipeline), so that a move of those modules touches import lines here only.
 
-The trace is decoded once, with the loader's own typed events extended by the few fields a
-collective needs (Collective name, sizes, dtype, process group, Seq; gloo's Input type; the top-level
-host_name), then modelled by the single-rank model. A file the fast decoder refuses goes through
-load_trace, which repairs what it can; it then loses only those extra fields.
+The streaming loader (trace/load.py) builds the columns the single-rank model needs; a second, narrow
+decode reads only the few fields a collective needs (Collective name, sizes, dtype, process group, Seq;
+gloo's Input type and Input Dims; the top-level host_name). A file that narrow decode refuses (a
+truncated trace the loader repaired) loses only those extra fields.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pandas as pd
 from ..trace.facts import is_collective
 from ..errors import TraceError
 from ..trace.host import INPUT_NAMES
-from ..trace.load import Args, Event, RawTrace, TraceFile, load_trace, read_bytes
+from ..trace.load import RawTrace, load_trace, read_bytes
 from ..trace.model import build_model, dims_text
 from . import comms
 from .discover import name_identity
@@ -32,7 +32,7 @@ COMM_CPU = r"^(c10d::|record_param_comms$|nccl:|gloo:|_c10d_functional|c10d_func
 ABSOLUTE_TS_US = 1e14     # ts beyond this are Unix microseconds (older traces), not offsets from a base
 
 
-class CommArgs(Args, forbid_unknown_fields=False, gc=False):
+class CommArgs(msgspec.Struct, forbid_unknown_fields=False, gc=False):
     coll_name: Union[str, None] = msgspec.field(default=None, name="Collective name")
     in_nelems: Union[int, None] = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Union[int, None] = msgspec.field(default=None, name="Out msg nelems")
@@ -41,13 +41,21 @@ class CommArgs(Args, forbid_unknown_fields=False, gc=False):
     pg_name: Union[str, int, None] = msgspec.field(default=None, name="Process Group Name")
     seq: Union[int, None] = msgspec.field(default=None, name="Seq")
     input_type: Any = msgspec.field(default=None, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    external_id: Any = msgspec.field(default=None, name="External id")
 
 
-class CommEvent(Event, forbid_unknown_fields=False, gc=False):
+class CommEvent(msgspec.Struct, forbid_unknown_fields=False, gc=False):
+    """Only what the collectives need; the rest of each event is the loader's (trace/load.py)."""
+    name: Any = None
+    ph: Any = None
+    ts: Any = None
+    dur: Any = None
+    tid: Any = None
     args: Union[CommArgs, None] = None
 
 
-class CommTrace(TraceFile, forbid_unknown_fields=False):
+class CommTrace(msgspec.Struct, forbid_unknown_fields=False):
     traceEvents: list[CommEvent] = []
     host_name: Union[str, None] = None
 
@@ -55,22 +63,27 @@ class CommTrace(TraceFile, forbid_unknown_fields=False):
 _DECODER = msgspec.json.Decoder(CommTrace)
 
 
-def read_trace(path: str) -> tuple[RawTrace, str | None, bool]:
-    """(raw trace, host name, whether the collective fields were read)."""
-    data, warnings = read_bytes(Path(path))
+def read_trace(path: str) -> tuple[RawTrace, list, str | None, bool]:
+    """(raw trace from the loader, the collective events, host name, whether their fields were read).
+
+    The loader keeps the columns the model needs; a second, narrow decode reads the collectives' own
+    args (names, sizes, process groups), which the single-rank analysis does not keep."""
+    raw = load_trace(path)        # the loader's repairs and its one-line errors
+    data, _ = read_bytes(Path(path))
     try:
         if data.startswith(b"\xef\xbb\xbf"):
             data = data[3:]
         tf = _DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
-        return load_trace(path), None, False     # the loader's repairs and its one-line errors
-    if not tf.traceEvents:
-        raise TraceError(path, "not a Kineto trace: it has no traceEvents")
-    meta = {"baseTimeNanoseconds": tf.baseTimeNanoseconds} if tf.baseTimeNanoseconds is not None else {}
-    dist = tf.distributedInfo if isinstance(tf.distributedInfo, dict) else {}
-    raw = RawTrace(path=str(path), events=tf.traceEvents, devices=list(tf.deviceProperties),
-                   distributed=dist, meta=meta, warnings=warnings, file_bytes=len(data))
-    return raw, tf.host_name, True
+        return raw, [], None, False
+    return raw, tf.traceEvents, tf.host_name, True
+
+
+def _num(x) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def comm_events(events) -> comms.CommEvents:
@@ -86,14 +99,14 @@ def comm_events(events) -> comms.CommEvents:
                  "group": getattr(a, "group_size", None), "pg": getattr(a, "pg_name", None),
                  "seq": getattr(a, "seq", None)}
             ext = a.external_id if a is not None and isinstance(a.external_id, int) else None
-            out.rpc.append((e.tid, float(e.ts), float(e.dur or 0), ext, d))
+            out.rpc.append((e.tid, _num(e.ts), _num(e.dur), ext, d))
         elif name.startswith("gloo:"):
             it = getattr(a, "input_type", None)
             dt = it[0] if isinstance(it, list) and it and isinstance(it[0], str) else ""
             nel = comms.first_arg_nelems(a.input_dims) if a is not None else 0
-            out.gloo.append((e.tid, float(e.ts), float(e.dur or 0), name, nel, dt))
+            out.gloo.append((e.tid, _num(e.ts), _num(e.dur), name, nel, dt))
         elif name.startswith("c10d::"):
-            out.issue.append((e.tid, float(e.ts), float(e.dur or 0), name))
+            out.issue.append((e.tid, _num(e.ts), _num(e.dur), name))
     return out
 
 
@@ -122,10 +135,10 @@ def _identity_from_name(path: str) -> dict:
 
 
 def _summarize(path: str) -> RankSummary:
-    raw, host, have_args = read_trace(path)
-    ev = comm_events(raw.events)
+    raw, events, host, have_args = read_trace(path)
+    ev = comm_events(events)
+    del events
     model = build_model(raw)
-    raw.events = []                              # the model holds what it needs
     dist = raw.distributed or {}
     s = RankSummary(path=path, file_bytes=raw.file_bytes, host=host, has_gpu=model.has_gpu,
                     warnings=list(model.warnings), backend=dist.get("backend"))

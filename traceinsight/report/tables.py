@@ -65,6 +65,8 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
     top = gaps.nlargest(limit, "dur")
     ops = cpu[cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()]
     by_thread = {th: g.sort_values("ts") for th, g in ops.groupby("thread")} if len(top) else {}
+    # The longest op per thread bounds how far back an op overlapping a gap can start.
+    longest = {th: float(g["dur"].max()) for th, g in by_thread.items()}
     out = []
     for r in top.itertuples():
         causes = {c: getattr(r, c) for c in CAUSES if getattr(r, c) > 0}
@@ -75,7 +77,9 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         elif r.thread in by_thread:
             t = by_thread[r.thread]
             b = min(r.end, r.launch_ts) if r.launch_ts == r.launch_ts else r.end
-            cand = t.iloc[:np.searchsorted(t["ts"].to_numpy(), b, side="left")]
+            tts = t["ts"].to_numpy()
+            lo = np.searchsorted(tts, r.start - longest[r.thread], side="left")
+            cand = t.iloc[lo:np.searchsorted(tts, b, side="left")]
             cand = cand[cand["end"].to_numpy() > r.start]
             if len(cand):
                 cand = cand[cand["depth"] == cand["depth"].min()]
