@@ -2,30 +2,22 @@
 
 A union is kept as (starts, ends, cum): sorted disjoint intervals and the running total of their
 lengths, so "how much of [a, b) is covered" is two binary searches, for any number of windows at once.
-(union() is the same algorithm as model.merged_intervals; it is repeated here so that this package
-imports the single-rank pipeline in one module only, rank_task.py, while that pipeline moves.)
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..trace.steps import merged_intervals
+
 
 def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [start, end) intervals as sorted disjoint (starts, ends)."""
+    """Union of [start, end) intervals as sorted disjoint (starts, ends); empty and non-finite ones dropped."""
     starts = np.asarray(starts, dtype=float)
     ends = np.asarray(ends, dtype=float)
     ok = np.isfinite(starts) & np.isfinite(ends) & (ends > starts)
-    s, e = starts[ok], ends[ok]
-    if len(s) == 0:
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    run_end = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.append(run_end[idx[1:] - 1], run_end[-1])
+    if not ok.any():
+        return starts[ok], ends[ok]
+    return merged_intervals(starts[ok], ends[ok])
 
 
 class Cover:
