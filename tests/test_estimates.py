@@ -91,3 +91,5 @@ def test_every_output_shows_the_plan_and_the_unprofiled_step(tmp_path):
     assert "**Fix plan**" in text and "first: needed by launch_overhead" in text
     u = r.doc["summary"]["unprofiled_step_ms"]
     assert f"{u:.3f} ms" in text and "Without the profiler the step is about" in page
+    # Which steps were replayed, and that all are summarised (issue 14).
+    assert "The what-if replay ran over steps" in page and "The what-if replay ran over steps" in text

@@ -95,9 +95,9 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             rng = f" (range {f['savings_range_ms'][0]}-{f['savings_range_ms'][1]} ms)" if f["savings_range_ms"] else ""
             out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {f['estimated_savings_ms']} ms "
                        f"({f['estimated_savings_pct']}%){rng} | {f['confidence']} |")
-        u = S.unprofiled(d)
-        if u:
-            out.append(f"\n{_cell(u)}")
+        for line in (S.unprofiled(d), S.window(d)):
+            if line:
+                out.append(f"\n{_cell(line)}")
         plan = S.plan_rows(d)
         if len(plan) > 1:
             out.append("\n**Fix plan** (in this order, each replayed on top of the ones before; estimates per step):\n")

@@ -101,3 +101,15 @@ def unprofiled(doc) -> str | None:
 def plan_rows(doc) -> list[dict]:
     """The fix plan: fixes in the order to apply them, each replayed on top of the ones before."""
     return list(((doc.get("whatif") or {}).get("plan")) or ())
+
+
+def window(doc) -> str | None:
+    """Which steps the what-if replay ran over, and that every step is summarised."""
+    w = doc.get("whatif") or {}
+    rs = list(w.get("replayed_steps") or ())
+    n = (doc.get("summary") or {}).get("steps")
+    if not rs or not n:
+        return None
+    span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 else str(rs[0])
+    return (f"The what-if replay ran over steps {span} ({len(rs)} of {n}); every step is in the per-step "
+            "figures and medians.")

@@ -110,9 +110,9 @@ def show(reports: list[Report], console: Console | None = None, brief: bool = Fa
             _fixes(console, d, limit=3)
             continue
         _facts(console, d)
-        u = S.unprofiled(d)
-        if u:
-            console.print(Text(u, style="dim"))
+        for line in (S.unprofiled(d), S.window(d)):
+            if line:
+                console.print(Text(line, style="dim"))
         if S.cpu_only(d):
             _cpu_time(console, d)
         _fixes(console, d)
