@@ -132,3 +132,12 @@ def top_op(cpu: pd.DataFrame, row: int) -> str:
     p = int(cpu["parent"].iat[row])
     t = int(cpu["top_op"].iat[p]) if p >= 0 else -1
     return str(cpu["name"].iat[t]) if t >= 0 else str(cpu["name"].iat[row])
+
+
+def top_ops(cpu: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """top_op() of many runtime calls at once."""
+    rows = np.asarray(rows, dtype=np.int64)
+    parent = cpu["parent"].to_numpy()[rows]
+    top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    names = cpu["name"].to_numpy()
+    return np.where(top >= 0, names[np.maximum(top, 0)], names[rows]).astype(str)

@@ -4,6 +4,7 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 from .fixes import RemoveHostWork
@@ -53,13 +54,16 @@ def analyze(ctx: Context) -> list[Finding]:
 
 def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:
     """User Python frames (not torch, not the standard library) over the host-bound gaps, by overlap."""
+    if gaps.empty:
+        return []
     cpu = ctx.model.cpu
     py = cpu[(cpu["kind"] == "python").to_numpy()]
     if py.empty:
         return []
-    names = py["name"].to_numpy()
-    user = np.array([bool(_PY_FRAME.match(n)) and not _LIB.search(n) for n in names], dtype=bool)
-    py = py[user]
+    # Frames repeat: test each distinct name once.
+    codes, uniq = pd.factorize(py["name"])
+    is_user = np.array([bool(_PY_FRAME.match(n)) and not _LIB.search(n) for n in uniq], dtype=bool)
+    py = py[is_user[codes]]
     out: dict[str, float] = {}
     by_thread = {th: g for th, g in py.groupby("thread")}
     for row in gaps.nlargest(50, "host_bound").itertuples():

@@ -5,9 +5,11 @@ when the trace has stacks, the user's file and line; counts per step and the GPU
 """
 from __future__ import annotations
 
+import numpy as np
+
 
 from .fixes import Unblock
-from .base import Context, Finding, KindSpec, top_op, user_frame
+from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
 
@@ -97,11 +99,7 @@ def _data_dependent_kernels(ctx: Context, site_ops: set) -> list[int]:
     g = m.gpu[(m.gpu["launcher"] >= 0).to_numpy() & m.gpu_match(DATA_DEPENDENT, re.I)]
     if g.empty:
         return []
-    cpu = m.cpu
+    op = top_ops(m.cpu, g["launcher"].to_numpy())
     back = re.compile(MASK_BACKWARD)
-    out = []
-    for row, launcher in zip(g.index, g["launcher"].to_numpy()):
-        op = top_op(cpu, int(launcher))
-        if op in site_ops or back.search(op):
-            out.append(int(row))
-    return out
+    keep = np.array([o in site_ops or bool(back.search(o)) for o in op], dtype=bool)
+    return [int(r) for r in g.index.to_numpy()[keep]]

@@ -61,11 +61,12 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     main = marks.mode().iloc[0] if len(marks) else \
         pd.Series(dur[ops], index=thread[ops]).groupby(level=0).sum().idxmax()
     top_level = ops & (thread == main) & (cpu["top_op"].to_numpy() == np.arange(len(cpu)))
-    in_ops = []
-    for s in steps.itertuples():
-        sel = top_level & (step_of == s.step)
-        lo, hi = np.maximum(ts[sel], s.start), np.minimum(ts[sel] + dur[sel], s.end)
-        in_ops.append(float(np.clip(hi - lo, 0.0, None).sum()))
+    # Time inside top-level ops per step, clipped to the step's window, in one pass over the rows.
+    rows = np.flatnonzero(top_level & inside)
+    pos = pd.Index(steps["step"].to_numpy()).get_indexer(step_of[rows])
+    lo = np.maximum(ts[rows], steps["start"].to_numpy()[pos])
+    hi = np.minimum(ts[rows] + dur[rows], steps["end"].to_numpy()[pos])
+    in_ops = np.bincount(pos, weights=np.clip(hi - lo, 0.0, None), minlength=n)
     step_med = float(steps["dur"].median())
     in_med = float(np.median(in_ops))
     out_med = max(step_med - in_med, 0.0)

@@ -88,6 +88,10 @@ def _blocking_calls(model: TraceModel) -> pd.DataFrame:
 def model_has_cpu_ops(model: TraceModel) -> bool:
     """Whether the trace recorded what the CPU did (ops, annotations other than steps, Python), not
     only runtime calls: without them host-side causes cannot be told apart."""
+    return model.memo("has_cpu_ops", lambda: _has_cpu_ops(model))
+
+
+def _has_cpu_ops(model: TraceModel) -> bool:
     cpu = model.cpu
     if cpu.empty:
         return False

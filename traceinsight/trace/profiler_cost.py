@@ -41,6 +41,11 @@ def profiler_options(model: TraceModel) -> str:
 
 
 def profile_setting(model: TraceModel) -> str:
+    """"stack" when the trace was recorded with with_stack and/or record_shapes, else "default"."""
+    return model.memo("profile_setting", lambda: _profile_setting(model))
+
+
+def _profile_setting(model: TraceModel) -> str:
     cpu = model.cpu
     py = bool((cpu["kind"] == "python").any()) if len(cpu) else False
     shapes = bool(model.meta.get("record_shapes")) or (
