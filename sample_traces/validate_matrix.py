@@ -2,14 +2,14 @@
 """The estimate against measured fixes: every pair of sample_traces/matrix, on each GPU and profiler
 setting, analyzed from its profiled "before" trace only.
 
-    python sample_traces/validate_matrix.py [--write] [--jobs N]
+    python sample_traces/validate_matrix.py [--write] [--jobs N] [--only WORKLOAD,...] [--readme]
 
 Per row: the fix that was measured (the after variant), the finding the tool ranks first, the
 predicted speed-up of the measured fix (with its range), the measured speed-up (un-profiled medians
 over >= 50 steps), the error, and the tool's un-profiled step estimate against the measured one.
 Predicted speed-up = U / (U - S): U the tool's un-profiled step, S the estimated saving of the fix
 (for a fix that is a plan, e.g. syncs removed then a CUDA graph, the plan's cumulative saving).
---write puts the table into sample_traces/matrix/validation.md.
+--write puts the table into sample_traces/matrix/validation.md; --readme prints the README's table.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE.parent))
 MEASURED_FIX = {
     "after_nosync": ("sync_stall",),
     "after_graph": ("sync_stall", "launch_overhead"),
+    "after_graph_only": ("launch_overhead",),
 }
 # Pairs whose "after" changes the work per step (the comparison is per sample), not a fix of this step.
 NOT_COMPARABLE = {"large_vs_small_batch"}
@@ -51,69 +52,136 @@ def _saving(doc: dict, kinds: tuple) -> tuple[float | None, list | None]:
     return (f["estimated_savings_ms"], f["savings_range_ms"]) if f else (0.0, None)
 
 
-def rows(jobs: int = 2) -> list[dict]:
+# Recording runs: the first matrix run per GPU, and a second one (15:49Z / 15:51Z) that measured the
+# launch fix (a CUDA graph of the step) beside the kind's own fix, to check the ranking, and a
+# larger-batch convnet. A run's pairs are compared within the run (a new lease may be a new host).
+RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h200"}
+# A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
+# its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
+# verdict is right.
+IDLE_HEALTHY = 0.05
+IDLE_NOT_HEALTHY = 0.15
+
+
+def rows(jobs: int = 2, only: set | None = None) -> list[dict]:
     todo = []
-    for gpu in ("h100", "h200"):
-        man = json.loads((MATRIX / gpu / "manifest.json").read_text())
+    for run in RUNS:
+        if not (MATRIX / run / "manifest.json").exists():
+            continue
+        man = json.loads((MATRIX / run / "manifest.json").read_text())
         by = {(e["workload"], e["variant"]): e for e in man["entries"]}
         for (wl, var), e in sorted(by.items()):
+            if only and wl not in only:
+                continue
             if e["role"] == "healthy":
                 for setting, f in e["traces"].items():
-                    todo.append((gpu, setting, wl, var, None, e, MATRIX / gpu / f))
+                    todo.append((run, setting, wl, var, None, e, MATRIX / run / f))
             if e["role"] != "pair" or var == "before" or wl in NOT_COMPARABLE:
                 continue
             before = by.get((wl, "before"))
             if not before:
                 continue
             for setting, f in before["traces"].items():
-                todo.append((gpu, setting, wl, var, e, before, MATRIX / gpu / f))
+                todo.append((run, setting, wl, var, e, before, MATRIX / run / f))
     paths = sorted({str(t[-1]) for t in todo})
     with ProcessPoolExecutor(max_workers=jobs) as ex:
         docs = dict(zip(paths, ex.map(_analyze, paths)))
+    # The fix measured to help most, per GPU and workload: what the top finding should be. A speed-up is
+    # a ratio within one run, so the runs of one GPU are compared by it.
+    best: dict = {}
+    for run, _s, wl, var, after, before, _p in todo:
+        if after is not None:
+            sp = before["step_ms"]["median"] / after["step_ms"]["median"]
+            if sp > best.get((RUNS[run], wl), (0.0, None))[0]:
+                best[(RUNS[run], wl)] = (sp, _kinds(var, before))
     out = []
-    for gpu, setting, wl, var, after, before, path in todo:
+    for run, setting, wl, var, after, before, path in todo:
         d = docs[str(path)]
         top = d["findings"][0]["kind"] if d["findings"] else ("healthy" if d["healthy"] else "-")
         u = d["summary"].get("unprofiled_step_ms") or d["summary"]["median_step_ms"]
         meas_before = before["step_ms"]["median"]
-        row = {"gpu": gpu, "setting": setting, "workload": wl, "variant": var, "top": top,
+        row = {"gpu": RUNS[run], "run": run, "setting": setting, "workload": wl, "variant": var, "top": top,
                "profiled_ms": d["summary"]["median_step_ms"], "unprofiled_est_ms": u,
                "unprofiled_ms": meas_before, "deinflated_err_pct": round(100 * (u - meas_before) / meas_before, 1),
                "healthy": d["healthy"]}
         if after is None:
-            row.update(kind="healthy", ok_top=d["healthy"])
+            # Kernels are not slowed by the profiler: the trace's GPU busy time is the un-profiled one.
+            idle = max(0.0, 1.0 - d["summary"]["median_gpu_busy_ms"] / meas_before)
+            expect = "healthy" if idle <= IDLE_HEALTHY else "not healthy" if idle >= IDLE_NOT_HEALTHY else "either"
+            ok = d["healthy"] if expect == "healthy" else (not d["healthy"]) if expect == "not healthy" else True
+            row.update(kind="healthy", measured_idle_pct=round(100 * idle, 1), expect=expect, ok_top=ok)
         else:
-            kinds = MEASURED_FIX.get(var, (before["expected_kind"],))
+            kinds = _kinds(var, before)
             s, rng = _saving(d, kinds)
             meas = meas_before / after["step_ms"]["median"]
             pred = u / (u - s) if s is not None and u - s > 0 else None
             lo_hi = [u / (u - x) if u - x > 0 else None for x in rng] if rng else None
+            want = best[(RUNS[run], wl)][1]
+            # The spread of the measurement: p10/p90 of the per-block step times, before and after.
+            b, a = before["step_ms"], after["step_ms"]
+            spread = (b["p10"] / a["p90"], b["p90"] / a["p10"])
             row.update(kind="+".join(kinds), saving_ms=s, meas_speedup=round(meas, 2),
                        pred_speedup=round(pred, 2) if pred else None,
                        pred_range=[round(x, 2) if x else None for x in lo_hi] if lo_hi else None,
                        err_pct=round(100 * (pred - meas) / meas, 1) if pred else None,
-                       ok_top=top == kinds[-1] or top in kinds)
+                       best_fix="+".join(want), ok_top=top in want,
+                       meas_spread=[round(x, 2) for x in spread],
+                       in_spread=bool(pred and spread[0] <= pred <= spread[1]))
         out.append(row)
     return out
 
 
+def _kinds(variant: str, before: dict) -> tuple:
+    return MEASURED_FIX.get(variant, (before["expected_kind"],))
+
+
 def table(rs: list[dict]) -> str:
-    lines = ["| GPU | profiler | workload (after) | measured fix | top finding | predicted speed-up (range) | "
-             "measured | error | un-profiled step: tool / measured (error) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| run | profiler | workload (after) | measured fix | fix measured to help most | top finding | "
+             "predicted speed-up (range) | measured (p10-p90 spread) | error | un-profiled step: tool / measured (error) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
-        if r["kind"] == "healthy":  # noqa: SIM114
-            lines.append(f"| {r['gpu']} | {r['setting']} | {r['workload']} | (healthy) | {r['top']} | - | - | - | "
-                         f"{r['unprofiled_est_ms']:.3f} / {r['unprofiled_ms']:.3f} ({r['deinflated_err_pct']:+.0f}%) |")
+        unprof = f"{r['unprofiled_est_ms']:.3f} / {r['unprofiled_ms']:.3f} ({r['deinflated_err_pct']:+.0f}%)"
+        if r["kind"] == "healthy":
+            lines.append(f"| {r['run']} | {r['setting']} | {r['workload']} | (healthy role: {r['measured_idle_pct']:.0f}% "
+                         f"idle un-profiled) | expect {r['expect']} | {_mark(r)}{r['top']} | - | - | - | {unprof} |")
             continue
         pred = f"{r['pred_speedup']:.2f}x" if r["pred_speedup"] else "not found"
         if r.get("pred_range") and all(r["pred_range"]):
             pred += f" ({r['pred_range'][0]:.2f}-{r['pred_range'][1]:.2f})"
         err = f"{r['err_pct']:+.0f}%" if r["err_pct"] is not None else "-"
-        lines.append(f"| {r['gpu']} | {r['setting']} | {r['workload']} ({r['variant']}) | `{r['kind']}` | "
-                     f"`{r['top']}` | {pred} | {r['meas_speedup']:.2f}x | {err} | "
-                     f"{r['unprofiled_est_ms']:.3f} / {r['unprofiled_ms']:.3f} ({r['deinflated_err_pct']:+.0f}%) |")
+        lines.append(f"| {r['run']} | {r['setting']} | {r['workload']} ({r['variant']}) | `{r['kind']}` | "
+                     f"`{r['best_fix']}` | {_mark(r)}`{r['top']}` | {pred} | {r['meas_speedup']:.2f}x "
+                     f"({r['meas_spread'][0]:.2f}-{r['meas_spread'][1]:.2f}) | {err} | {unprof} |")
     return "\n".join(lines)
+
+
+def compact(rs: list[dict]) -> str:
+    """The README's table: one line per pair, both GPUs, predicted under both profiler settings."""
+    lines = ["| workload (after) | fix measured | H100 measured | H100 predicted: default / stack | H200 measured | "
+             "H200 predicted: default / stack |", "|---|---|---|---|---|---|"]
+    by: dict = {}
+    for r in rs:
+        if r["kind"] != "healthy":
+            second = " [2nd run]" if r["run"].endswith("_graph") else ""
+            name = r["workload"] + (f" ({r['variant']})" if r["variant"] != "after" else "") + second
+            by.setdefault((name, r["kind"]), {}).setdefault(r["gpu"], {})[r["setting"]] = r
+    for (name, kind), gpus in sorted(by.items()):
+        cells = []
+        for gpu in ("h100", "h200"):
+            g = gpus.get(gpu)
+            if not g:
+                cells += ["-", "-"]
+                continue
+            any_r = next(iter(g.values()))
+            pred = " / ".join(f"{g[s]['pred_speedup']:.2f}x ({g[s]['err_pct']:+.0f}%)" if s in g and g[s]["pred_speedup"]
+                              else "-" for s in ("default", "stack"))
+            cells += [f"{any_r['meas_speedup']:.2f}x", pred]
+        lines.append(f"| {name} | `{kind}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _mark(r: dict) -> str:
+    return "" if r["ok_top"] else "(x) "
 
 
 def summary(rs: list[dict]) -> str:
@@ -125,16 +193,28 @@ def summary(rs: list[dict]) -> str:
     top = sum(r["ok_top"] for r in pairs)
     de = [abs(r["deinflated_err_pct"]) for r in rs]
     healthy = [r for r in rs if r["kind"] == "healthy"]
+    strict = [r for r in healthy if r["expect"] == "healthy"]
+    w25s = sum(abs(r["err_pct"]) <= 25 or r["in_spread"] for r in pairs if r["err_pct"] is not None)
     return (f"{len(pairs)} pair rows: measured fix found in {found}; predicted speed-up within 25% of the measured "
-            f"one in {w25}/{len(pairs)}, within 50% in {w50}/{len(pairs)}; the measured fix ranked first in "
-            f"{top}/{len(pairs)}. Un-profiled step estimate within 15% of the measured median in "
-            f"{sum(e <= 15 for e in de)}/{len(de)} traces. Healthy workloads called healthy: "
-            f"{sum(r['healthy'] for r in healthy)}/{len(healthy)}.")
+            f"one (median) in {w25}/{len(pairs)}, within 50% in {w50}/{len(pairs)}; within 25% of the median or "
+            f"inside the measured p10-p90 spread in {w25s}/{len(pairs)}; the top finding is the fix measured to "
+            f"help most (of the fixes measured on that GPU; (x) marks a miss) in {top}/{len(pairs)}. Un-profiled step "
+            f"estimate within 15% of the measured median in {sum(e <= 15 for e in de)}/{len(de)} traces. "
+            f"Healthy-role workloads: the verdict is right in {sum(r['ok_top'] for r in healthy)}/{len(healthy)} "
+            f"(healthy expected where the measured un-profiled idle is at most {IDLE_HEALTHY:.0%}: "
+            f"{sum(r['healthy'] for r in strict)}/{len(strict)} called healthy; not healthy expected from "
+            f"{IDLE_NOT_HEALTHY:.0%}).")
 
 
 if __name__ == "__main__":
     jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else 2
-    rs = rows(jobs)
+    only = set(sys.argv[sys.argv.index("--only") + 1].split(",")) if "--only" in sys.argv else None
+    if only and "--write" in sys.argv:
+        sys.exit("--write needs every workload: leave out --only")
+    rs = rows(jobs, only)
+    if "--readme" in sys.argv:
+        print(compact(rs))
+        sys.exit(0)
     text = table(rs) + "\n\n" + summary(rs) + "\n"
     print(text)
     (MATRIX / "validation.json").write_text(json.dumps(rs, indent=1) + "\n") if "--write" in sys.argv else None

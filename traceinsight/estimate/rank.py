@@ -75,6 +75,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     if info["unprofiled_step_ms"]:
         _settle_profiler_note(findings, ctx.median_step_us, median_step)
+    gpu_removed: dict[int, float] = {}
     for f in findings:
         how = spec(f.kind).estimate
         if base is None or not base.step_us or how == "measured" or not f.fixes:
@@ -88,6 +89,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             continue
         saved = _saving(compiled, base, f.fixes, bw, cuts)
         f.estimated_savings_us = saved
+        gpu_removed[id(f)] = _gpu_removed(compiled, f.fixes, bw, cuts)
         f.estimate_note = "replay of the timeline with the fix applied"
         ranged = [fx for fx in f.fixes if getattr(fx, "bounds", None)]
         if ranged:
@@ -108,7 +110,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, saved)
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
-    _physics(ctx, findings, info, median_step)
+    _physics(ctx, findings, info, median_step, gpu_removed)
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
@@ -164,10 +166,11 @@ CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
 RELIABLE_REPLAY_PCT = 15.0
 
 
-def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) -> None:
-    """No saving above what the step can give: idle causes at most the step's idle, anything at most
-    the step minus its GPU busy time unless the fix changes GPU work; an unreliable replay falls back
-    to the measured cost as the bound."""
+def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
+             gpu_removed: dict[int, float]) -> None:
+    """No saving above what the step can give: a fix saves at most the un-profiled step's idle plus
+    the GPU work it removes (a fix of idle time removes none); an unreliable replay falls back to the
+    measured cost as the bound."""
     st = ctx.model.steps
     full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
     profiled_idle = idle = float(full["gpu_idle"].median()) if len(full) else 0.0
@@ -197,12 +200,17 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float) 
             f.estimate_note += f"; scaled to the un-profiled step's idle ({idle_scale:.0%} of the profiled idle)"
         changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
         if sp.idle_cause and not changes_gpu:
-            cap = idle + f.beyond_idle_us
-            if f.estimated_savings_us > cap:
-                f.estimated_savings_us = cap
-                f.estimate_note += "; capped at the step's GPU idle time (no fix of idle saves more)"
-            if f.savings_bound_us:
-                f.savings_bound_us = (min(f.savings_bound_us[0], cap), min(f.savings_bound_us[1], cap))
+            cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
+        elif id(f) in gpu_removed:
+            cap = idle + gpu_removed[id(f)] + f.beyond_idle_us
+            why = "capped at the step's GPU idle time plus the GPU work the fix removes"
+        else:
+            continue
+        if f.estimated_savings_us > cap:
+            f.estimated_savings_us = cap
+            f.estimate_note += "; " + why
+        if f.savings_bound_us:
+            f.savings_bound_us = (min(f.savings_bound_us[0], cap), min(f.savings_bound_us[1], cap))
 
 
 # Fixes that change GPU work itself (the others only remove idle time).
@@ -212,6 +220,14 @@ GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "Fuse
 def _saving(compiled, base, plan, bw, cuts) -> float:
     """Replayed (de-inflated) baseline minus the replayed plan, median step (us), never below 0."""
     return max(0.0, base.median_us - replay.simulate(replay.apply(compiled, plan, bw, cuts)).median_us)
+
+
+def _gpu_removed(compiled, plan, bw, cuts) -> float:
+    """GPU time per replayed step the plan takes away (kernels dropped, shortened or fused; us)."""
+    s = replay.apply(compiled, plan, bw, cuts)
+    idx = compiled.gpu_idx[compiled.gpu_step[compiled.gpu_idx] >= 0]
+    n = max(1, len(compiled.steps))
+    return max(0.0, float((compiled.dur[idx] - s.dur[idx]).sum()) / n)
 
 
 def _significant(f: Finding, median_step: float) -> bool:

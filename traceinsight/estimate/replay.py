@@ -25,7 +25,14 @@ import numpy as np
 
 from ..analyses import fixes
 
-GRAPH_KERNEL_GAP_US = 1.0     # kernel-to-kernel spacing inside a CUDA graph replay
+# A graph-replayed step, measured on H100 and H200 (the after variants of sample_traces/matrix that
+# replay a graph: launch_tiny_conv, small_batch_infer, sync_and_small_kernels, item_logging,
+# unfused_optimizer, 8-426 kernels): step - GPU busy = 21-807 us, about 2-3 us per kernel node for small
+# graphs and 1.8 us for big ones; the per-node part is the spacing of dependent kernels inside a graph,
+# the fixed part the replay call. The two values below are the pair that predicts the measured
+# speed-ups of the matrix's launch fixes best (validate_matrix.py; 1.0 us and no fixed cost before).
+GRAPH_KERNEL_GAP_US = 1.5     # kernel-to-kernel spacing inside a CUDA graph replay
+GRAPH_STEP_US = 30.0          # per step: the replay call, before the graph starts on the GPU
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
@@ -101,6 +108,13 @@ class Compiled:
         self.gpu_step = np.where(self.is_gpu & (k >= 0) & (k < len(self.steps)), k, -1)
         launch_durs = self.dur[[r == "launch" for r in self.rkind]] if n else np.array([])
         self.gpu_pos = {x[1]: i for i, x in enumerate(order) if x[0] == "gpu"}
+        # The first GPU activity each step issued (by its launch call's time).
+        first: dict[int, int] = {}
+        for i in np.flatnonzero(self.gpu_step >= 0):
+            k = int(self.gpu_step[i])
+            if k not in first or issue_t[i] < issue_t[first[k]]:
+                first[k] = int(i)
+        self.first_gpu_of_step = sorted(first.values())
         self.cpu_idx = np.flatnonzero(~self.is_gpu)
         self.gpu_idx = np.flatnonzero(self.is_gpu)
         self.is_launch = np.array([r == "launch" for r in self.rkind], dtype=bool)
@@ -168,6 +182,10 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
     s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
     s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
     s.dur[c.is_launch] = 0.0
+    # Each step's graph starts only once the CPU has replayed it and copied the inputs in.
+    for i in c.first_gpu_of_step:
+        if c.lpred[i] >= 0:
+            s.latency[i] = GRAPH_STEP_US
 
 
 def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: float) -> None:
@@ -196,12 +214,15 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
 
 
 def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:
+    # The launch call goes, and so does the dispatch that fed it (a cuDNN transform's descriptor and
+    # plan set-up): the CPU time between the previous call and this launch, as for a fused chain.
     pat = re.compile(fx.pattern)
     for i in c.gpu_idx:
         if pat.search(c.names[i]):
             s.dur[i] = 0.0
             if c.lpred[i] >= 0:
                 s.dur[c.lpred[i]] = 0.0
+                s.feed[c.lpred[i]] = 0.0
 
 
 def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) -> None:

@@ -30,6 +30,7 @@ ALL = [
     "healthy_bf16_matmul",
     "healthy_transformer_bf16",
     "healthy_convnet",
+    "healthy_convnet_b512",
     "cold_first_step",
     "fusion_elementwise",
     "compile_default_vs_ro",

@@ -4,22 +4,26 @@ before: per batch ``probs.cpu().numpy()``, argmax and accuracy in numpy: a block
         so the host waits for the forward of every batch before it can launch the next.
 after:  argmax / correct-count on the GPU, predictions written into a preallocated GPU buffer;
         one transfer per 64 batches ("end of the eval pass"), amortised in the step time.
+after_graph_only: the before loop (a blocking copy to numpy every batch) with the forward and
+        softmax captured in one CUDA graph: the launch fix alone, the sync kept, measured to check
+        how launch_overhead ranks against sync_stall.
 """
 
 import numpy as np
 import torch
 
-from ._util import Step, autocast, is_cuda, mlp
+from ._util import Step, autocast, capture_graph, is_cuda, mlp
 
 NAME = "eval_to_numpy"
 EXPECTED_KIND = "sync_stall"
 ROLE = "pair"
-VARIANTS = ("before", "after")
+VARIANTS = ("before", "after", "after_graph_only")
 FIX = "keep predictions/metrics on the GPU; one .cpu() at the end of the eval pass (here every 64 batches)"
 DESCRIPTION = {
     "before": ("eval: MLP 1024->2048 (6 hidden)->100, batch 512, bf16 autocast, no_grad; per batch "
                "softmax(...).cpu().numpy() + numpy argmax/accuracy"),
     "after": "same model; argmax/accuracy on the GPU into a preallocated buffer, one D2H per 64 batches",
+    "after_graph_only": "the before loop with forward+softmax in one CUDA graph; .cpu().numpy() every batch kept",
 }
 EPOCH = 64
 
@@ -40,7 +44,26 @@ def make(variant, device, pool=8, batch=512):
         with torch.no_grad(), autocast(device):
             return model(xs[i % pool]).float()
 
-    if variant == "before":
+    if variant == "after_graph_only" and cuda:
+        sx = xs[0].clone()
+
+        def body():
+            # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
+            with torch.no_grad(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
+                return model(sx).float().softmax(-1)
+        warm = {}
+        g = capture_graph(lambda: warm.update(out=body()), warmup=3)
+        out = warm["out"]
+
+        def graph_step():
+            i = st["i"] = st["i"] + 1
+            sx.copy_(xs[i % pool])
+            g.replay()
+            pred = out.cpu().numpy().argmax(1)               # the blocking D2H every batch is kept
+            st["correct"] += int((pred == ys_np[i % pool]).sum())
+            st["seen"] += len(pred)
+        return Step(graph_step, info={"batch": batch, "transfers_per_step": 1, "cuda_graph": True})
+    if variant != "after":
         def step():
             i = st["i"] = st["i"] + 1
             probs = forward(i).softmax(-1).cpu().numpy()    # blocking D2H every batch

@@ -21,9 +21,9 @@ DESCRIPTION = {"before": ("ResNet-ish conv net (basic blocks 64/128 ch), batch 2
                           "channels_last, fused SGD(momentum)")}
 
 
-def make(variant, device, pool=2):
+def make(variant, device, pool=2, batch=256):
     cuda = is_cuda(device)
-    batch, hw = (256, 56) if cuda else (2, 16)
+    batch, hw = (batch, 56) if cuda else (2, 16)
     torch.manual_seed(0)
     model = make_model(64).to(device).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=True if cuda else None)

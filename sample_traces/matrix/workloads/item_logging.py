@@ -3,22 +3,25 @@
 before: each step formats ``f"step {i} loss {loss.item():.4f}"`` into the log (a device sync
         per step: the host cannot queue the next step while the GPU finishes this one).
 after:  the loss is accumulated on the GPU and logged (one .item()) every 50 steps.
+after_graph: after, with the training step (and the accumulation) captured in one CUDA graph
+        (AdamW(fused=True, capturable=True)): the plan "remove the sync, then a graph", measured.
 """
 
 import torch
 import torch.nn.functional as F
 
-from ._util import Step, autocast, is_cuda, mlp
+from ._util import Step, autocast, capture_graph, is_cuda, mlp
 
 NAME = "item_logging"
 EXPECTED_KIND = "sync_stall"
 ROLE = "pair"
-VARIANTS = ("before", "after")
+VARIANTS = ("before", "after", "after_graph")
 FIX = "accumulate the loss on the GPU; call .item() / log every 50 steps"
 DESCRIPTION = {
     "before": ("MLP 512->512 (4 hidden, LayerNorm)->10, batch 64, bf16 autocast, fused AdamW; "
                "log line with loss.item() every step"),
     "after": "same; loss summed on the GPU, one .item() + log line every 50 steps",
+    "after_graph": "after, with the step and the loss accumulation in one CUDA graph (capturable fused AdamW)",
 }
 LOG_EVERY = 50
 
@@ -35,6 +38,8 @@ def make(variant, device, pool=8, d=512, batch=64):
     st = {"i": 0, "log": []}
     acc = torch.zeros((), device=device)
     every = variant == "before"
+    if variant == "after_graph" and cuda:
+        return graphed(model, xs, ys, acc, st, device, pool)
 
     def step():
         i = st["i"] = st["i"] + 1
@@ -54,3 +59,33 @@ def make(variant, device, pool=8, d=512, batch=64):
         if len(st["log"]) > 1000:
             st["log"].clear()
     return Step(step, info={"batch": batch, "log_every": 1 if every else LOG_EVERY})
+
+
+def graphed(model, xs, ys, acc, st, device, pool):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True, capturable=True)
+    sx, sy = xs[0].clone(), ys[0].clone()
+
+    def body():
+        opt.zero_grad(set_to_none=False)
+        # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
+            logits = model(sx)
+        loss = F.cross_entropy(logits.float(), sy)
+        loss.backward()
+        opt.step()
+        acc.add_(loss.detach())
+
+    g = capture_graph(body, warmup=3)
+    acc.zero_()
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        sx.copy_(xs[i % pool])
+        sy.copy_(ys[i % pool])
+        g.replay()
+        if i % LOG_EVERY == 0:
+            st["log"].append(f"step {i} mean loss {(acc / LOG_EVERY).item():.4f}")
+            acc.zero_()
+        if len(st["log"]) > 1000:
+            st["log"].clear()
+    return Step(step, info={"batch": len(sx), "log_every": LOG_EVERY, "cuda_graph": True})

@@ -2,6 +2,10 @@
 
 Reuses the Block of sample_traces/workloads/unfused_optimizer.py, smaller (6 blocks of width 512,
 26 parameter tensors, batch 2048) to keep the trace small.
+
+after_graph_only: the unfused optimizer kept (Adam(foreach=False, capturable=True)), the whole step
+captured in one CUDA graph: the launch fix alone, measured to check how it ranks against the
+fused optimizer.
 """
 
 import torch
@@ -9,17 +13,18 @@ import torch.nn as nn
 
 from workloads.unfused_optimizer import Block
 
-from ._util import Step, autocast, is_cuda
+from ._util import Step, autocast, capture_graph, is_cuda
 
 NAME = "unfused_optimizer"
 EXPECTED_KIND = "unfused_optimizer"
 ROLE = "pair"
-VARIANTS = ("before", "after")
+VARIANTS = ("before", "after", "after_graph_only")
 FIX = "torch.optim.Adam(fused=True) instead of Adam(foreach=False)"
 DESCRIPTION = {
     "before": ("6 residual blocks [LayerNorm(512), Linear(512,512), GELU] + head (26 param tensors, 1.6M params), "
                "batch 2048, bf16 autocast, Adam(foreach=False)"),
     "after": "same model, Adam(fused=True)",
+    "after_graph_only": "same model, Adam(foreach=False, capturable=True), the whole step in one CUDA graph",
 }
 SOURCE = "Block from sample_traces/workloads/unfused_optimizer.py, 6 blocks x 512"
 
@@ -30,7 +35,9 @@ def make(variant, device):
     torch.manual_seed(0)
     model = nn.Sequential(*[Block(d) for _ in range(nblocks)], nn.Linear(d, 1)).to(device)
     params = list(model.parameters())
-    if variant == "before":
+    if variant == "after_graph_only" and cuda:
+        return graphed(model, params, d, batch, device)
+    if variant != "after":
         opt = torch.optim.Adam(params, lr=1e-4, foreach=False)
     else:
         opt = torch.optim.Adam(params, lr=1e-4, fused=True if cuda else None)
@@ -49,3 +56,27 @@ def make(variant, device):
     return Step(step, info={"param_tensors": len(params), "params": sum(p.numel() for p in params),
                             "optimizer": "Adam(foreach=False)" if variant == "before" else "Adam(fused=True)",
                             "batch": batch, "width": d})
+
+
+def graphed(model, params, d, batch, device, pool=2):
+    opt = torch.optim.Adam(params, lr=1e-4, foreach=False, capturable=True)
+    xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
+    sx = xs[0].clone()
+
+    def body():
+        opt.zero_grad(set_to_none=False)
+        # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
+            out = model(sx)
+        out.float().pow(2).mean().backward()
+        opt.step()
+
+    g = capture_graph(body, warmup=3)
+    st = {"i": 0}
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        sx.copy_(xs[i % pool])
+        g.replay()
+    return Step(step, info={"param_tensors": len(params), "optimizer": "Adam(foreach=False, capturable=True)",
+                            "batch": batch, "width": d, "cuda_graph": True})
