@@ -201,7 +201,7 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
         changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
         if sp.idle_cause and not changes_gpu:
             cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
-        elif id(f) in gpu_removed:
+        elif id(f) in gpu_removed and not any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
             cap = idle + gpu_removed[id(f)] + f.beyond_idle_us
             why = "capped at the step's GPU idle time plus the GPU work the fix removes"
         else:
@@ -215,6 +215,9 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
 
 # Fixes that change GPU work itself (the others only remove idle time).
 GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "FuseChains"}
+# Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
+# more than the idle and the work they remove, so the cap on both does not apply.
+OVERLAP_FIXES = {"PinCopies"}
 
 
 def _saving(compiled, base, plan, bw, cuts) -> float:
