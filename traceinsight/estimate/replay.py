@@ -28,11 +28,13 @@ from ..analyses import fixes
 # A graph-replayed step, measured on H100 and H200 (the after variants of sample_traces/matrix that
 # replay a graph: launch_tiny_conv, small_batch_infer, sync_and_small_kernels, item_logging,
 # unfused_optimizer, 8-426 kernels): step - GPU busy = 21-807 us, about 2-3 us per kernel node for small
-# graphs and 1.8 us for big ones; the per-node part is the spacing of dependent kernels inside a graph,
-# the fixed part the replay call. The two values below are the pair that predicts the measured
-# speed-ups of the matrix's launch fixes best (validate_matrix.py; 1.0 us and no fixed cost before).
+# graphs and 1.8 us for big ones, and a tiny graph's step is set by the Python loop and the replay call
+# on the CPU (small_batch_infer: 39 us for 16 us of kernels). The replay keeps a gap between kernel
+# nodes and a CPU cost per step; the values are the pair that predicts the matrix's measured launch fixes
+# best (validate_matrix.py: 86 and 105 of 116 within 25% and 50%, against 85 and 103 with the former
+# 1.0 us and no step cost).
 GRAPH_KERNEL_GAP_US = 1.5     # kernel-to-kernel spacing inside a CUDA graph replay
-GRAPH_STEP_US = 30.0          # per step: the replay call, before the graph starts on the GPU
+GRAPH_STEP_US = 30.0          # CPU per step: the replay call and the Python around it
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
@@ -97,6 +99,11 @@ class Compiled:
                 self.spred[b], self.ssucc[a], self.sgap[b] = a, b, d["gap_us"]
             elif k == "sync":
                 self.syncs[b].append(a)
+        # The innermost op above each runtime call (nests edges; -1 where none).
+        self.op = np.full(n, -1, dtype=np.int64)
+        for u, v, k in G.edges(data="kind"):
+            if k == "nests" and v in pos:
+                self.op[pos[v]] = u[1]
         self.steps = G.graph["steps"]
         self.step_starts = G.graph["step_starts"]
         self.t1 = G.graph["t1"]
@@ -182,10 +189,11 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
     s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
     s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
     s.dur[c.is_launch] = 0.0
-    # Each step's graph starts only once the CPU has replayed it and copied the inputs in.
+    # Each step still costs the CPU the replay call and the Python around it: the step takes the longer
+    # of that and the graph's GPU time.
     for i in c.first_gpu_of_step:
         if c.lpred[i] >= 0:
-            s.latency[i] = GRAPH_STEP_US
+            s.dur[c.lpred[i]] = GRAPH_STEP_US
 
 
 def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: float) -> None:
@@ -205,12 +213,21 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
 
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
+    # A pinned copy issued non_blocking: it runs at pinned bandwidth on a stream of its own, and the op
+    # that issued it no longer waits, neither in the copy call nor in the stream sync that a pageable
+    # copy is followed by (aten::copy_ synchronizes after a pageable copy; a non-blocking one does not).
     gpu_idx = c.gpu_idx
+    ops = set()
     for i in gpu_idx[c.pageable[gpu_idx]]:
         s.dur[i] = c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2
         s.detach_from_stream(int(i))
         if c.lpred[i] >= 0:
             s.unblock(int(c.lpred[i]))
+            if c.op[c.lpred[i]] >= 0:
+                ops.add(int(c.op[c.lpred[i]]))
+    for i in c.cpu_idx:
+        if s.syncs[i] and int(c.op[i]) in ops:
+            s.unblock(int(i))
 
 
 def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:
