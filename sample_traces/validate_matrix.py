@@ -37,7 +37,22 @@ def _analyze(path: str) -> dict:
     from traceinsight.report.document import document
     d = document(analyze_file(Path(path)))
     return {"findings": d["findings"], "minor": d["minor_findings"], "healthy": d["healthy"], "summary": d["summary"],
-            "plan": (d["whatif"] or {}).get("plan") or [], "verdict": d["verdict"]}
+            "plan": (d["whatif"] or {}).get("plan") or [], "verdict": d["verdict"],
+            "gpu_busy_ms": (d["whatif"] or {}).get("gpu_busy_ms")}
+
+
+# Fixes of idle time only: none may claim more than the un-profiled step's idle. (dependency_wait is not
+# one: compute waiting while only the copy it needs runs is GPU-busy time its fix can also overlap.)
+IDLE_ONLY = ("launch_overhead", "host_bound", "collective_wait")
+
+
+def _over_idle(d: dict, u: float) -> list[str]:
+    """The idle-only findings that claim more than the un-profiled step's idle (U - GPU busy)."""
+    if d["gpu_busy_ms"] is None:
+        return []
+    idle = max(0.0, u - d["gpu_busy_ms"])
+    return [f["kind"] for f in d["findings"] + d["minor"]
+            if f["kind"] in IDLE_ONLY and f["estimated_savings_ms"] > idle + 1e-3]
 
 
 def _saving(doc: dict, kinds: tuple) -> tuple[float | None, list | None]:
@@ -103,7 +118,7 @@ def rows(jobs: int = 2, only: set | None = None) -> list[dict]:
         row = {"gpu": RUNS[run], "run": run, "setting": setting, "workload": wl, "variant": var, "top": top,
                "profiled_ms": d["summary"]["median_step_ms"], "unprofiled_est_ms": u,
                "unprofiled_ms": meas_before, "deinflated_err_pct": round(100 * (u - meas_before) / meas_before, 1),
-               "healthy": d["healthy"]}
+               "healthy": d["healthy"], "over_idle": _over_idle(d, u)}
         if after is None:
             # Kernels are not slowed by the profiler: the trace's GPU busy time is the un-profiled one.
             idle = max(0.0, 1.0 - d["summary"]["median_gpu_busy_ms"] / meas_before)

@@ -113,3 +113,9 @@ def test_a_pinned_copy_also_drops_the_stream_sync_of_the_pageable_copy(rows):
     got = [r for r in pairs(rows) if r["workload"] == "pageable_h2d" and r["gpu"] == "h200"]
     assert len(got) == 2
     assert all(abs(r["err_pct"]) <= 15 for r in got), [(r["setting"], r["err_pct"]) for r in got]
+
+
+def test_no_fix_of_idle_time_claims_more_than_the_unprofiled_idle(rows):
+    # Every trace of the matrix, both settings: launch, host and collective findings.
+    assert all(not r["over_idle"] for r in rows), [(r["run"], r["setting"], r["workload"], r["over_idle"])
+                                                   for r in rows if r["over_idle"]]
