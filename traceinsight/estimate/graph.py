@@ -63,7 +63,7 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     for j, r in zip(g.index, g.itertuples(index=False)):
         G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
                    gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
-                   bytes=float(r.bytes))
+                   bytes=float(r.bytes), copy_dir=r.copy_dir)
 
     # Step markers on the thread that owns the ProfilerStep ranges (the training loop's thread).
     step_rows = cpu[cpu["is_step"].to_numpy()]
@@ -108,6 +108,7 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
         b = np.array([max(r[1], p[2]) for p, r in zip(rs[:-1], rs[1:])])
         host_us = host.host_time(th, a, b)
         covered = host.covered_time(th, a, b)
+        bare = host.bare_time(th, a, b)
         inp = host.input_time(th, a, b)
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
@@ -119,8 +120,9 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
                                feed_us=max(0.0, r[1] - src[2]), wake=True)
                     continue
             h = float(min(gap, host_us[k]))
+            # Of the feed, the time covered by no op at all: Python between the ops.
             G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
-                       input_us=float(min(h, inp[k])))
+                       input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)))
 
 
 def _launch_edges(G: nx.DiGraph, g: pd.DataFrame, cpu: pd.DataFrame) -> None:

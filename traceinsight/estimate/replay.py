@@ -35,6 +35,7 @@ from ..analyses import fixes
 # 1.0 us and no step cost).
 GRAPH_KERNEL_GAP_US = 1.5     # kernel-to-kernel spacing inside a CUDA graph replay
 GRAPH_STEP_US = 30.0          # CPU per step: the replay call and the Python around it
+GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
@@ -70,12 +71,14 @@ class Compiled:
         self.names = [G.nodes[x].get("name", "") for x in order]
         self.gkind = [G.nodes[x].get("gkind", "") for x in order]
         self.pageable = np.array([bool(G.nodes[x].get("pageable", False)) for x in order])
+        self.to_device = np.array([G.nodes[x].get("copy_dir") == "HtoD" for x in order], dtype=bool)
         self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
         self.thread = [G.nodes[x].get("thread", "") for x in order]
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
         self.input = np.zeros(n)
+        self.bare = np.zeros(n)
         self.feed = np.zeros(n)
         self.lpred = np.full(n, -1, dtype=np.int64)
         self.latency = np.zeros(n)
@@ -93,6 +96,7 @@ class Compiled:
                 self.cpred[b], self.csucc[a] = a, b
                 self.host[b], self.feed[b] = d["host_us"], d["feed_us"]
                 self.input[b] = d.get("input_us", 0.0)
+                self.bare[b] = d.get("bare_us", 0.0)
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
             elif k == "stream":
@@ -183,8 +187,13 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
 def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
     # A graph replays the captured work without op dispatch or launch calls. Host work that launches
     # nothing (numpy preprocessing, metrics, logging, the input pipeline: trace/host.py's host ranges
-    # and long bare Python stretches) stays where it was: a graph cannot remove it.
-    s.feed[c.cpu_idx] = 0.0
+    # and long bare Python stretches) stays where it was: a graph cannot remove it. Nor the program's
+    # own Python between two launches, outside any op, annotation or PyTorch frame, when it runs
+    # GRAPH_KEEPS_BARE_US or more (numpy on a batch's outputs); shorter stretches are the model's
+    # Python between its ops, which the capture does remove.
+    cpu = c.cpu_idx
+    keep = np.where(c.bare[cpu] >= GRAPH_KEEPS_BARE_US, c.bare[cpu], 0.0)
+    s.feed[cpu] = np.minimum(s.feed[cpu], keep)
     gpu_idx = c.gpu_idx
     s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
     s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
@@ -214,8 +223,9 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
     # A pinned copy issued non_blocking: it runs at pinned bandwidth on a stream of its own, and the op
-    # that issued it no longer waits, neither in the copy call nor in the stream sync that a pageable
-    # copy is followed by (aten::copy_ synchronizes after a pageable copy; a non-blocking one does not).
+    # that issued it no longer waits in the copy call. A copy to the device also drops the stream sync
+    # that aten::copy_ issues after a pageable copy; the host still waits for a copy to the host, whose
+    # data it is about to read.
     gpu_idx = c.gpu_idx
     ops = set()
     for i in gpu_idx[c.pageable[gpu_idx]]:
@@ -223,7 +233,7 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
         s.detach_from_stream(int(i))
         if c.lpred[i] >= 0:
             s.unblock(int(c.lpred[i]))
-            if c.op[c.lpred[i]] >= 0:
+            if c.to_device[i] and c.op[c.lpred[i]] >= 0:
                 ops.add(int(c.op[c.lpred[i]]))
     for i in c.cpu_idx:
         if s.syncs[i] and int(c.op[i]) in ops:

@@ -28,6 +28,7 @@ HOST_OP_US = 50.0
 FRAMEWORK = r"^autograd::engine|^torch::autograd::|Backward\d*$"
 INPUT_NAMES = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
 FEEDS_GPU = ("launch", "memcpy", "memset")
+TORCH_FRAME = r"(^|/)torch/|^<built-in (method|function) \w+ of (torch|PyCapsule)|^<built-in function _cuda"
 
 
 def mark_launching(cpu: pd.DataFrame) -> np.ndarray:
@@ -105,11 +106,21 @@ class HostActivity:
         # inside backward() while the autograd thread runs), not doing host work.
         feeding = {th: merged_intervals(ts[r][self.launching[r]], end[r][self.launching[r]])
                    for th, r in by_thread.items()}
+        self._feeding = feeding
+        # Ops and every annotation short of a step: what a thread's time inside the framework is
+        # (an optimizer step's own Python sits inside its Optimizer.step annotation).
+        # With with_stack, PyTorch's own Python frames (the profiler's step(), optimizer internals)
+        # are framework time too; the program's frames and numpy's are not.
+        in_framework = is_aten | (kind == "annotation") & ~big | (
+            (kind == "python") & model.cpu_match(TORCH_FRAME))
+        self.framework: dict[str, ThreadActivity] = {}
         for th, rows in by_thread.items():
             t, e = ts[rows], end[rows]
             op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]
             cs, ce = merged_intervals(t[op], e[op])
             self.cover[th] = ThreadActivity(cs, ce, _cum(cs, ce))
+            fs, fe = merged_intervals(t[in_framework[rows]], e[in_framework[rows]])
+            self.framework[th] = ThreadActivity(fs, fe, _cum(fs, fe))
             is_, ie = merged_intervals(t[inp], e[inp])
             self.input[th] = ThreadActivity(is_, ie, _cum(is_, ie))
             # Long stretches covered by no op at all: Python doing its own work.
@@ -140,6 +151,24 @@ class HostActivity:
     def input_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Input-pipeline time within each [a_k, b_k) on a thread."""
         return _time_in(self.input, thread, a, b)
+
+    def bare_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Time within each [a_k, b_k) on a thread covered by none of its ops or annotations: the
+        program's own Python between ops. Zero where a thread that feeds the GPU ran any op in the
+        stretch: the loop thread inside backward() waits on the autograd thread, whose engine gaps are
+        framework overhead."""
+        if not hasattr(self, "_others"):
+            self._others = {}
+        if thread not in self._others:
+            others = [(c.s, c.e) for o, c in self.cover.items()
+                      if o != thread and len(self._feeding.get(o, ((),))[0])]
+            os_, oe = (merged_intervals(np.concatenate([o[0] for o in others]), np.concatenate([o[1] for o in others]))
+                       if others else (np.zeros(0), np.zeros(0)))
+            self._others[thread] = {thread: ThreadActivity(os_, oe, _cum(os_, oe))}
+        a = np.asarray(a, dtype=float)
+        b = np.maximum(np.asarray(b, dtype=float), a)
+        own = (b - a) - _time_in(self.framework, thread, a, b)
+        return np.where(_time_in(self._others[thread], thread, a, b) > 0, 0.0, np.maximum(own, 0.0))
 
     def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Time inside ops (any op or non-launching annotation) within each [a_k, b_k) on a thread."""
