@@ -25,16 +25,13 @@ import numpy as np
 
 from ..analyses import fixes
 
-# A graph-replayed step, measured on H100 and H200 (the after variants of sample_traces/matrix that
-# replay a graph: launch_tiny_conv, small_batch_infer, sync_and_small_kernels, item_logging,
-# unfused_optimizer, 8-426 kernels): step - GPU busy = 21-807 us, about 2-3 us per kernel node for small
-# graphs and 1.8 us for big ones, and a tiny graph's step is set by the Python loop and the replay call
-# on the CPU (small_batch_infer: 39 us for 16 us of kernels). The replay keeps a gap between kernel
-# nodes and a CPU cost per step; the values are the pair that predicts the matrix's measured launch fixes
-# best (validate_matrix.py: 86 and 105 of 116 within 25% and 50%, against 85 and 103 with the former
-# 1.0 us and no step cost).
-GRAPH_KERNEL_GAP_US = 1.5     # kernel-to-kernel spacing inside a CUDA graph replay
-GRAPH_STEP_US = 30.0          # CPU per step: the replay call and the Python around it
+# A graph-replayed step, measured on H100 and H200 (the matrix's after variants that replay the whole
+# step as a graph, 17-838 kernels per step): un-profiled step - GPU busy = 6-93 us, about 15 us per step
+# plus 0.1 us per kernel node; the profiled graphs show a median 0.3-0.4 us between dependent kernels.
+# These are measured, not fitted to the speed-ups: where the tool's un-profiled step is right, the
+# graph estimates land within 10% (sync_and_small_kernels, amp_scaler_unfused, eval_to_numpy_large).
+GRAPH_KERNEL_GAP_US = 0.3     # kernel-to-kernel spacing inside a CUDA graph replay
+GRAPH_STEP_US = 20.0          # CPU per step: the replay call, the input copies and the Python around them
 GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
