@@ -3,7 +3,7 @@
 
     python sample_traces/matrix/calibrate.py [--out sample_traces/matrix/calibration.json] [--quiet]
 
-Reads the raw Kineto JSON of every trace under h100/ and h200/ (gzip + json, not traceinsight) and the
+Reads the raw Kineto JSON of every trace under h100*/ and h200*/ (all recording runs; gzip + json, not traceinsight) and the
 un-profiled step times in each folder's manifest.json, and fits
 
     profiled_step - unprofiled_step  ~=  a*n_cpu_op + b*n_python_function + c*n_runtime + d*n_user_annotation
@@ -63,6 +63,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPUS = ("h100", "h200")
+# Every recording run, by GPU: the first matrix run and the two later ones (new leases, other hosts).
+RUNS = [(g, g + suffix) for g in GPUS for suffix in ("", "_graph", "_graph2")]
 SETTINGS = ("default", "stack")
 FEATURES = ("cpu_op", "python_function", "runtime", "user_annotation")
 CPU_BOUND_FRAC = 0.60
@@ -183,8 +185,10 @@ def parse_trace(path: str) -> dict:
 
 def load_records() -> list[dict]:
     recs = []
-    for g in GPUS:
-        d = os.path.join(HERE, g)
+    for g, run in RUNS:
+        d = os.path.join(HERE, run)
+        if not os.path.exists(os.path.join(d, "manifest.json")):
+            continue
         with open(os.path.join(d, "manifest.json")) as f:
             man = json.load(f)
         entries = {(e["workload"], e["variant"]): e for e in man["entries"]}
@@ -194,7 +198,7 @@ def load_records() -> list[dict]:
                 continue
             e = entries.get((t["workload"], t["variant"]), {})
             m = e.get("step_ms") or {}
-            r = {"id": f"{g}/{t['file']}", "gpu": g, "file": t["file"], "workload": t["workload"],
+            r = {"id": f"{run}/{t['file']}", "gpu": g, "file": t["file"], "workload": t["workload"],
                  "variant": t["variant"], "profile": t["profile"], "role": e.get("role"),
                  "cold": t["schedule"]["wait"] == 0,
                  "unprofiled_step_ms": m.get("median"), "unprofiled_p10_ms": m.get("p10"),

@@ -1,6 +1,7 @@
 """The profiler's own cost: per recorded event, by profiler setting and machine type, fitted on our
-recordings (sample_traces/matrix/calibration.json: 25 workloads profiled and un-profiled on an H100 and
-an H200 machine, torch 2.11, model "loop+autograd"). Kernels are measured by CUPTI and cost nothing here.
+recordings (sample_traces/matrix/calibration.json: the matrix's workloads profiled and un-profiled on
+H100 and H200 machines, three recording runs each (three leases, so three hosts per GPU), torch 2.11,
+model "loop+autograd"). Kernels are measured by CUPTI and cost nothing here.
 Read by the profiler_overhead note and by the replay's de-inflation (estimate/deinflate.py).
 """
 from __future__ import annotations
@@ -13,12 +14,12 @@ from .model import TraceModel
 # machine it was fitted on (the host CPU sets the cost: the H100 machines' CPU is slower than the
 # H200 machines'); "any" (both pooled) for a trace from elsewhere.
 PROFILER_COST_US = {
-    "default": {"any": {"op": 1.21, "annotation": 1.21, "python": 0.0, "runtime": 5.69},
-                "H100": {"op": 1.16, "annotation": 1.16, "python": 0.0, "runtime": 9.73},
-                "H200": {"op": 1.24, "annotation": 1.24, "python": 0.0, "runtime": 3.68}},
-    "stack": {"any": {"op": 2.24, "annotation": 2.24, "python": 0.99, "runtime": 5.88},
-              "H100": {"op": 2.95, "annotation": 2.95, "python": 2.04, "runtime": 5.56},
-              "H200": {"op": 1.53, "annotation": 1.53, "python": 0.67, "runtime": 5.98}},
+    "default": {"any": {"op": 1.35, "annotation": 1.35, "python": 0.00, "runtime": 5.39},
+                "H100": {"op": 1.44, "annotation": 1.44, "python": 0.00, "runtime": 6.85},
+                "H200": {"op": 1.33, "annotation": 1.33, "python": 0.00, "runtime": 4.43}},
+    "stack": {"any": {"op": 2.36, "annotation": 2.36, "python": 1.00, "runtime": 5.07},
+              "H100": {"op": 1.89, "annotation": 1.89, "python": 2.10, "runtime": 5.03},
+              "H200": {"op": 2.16, "annotation": 2.16, "python": 0.67, "runtime": 5.09}},
 }
 
 
