@@ -75,12 +75,11 @@ class HostActivity:
         self.cpu = cpu
         steps = model.steps
         step_scale = float(steps["dur"].median()) if len(steps) else np.inf
-        kind = cpu["kind"].to_numpy()
-        is_aten = kind == "op"
+        is_aten = (cpu["kind"] == "op").to_numpy()
+        is_ann = (cpu["kind"] == "annotation").to_numpy()
         # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
-        big = cpu["is_step"].to_numpy() | (
-            (kind == "annotation") & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
-        is_ann = (kind == "annotation") & ~big
+        big = cpu["is_step"].to_numpy() | (is_ann & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
+        is_ann = is_ann & ~big
         self.launching = mark_launching(cpu)
         # Annotations that launch work are containers (a model's forward): only ops make dispatch time.
         under = _under_launcher(cpu, self.launching, is_aten)

@@ -148,6 +148,13 @@ def _str_column(values: list, codes: np.ndarray):
     return pd.Series(np.array(values + [""], dtype=object)[:-1]).array.take(codes)
 
 
+def _labels(values: list, codes: np.ndarray) -> pd.Categorical:
+    """values[codes] as a categorical column: for the few-valued labels (kind, rkind) that the
+    analyses compare against a constant many times; comparing codes costs nothing next to
+    comparing a million strings."""
+    return pd.Categorical.from_codes(codes, categories=values)
+
+
 def _objects(values: list, codes: np.ndarray) -> pd.Series:
     """values[codes] as a column of Python objects (names, categories: kept as object, not text)."""
     arr = np.empty(len(values), dtype=object)
@@ -286,14 +293,14 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray) -
         "thread": _str_column(thread_names, thread),
         "name": _objects(tb.names, name),
         "cat": _objects(tb.cat, c["cat"][rows]),
-        "kind": _str_column(["op", "runtime", "python", "annotation"], kind.astype(np.int64)),
+        "kind": _labels(["op", "runtime", "python", "annotation"], kind),
         "ts": ts,
         "dur": dur,
         "ext_id": ext_id,
         "correlation": _ids(c["correlation"][rows]),
         # Raw JSON bytes, turned into text only for the few ops a table shows (dims_text).
         "input_dims": _objects(dims_vals + [b""], np.where(dims >= 0, dims, len(dims_vals))),
-        "rkind": _str_column(_RKINDS, np.where(kind == 1, rkind_of_name[name], 0)),
+        "rkind": _labels(_RKINDS, np.where(kind == 1, rkind_of_name[name], 0)),
         "end": end,
         "parent": parent,
         "depth": depth,

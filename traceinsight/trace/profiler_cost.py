@@ -67,8 +67,8 @@ def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
         return None
     setting, machine = cost_model(model)
     coef = PROFILER_COST_US[setting][machine]
-    kinds = cpu["kind"].to_numpy()
-    cost = np.select([kinds == "op", kinds == "annotation", kinds == "python", kinds == "runtime"],
+    kinds = cpu["kind"]
+    cost = np.select([(kinds == k).to_numpy() for k in ("op", "annotation", "python", "runtime")],
                      [coef["op"], coef["annotation"], coef["python"], coef["runtime"]], 0.0)
     cost = np.where(cpu["is_step"].to_numpy(), 0.0, cost)
     order = np.argsort(cpu["ts"].to_numpy(), kind="stable")
