@@ -23,7 +23,7 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
         return edge, call
     of_kind = {k: (cpu["kind"] == k).to_numpy() for k in ("op", "annotation", "python", "runtime")}
     starts = {}
-    for th, rows in cpu.groupby("thread", sort=False).indices.items():
+    for th, rows in model.thread_rows().items():
         per = {}
         for k in ("op", "annotation", "python", "runtime"):
             sel = rows[of_kind[k][rows] & ~cpu["is_step"].to_numpy()[rows]]

@@ -63,8 +63,9 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         return []
     cpu, gpu = a.model.cpu, a.model.gpu
     top = gaps.nlargest(limit, "dur")
-    ops = cpu[cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()]
-    by_thread = {th: g.sort_values("ts") for th, g in ops.groupby("thread")} if len(top) else {}
+    ops = cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()
+    by_thread = {th: g.sort_values("ts") for th, g in
+                 a.model.thread_frames(ops, ["ts", "end", "dur", "depth", "name"]).items()} if len(top) else {}
     # The longest op per thread bounds how far back an op overlapping a gap can start.
     longest = {th: float(g["dur"].max()) for th, g in by_thread.items()}
     out = []

@@ -72,6 +72,7 @@ class HostActivity:
 
     def __init__(self, model: TraceModel):
         cpu = model.cpu
+        self.model = model
         self.cpu = cpu
         steps = model.steps
         step_scale = float(steps["dur"].median()) if len(steps) else np.inf
@@ -98,7 +99,7 @@ class HostActivity:
         self.input: dict[str, ThreadActivity] = {}
         input_rows = self.host_rows & model.cpu_match(INPUT_NAMES)
         ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-        by_thread = cpu.groupby("thread", sort=False).indices
+        by_thread = model.thread_rows()
         # Where each thread feeds the GPU (launching ops and the launch calls themselves): a thread
         # with no op of its own while another thread feeds the GPU is waiting on it (the loop thread
         # inside backward() while the autograd thread runs), not doing host work.
@@ -147,8 +148,8 @@ class HostActivity:
     def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:
         """The host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
         if not hasattr(self, "_host_by_thread"):
-            h = self.cpu[self.host_rows]
-            self._host_by_thread = {th: g.sort_values("ts") for th, g in h.groupby("thread")}
+            self._host_by_thread = {th: g.sort_values("ts") for th, g in
+                                    self.model.thread_frames(self.host_rows, ["ts", "end", "name"]).items()}
         h = self._host_by_thread.get(thread)
         if h is None:
             return []
