@@ -102,19 +102,17 @@ def _parents(depth: np.ndarray) -> np.ndarray:
     depth 0, so the search never crosses into another thread."""
     n = len(depth)
     # Rows keyed by (depth, row), sorted: the parent of row i at depth d is the largest key below
-    # (d - 1, i).
+    # (d - 1, i). The keys are looked up in their sorted order (a search that walks forward).
     key = depth.astype(np.int64)
     key *= n
     key += np.arange(n)
-    srt = np.sort(key)
-    key -= n
-    pos = np.searchsorted(srt, key)
-    del key
+    key.sort()
+    pos = np.searchsorted(key, key - n)
     pos -= 1
     np.maximum(pos, 0, out=pos)
-    parent = srt[pos]
-    del srt, pos
-    parent %= max(n, 1)
+    parent = np.empty(n, dtype=np.int64)
+    parent[key % max(n, 1)] = key[pos] % max(n, 1)
+    del key, pos
     parent[depth == 0] = -1
     return parent
 
