@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .model import TraceModel
+from .nesting import depth_levels
 from .steps import merged_intervals
 
 BARE_HOST_US = 1000.0
@@ -30,28 +31,25 @@ INPUT_NAMES = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
 FEEDS_GPU = ("launch", "memcpy", "memset")
 
 
-def mark_launching(cpu: pd.DataFrame) -> np.ndarray:
-    """Boolean per cpu row: the row is, or contains, a call that puts work on the GPU."""
+def mark_launching(cpu: pd.DataFrame, levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """Boolean per cpu row: the row is, or contains, a call that puts work on the GPU. levels: the rows
+    at each depth (nesting.depth_levels of the depth column)."""
     parent = cpu["parent"].to_numpy()
     mark = cpu["rkind"].isin(FEEDS_GPU).to_numpy().copy()
-    frontier = np.flatnonzero(mark)
-    while len(frontier):
-        p = parent[frontier]
-        p = p[p >= 0]
-        p = p[~mark[p]]
-        p = np.unique(p)
-        mark[p] = True
-        frontier = p
+    if levels is None:
+        levels = depth_levels(cpu["depth"].to_numpy())
+    for rows in reversed(levels[1:]):          # deepest first: a mark climbs a level per pass
+        p = parent[rows[mark[rows]]]
+        mark[p[p >= 0]] = True
     return mark
 
 
-def _under_launcher(cpu: pd.DataFrame, launching: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+def _under_launcher(cpu: pd.DataFrame, launching: np.ndarray, is_op: np.ndarray,
+                    levels: list[np.ndarray]) -> np.ndarray:
     """Boolean per row: some op above it launches GPU work (so its time is dispatch overhead)."""
     parent = cpu["parent"].to_numpy()
-    depth = cpu["depth"].to_numpy()
     under = np.zeros(len(cpu), dtype=bool)
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        rows = np.flatnonzero(depth == d)
+    for rows in levels[1:]:
         p = parent[rows]
         ok = p >= 0
         rows, p = rows[ok], p[ok]
@@ -81,9 +79,10 @@ class HostActivity:
         # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
         big = cpu["is_step"].to_numpy() | (is_ann & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
         is_ann = is_ann & ~big
-        self.launching = mark_launching(cpu)
+        levels = depth_levels(cpu["depth"].to_numpy())
+        self.launching = mark_launching(cpu, levels)
         # Annotations that launch work are containers (a model's forward): only ops make dispatch time.
-        under = _under_launcher(cpu, self.launching, is_aten)
+        under = _under_launcher(cpu, self.launching, is_aten, levels)
         # A cheap op that launches nothing (view, empty, as_strided, detach) is dispatcher overhead
         # like any other; only substantial ones (CPU compute, data loading) count as host work.
         substantial = cpu["dur"].to_numpy() >= HOST_OP_US

@@ -117,6 +117,19 @@ def _parents(depth: np.ndarray) -> np.ndarray:
     return parent
 
 
+def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
+    """The rows at each depth, ascending, depth 0 first: one sort instead of a pass over every row per
+    level (traces nest some 70 levels deep)."""
+    if not len(depth):
+        return []
+    top = int(depth.max())
+    # Depths fit 16 bits in any real trace: numpy sorts those by radix, in one linear pass.
+    key = depth.astype(np.int16) if top < 2 ** 15 else depth
+    by_depth = np.argsort(key, kind="stable")
+    cuts = np.searchsorted(depth[by_depth], np.arange(top + 2))
+    return [by_depth[cuts[d]:cuts[d + 1]] for d in range(top + 1)]
+
+
 def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
     """Row of the outermost op in the unbroken chain of ops above-or-at each row (-1 if none).
 
@@ -124,12 +137,7 @@ def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndar
     user wrote, not the internal one that made the call. Filled top-down, one depth level at a time.
     """
     top = np.where(is_op, np.arange(len(parent)), -1)
-    if not len(depth):
-        return top
-    by_depth = np.argsort(depth, kind="stable")
-    cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
-    for d in range(1, int(depth.max()) + 1):
-        rows = by_depth[cuts[d]:cuts[d + 1]]
+    for rows in depth_levels(depth)[1:]:
         p = parent[rows]
         inherit = (p >= 0) & is_op[np.maximum(p, 0)]
         top[rows[inherit]] = top[p[inherit]]
