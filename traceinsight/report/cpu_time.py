@@ -47,11 +47,12 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     ops = inside & is_op
     if not ops.any():
         return None
-    df = pd.DataFrame({"op": cpu["name"].to_numpy()[ops], "total": dur[ops], "own": self_t[ops]})
+    rank, names = a.model.name_ranks("cpu")
+    df = pd.DataFrame({"op": rank[ops], "total": dur[ops], "own": self_t[ops]})
     agg = df.groupby("op").agg(calls=("total", "size"), total=("total", "sum"), own=("own", "sum"))
     wall = float(steps["dur"].sum()) or 1.0
     agg = agg.sort_values(["own", "total"], ascending=False).head(limit)
-    top = [{"op": str(op)[:300], "calls_per_step": round(r["calls"] / n, 2),
+    top = [{"op": str(names[op])[:300], "calls_per_step": round(r["calls"] / n, 2),
             "self_ms_per_step": round(r["own"] / n / 1000, 4), "total_ms_per_step": round(r["total"] / n / 1000, 4),
             "self_pct": round(100 * r["own"] / wall, 1)} for op, r in agg.iterrows()]
 

@@ -23,12 +23,14 @@ def kernel_table(a: Analysis, limit: int = 50) -> list[dict]:
     g = a.model.gpu
     if g.empty:
         return []
-    g = _in_full_steps(a, g)
+    rank, names = a.model.name_ranks("gpu")
+    full = step_at(a.full_steps, g["ts"].to_numpy()) >= 0
+    g = pd.DataFrame({"name": rank[full], "kind": g["kind"].to_numpy()[full], "dur": g["dur"].to_numpy()[full]})
     n = max(1, len(a.full_steps))
     agg = g.groupby(["name", "kind"]).agg(count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"))
     total = float(g["dur"].sum()) or 1.0
     agg = agg.sort_values("total", ascending=False).head(limit)
-    return [{"name": name[:400], "kind": kind, "count_per_step": round(r["count"] / n, 2),
+    return [{"name": names[name][:400], "kind": kind, "count_per_step": round(r["count"] / n, 2),
              "ms_per_step": round(r["total"] / n / 1000, 4), "mean_us": round(r["mean"], 2),
              "pct_gpu_time": round(100 * r["total"] / total, 2)} for (name, kind), r in agg.iterrows()]
 

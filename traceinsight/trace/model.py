@@ -83,6 +83,17 @@ class TraceModel:
         """Boolean per cpu row: its name matches the regex (searched once per distinct name)."""
         return _match_names(self, "cpu", pattern, flags)
 
+    def name_ranks(self, table: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rank per row of the table ("cpu" or "gpu"), names): the rank of each row's name among the
+        distinct names in sorted order. A group key that sorts as the names do, so grouping by it gives
+        the groups (and order) grouping by the text gives, without hashing every row's text."""
+        def compute():
+            codes, uniques = self.memo(f"name_codes:{table}",
+                                       lambda: pd.factorize(getattr(self, table)["name"], sort=False))
+            names, rank = np.unique(np.asarray(uniques, dtype=object), return_inverse=True)
+            return (rank.reshape(-1)[codes] if len(codes) else np.zeros(0, dtype=np.int64)), names
+        return self.memo(f"name_ranks:{table}", compute)
+
     def cpu_names_where(self, test) -> np.ndarray:
         """Boolean per cpu row: test(name) holds (called once per distinct name)."""
         return _names_where(self, "cpu", test)
