@@ -585,3 +585,15 @@ def test_thread_rows_are_the_thread_groups(name, tmp_path):
     groups = {th: g[["ts", "name"]] for th, g in cpu[mask].groupby("thread")}
     assert list(frames) == list(groups) and all(frames[k].equals(groups[k]) for k in groups)
     assert all(frames[k].index.equals(groups[k].index) for k in groups)
+
+
+def test_name_ranks_group_and_sort_as_the_names(tmp_path):
+    """Grouping by name_ranks gives the groups, in the order, that grouping by the name text gives,
+    also when two interned names print alike (1 and "1")."""
+    ev = [X(v, "cpu_op", 10.0 * i, 5) for i, v in enumerate(["b", 1, "a", "1", "b", "B", "a", 1, ""] * 3)]
+    m = build_model(load_trace(write_trace(tmp_path / "t.json", {"traceEvents": ev})))
+    rank, names = m.name_ranks("cpu")
+    by_text = m.cpu.groupby("name")["ts"].sum()
+    by_rank = m.cpu.groupby(rank)["ts"].sum()
+    assert [names[k] for k in by_rank.index] == list(by_text.index)
+    assert by_rank.tolist() == by_text.tolist()
