@@ -66,10 +66,12 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
     cpu, gpu = a.model.cpu, a.model.gpu
     top = gaps.nlargest(limit, "dur")
     ops = cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()
-    by_thread = {th: g.sort_values("ts") for th, g in
-                 a.model.thread_frames(ops, ["ts", "end", "dur", "depth", "name"]).items()} if len(top) else {}
+    frames = a.model.thread_frames(ops, ["ts", "end", "dur", "depth", "name"]) if len(top) else {}
     # The longest op per thread bounds how far back an op overlapping a gap can start.
-    longest = {th: float(g["dur"].max()) for th, g in by_thread.items()}
+    longest = {th: float(g["dur"].max()) for th, g in frames.items()}
+    # Per thread, its ops by start as arrays (ts, end, depth, name): a hundred gaps look them up.
+    by_thread = {th: [g[c].to_numpy() for c in ("ts", "end", "depth", "name")]
+                 for th, g in ((th, g.sort_values("ts")) for th, g in frames.items())}
     out = []
     for r in top.itertuples():
         causes = {c: getattr(r, c) for c in CAUSES if getattr(r, c) > 0}
@@ -78,15 +80,14 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         if r.blocker >= 0:
             doing = [f"blocked in {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))})"]
         elif r.thread in by_thread:
-            t = by_thread[r.thread]
+            tts, tend, tdepth, tname = by_thread[r.thread]
             b = min(r.end, r.launch_ts) if r.launch_ts == r.launch_ts else r.end
-            tts = t["ts"].to_numpy()
             lo = np.searchsorted(tts, r.start - longest[r.thread], side="left")
-            cand = t.iloc[lo:np.searchsorted(tts, b, side="left")]
-            cand = cand[cand["end"].to_numpy() > r.start]
+            hi = np.searchsorted(tts, b, side="left")
+            cand = lo + np.flatnonzero(tend[lo:hi] > r.start)
             if len(cand):
-                cand = cand[cand["depth"] == cand["depth"].min()]
-                doing = list(dict.fromkeys(cand["name"].tolist()))[:3]
+                cand = cand[tdepth[cand] == tdepth[cand].min()]
+                doing = list(dict.fromkeys(tname[cand].tolist()))[:3]
         out.append({"step": int(r.step), "device": int(r.device), "start_ms": num(r.start / 1000),
                     "duration_ms": num(r.dur / 1000), "resumed_on_stream": stream,
                     "cause": max(causes, key=causes.get) if causes else None,
