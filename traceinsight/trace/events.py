@@ -328,10 +328,10 @@ class Columns:
         self.thread_names: dict = {}
         self.lenient = Lenient()
         self._host = np.zeros(0, dtype=bool)
-        # (ph, cat, name, pid, tid) -> its codes, as a row of _key_table (None: looked up field by field).
+        # (ph, cat, name, pid, tid) -> its column in _key_table, which holds the five codes (None: looked
+        # up field by field). New keys come in most pieces: the table grows by doubling, not by copies.
         self._keys: dict | None = {}
-        self._key_codes: list[tuple] = []
-        self._key_table = np.zeros((len(KEY_FIELDS), 0), dtype=np.int32)
+        self._key_table = np.zeros((len(KEY_FIELDS), 1024), dtype=np.int32)
         # Ids written as something else than an int ("0x1f", "7", 7.0): row -> the value as written.
         self.odd_ids: dict[str, dict] = {f: {} for f in ID_FIELDS}
 
@@ -390,12 +390,12 @@ class Columns:
                     if not (type(k[2]) is str or k[2] is None):
                         self._keys = None
                         break
-                    r = self._keys[k] = len(self._key_codes)
-                    self._key_codes.append(tuple(self.interns[f].code(v) for f, v in zip(KEY_FIELDS, k)))
+                    r = self._keys[k] = len(self._keys)
+                    if r == self._key_table.shape[1]:
+                        self._key_table = np.concatenate([self._key_table, np.zeros_like(self._key_table)], axis=1)
+                    self._key_table[:, r] = [self.interns[f].code(v) for f, v in zip(KEY_FIELDS, k)]
                 rows[i] = r
             else:
-                if self._key_table.shape[1] != len(self._key_codes):
-                    self._key_table = np.array(self._key_codes, dtype=np.int32).T.copy()
                 return [t[rows] for t in self._key_table]
         return [self.interns[f].codes(evs, n, _GET[f]) for f in KEY_FIELDS]
 
