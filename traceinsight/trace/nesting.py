@@ -101,18 +101,19 @@ def _parents(depth: np.ndarray) -> np.ndarray:
     is deeper than it, so no later row sits at the parent's level. Threads are contiguous and start at
     depth 0, so the search never crosses into another thread."""
     n = len(depth)
-    # Rows keyed by (depth, row), sorted: the parent of row i at depth d is the largest key below
-    # (d - 1, i). The keys are looked up in their sorted order (a search that walks forward).
-    key = depth.astype(np.int64)
+    # Rows in (depth, row) order, keyed so: the parent of row i at depth d is the row of the largest
+    # key below (d - 1, i). The keys are looked up in their sorted order (a search that walks forward).
+    by = _by_depth(depth)
+    key = depth[by].astype(np.int64)
     key *= n
-    key += np.arange(n)
-    key.sort()
+    key += by
     pos = np.searchsorted(key, key - n)
+    del key
     pos -= 1
     np.maximum(pos, 0, out=pos)
     parent = np.empty(n, dtype=np.int64)
-    parent[key % max(n, 1)] = key[pos] % max(n, 1)
-    del key, pos
+    parent[by] = by[pos]
+    del by, pos
     parent[depth == 0] = -1
     return parent
 
@@ -123,11 +124,18 @@ def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
     if not len(depth):
         return []
     top = int(depth.max())
-    # Depths fit 16 bits in any real trace: numpy sorts those by radix, in one linear pass.
-    key = depth.astype(np.int16) if top < 2 ** 15 else depth
-    by_depth = np.argsort(key, kind="stable")
+    by_depth = _by_depth(depth)
     cuts = np.searchsorted(depth[by_depth], np.arange(top + 2))
     return [by_depth[cuts[d]:cuts[d + 1]] for d in range(top + 1)]
+
+
+def _by_depth(depth: np.ndarray) -> np.ndarray:
+    """Rows sorted by depth, ascending rows within a depth. Depths fit 16 bits in any real trace:
+    numpy sorts those by radix, in one linear pass."""
+    if not len(depth):
+        return np.zeros(0, dtype=np.intp)
+    key = depth.astype(np.int16) if int(depth.max()) < 2 ** 15 else depth
+    return np.argsort(key, kind="stable")
 
 
 def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
