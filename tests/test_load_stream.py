@@ -151,6 +151,18 @@ def test_columns_are_typed_and_interned():
     assert all(isinstance(v, bytes) for v in c.values("dims"))
 
 
+def test_names_equal_as_keys_keep_their_type(small_pieces, tmp_path):
+    """1, 1.0 and "1" are one dict key but three names (and pid 1 is not pid "1"): the loader looks
+    (ph, cat, name, pid, tid) up as one key only while every name is text, then field by field."""
+    ev = [X(f"op{i % 7}", "cpu_op", 10.0 * i, 5, pid=1 if i % 2 else "1") for i in range(300)]
+    ev += [X(v, "cpu_op", 5000.0 + i, 1, pid=p) for i, (v, p) in
+           enumerate([(1, 1), (1.0, 1), ("1", "1"), (2.5, 1), ("op1", 1), (1, "1"), ("op2", "1")])]
+    ev += [X(f"op{i % 3}", "cpu_op", 6000.0 + i, 1, pid="1" if i % 2 else 1) for i in range(300)]
+    raw = load_trace(write_trace(tmp_path / "t.json", {"traceEvents": ev}))
+    assert [(type(e.name), e.name, type(e.pid), e.pid) for e in raw.events] == \
+        [(type(e["name"]), e["name"], type(e["pid"]), e["pid"]) for e in ev]
+
+
 @pytest.mark.parametrize("value, expect, linked", [(1e308 * 10, None, False), ("12", "12", False), ("x", "x", False),
                                                    (2**64, None, False), (-(2**63), None, False), (7.0, 7, False),
                                                    ("1", "1", True), (1.0, 1, True)])

@@ -565,3 +565,35 @@ def test_per_rank_directory_gives_one_analysis_per_trace(tmp_path):
     assert [a.model.rank for a in analyses] == [0, 1]
     assert [len(a.model.steps) for a in analyses] == [4, 3]
     assert [a.model.path for a in analyses] == [str(d / "rank0.json.gz"), str(d / "rank1.json")]
+
+
+@pytest.mark.parametrize("name", hta_trace_names()[:4] + ["mixed pids"])
+def test_thread_rows_are_the_thread_groups(name, tmp_path):
+    """thread_rows / thread_frames (from the thread codes) give what grouping the thread column does,
+    also when two pids print alike (1 and "1" are both thread "1/7")."""
+    if name == "mixed pids":
+        ev = [X(f"op{i}", "cpu_op", 10.0 * i, 5, pid=1 if i % 3 else "1", tid=7 if i % 2 else 8) for i in range(40)]
+        m = build_model(load_trace(write_trace(tmp_path / "t.json", {"traceEvents": ev})))
+    else:
+        m = hta_model(name)
+    cpu = m.cpu
+    want = cpu.groupby("thread", sort=False).indices
+    got = m.thread_rows()
+    assert list(got) == list(want) and all(np.array_equal(got[k], want[k]) for k in want)
+    mask = np.arange(len(cpu)) % 3 == 0
+    frames = m.thread_frames(mask, ["ts", "name"])
+    groups = {th: g[["ts", "name"]] for th, g in cpu[mask].groupby("thread")}
+    assert list(frames) == list(groups) and all(frames[k].equals(groups[k]) for k in groups)
+    assert all(frames[k].index.equals(groups[k].index) for k in groups)
+
+
+def test_name_ranks_group_and_sort_as_the_names(tmp_path):
+    """Grouping by name_ranks gives the groups, in the order, that grouping by the name text gives,
+    also when two interned names print alike (1 and "1")."""
+    ev = [X(v, "cpu_op", 10.0 * i, 5) for i, v in enumerate(["b", 1, "a", "1", "b", "B", "a", 1, ""] * 3)]
+    m = build_model(load_trace(write_trace(tmp_path / "t.json", {"traceEvents": ev})))
+    rank, names = m.name_ranks("cpu")
+    by_text = m.cpu.groupby("name")["ts"].sum()
+    by_rank = m.cpu.groupby(rank)["ts"].sum()
+    assert [names[k] for k in by_rank.index] == list(by_text.index)
+    assert by_rank.tolist() == by_text.tolist()

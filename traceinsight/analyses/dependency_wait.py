@@ -67,8 +67,8 @@ def analyze(ctx: Context) -> list[Finding]:
                       "stream": int(g["stream"]) if g is not None else None,
                       "after": str(prev["name"])[:120] if prev is not None else "(nothing before it)",
                       "after_stream": int(prev["stream"]) if prev is not None else None})
-    rt = cpu[cpu["kind"] == "runtime"]
-    wait_events = int(rt["name"].str.contains("StreamWaitEvent", regex=False).sum())
+    wait_events = int(((cpu["kind"] == "runtime").to_numpy() &
+                       ctx.model.cpu_names_where(lambda n: "StreamWaitEvent" in n)).sum())
     n_steps = max(1, len(ctx.model.steps))
     cross = sum(1 for w in waits if w["stream"] is not None and w["after_stream"] is not None
                 and w["stream"] != w["after_stream"])

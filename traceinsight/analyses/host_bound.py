@@ -4,8 +4,6 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
-
 
 from .fixes import RemoveHostWork
 from .base import _LIB, _PY_FRAME, Context, Finding, KindSpec
@@ -56,16 +54,13 @@ def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:
     """User Python frames (not torch, not the standard library) over the host-bound gaps, by overlap."""
     if gaps.empty:
         return []
-    cpu = ctx.model.cpu
-    py = cpu[(cpu["kind"] == "python").to_numpy()]
-    if py.empty:
+    model = ctx.model
+    py = (model.cpu["kind"] == "python").to_numpy()
+    if not py.any():
         return []
-    # Frames repeat: test each distinct name once.
-    codes, uniq = pd.factorize(py["name"])
-    is_user = np.array([bool(_PY_FRAME.match(n)) and not _LIB.search(n) for n in uniq], dtype=bool)
-    py = py[is_user[codes]]
+    user = py & model.cpu_names_where(lambda n: _PY_FRAME.match(n) and not _LIB.search(n))
     out: dict[str, float] = {}
-    by_thread = {th: g for th, g in py.groupby("thread")}
+    by_thread = model.thread_frames(user, ["ts", "end", "dur", "name"])
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = by_thread.get(row.thread)
         if g is None:

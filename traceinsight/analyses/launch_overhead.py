@@ -45,7 +45,7 @@ def analyze(ctx: Context) -> list[Finding]:
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
     k = g[g["kind"] == "kernel"]
     cpu = ctx.model.cpu
-    rt = cpu[cpu["rkind"] == "launch"]
+    launch_dur = cpu["dur"][(cpu["rkind"] == "launch").to_numpy()]
     per_step_k = len(k) / ctx.n_full
     med_kernel = float(k["dur"].median()) if len(k) else 0.0
     small = float((k["dur"] < 10).mean() * 100) if len(k) else 0.0
@@ -53,7 +53,7 @@ def analyze(ctx: Context) -> list[Finding]:
         "kernels_per_step": round(per_step_k, 1),
         "median_kernel_us": round(med_kernel, 2),
         "pct_kernels_under_10us": round(small, 1),
-        "median_launch_call_us": round(float(rt["dur"].median()), 2) if len(rt) else None,
+        "median_launch_call_us": round(float(launch_dur.median()), 2) if len(launch_dur) else None,
         "cpu_us_per_kernel": round(ctx.median_step_us / per_step_k, 2) if per_step_k else None,
         "idle_ms_per_step": round(lost / 1000, 3),
         "top_kernels_by_count": k["name"].str.slice(0, 120).value_counts().head(5).to_dict(),

@@ -5,6 +5,8 @@ Set TRACEINSIGHT_DEBUG=1 to see the traceback of an unexpected error.
 """
 from __future__ import annotations
 
+import gc
+
 import typer
 
 from .. import __version__
@@ -37,4 +39,8 @@ for _command in COMMANDS:
 
 
 def main() -> None:
+    # What the imports made (pandas, numpy, networkx: some 100k objects) lives as long as the process:
+    # frozen, the collector's full passes during an analysis do not walk it again (about 50 ms on a
+    # trace of a million events).
+    gc.freeze()
     app()

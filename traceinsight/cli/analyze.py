@@ -6,11 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from ..render.markdown import picture_paths
 from ..report.analyze import expand_paths
 from ..job.discover import expand, looks_like_job
 from .common import analyze_and_write, check_writable, run_guarded, said_written
-from .job import analyze_job_and_write
 from .help import TidyCommand, examples
 
 HELP = ("Diagnose why the GPU idles in a trace and rank the fixes.\n\n"
@@ -45,13 +43,17 @@ def analyze(
         files = expand(traces)
         # One file of a multi-rank run gets its own report (with a note that its partners are missing).
         if len(files) > 1 and looks_like_job(files):
+            from .job import analyze_job_and_write
             check_writable([output, json_out, markdown], [Path(f) for f in files], force)
             analyze_job_and_write(files, engine, workers, address, steps, full_ranks, html=output, json=json_out,
                                   markdown=markdown, show=not quiet)
             said_written({"report": output, "json": json_out, "markdown": markdown})
             return
         inputs = expand_paths([Path(f) for f in files])
-        pictures = picture_paths(markdown, len(inputs)) if markdown is not None else []
+        pictures = []
+        if markdown is not None:
+            from ..render.markdown import picture_paths
+            pictures = picture_paths(markdown, len(inputs))
         check_writable([output, json_out, markdown, *pictures], inputs, force)
         analyze_and_write(inputs, html=output, json=json_out, markdown=markdown, show=not quiet)
         said_written({"report": output, "json": json_out, "markdown": markdown})

@@ -6,9 +6,6 @@ from typing import Optional
 
 import typer
 
-from ..render import diff_view
-from ..report.diff import compare, load_side
-from ..report.diff_regression import regression
 from .common import check_writable, run_guarded, said_written, warn, with_progress
 from .help import TidyCommand, examples
 
@@ -70,6 +67,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
 
         def go():
+            from ..render import diff_view
+            from ..report.diff import compare, load_side
+            from ..report.diff_regression import regression
             check_writable([output, json_out, markdown], [before, after], force)
             sb = with_progress(before, lambda: load_side(before))
             sa = with_progress(after, lambda: load_side(after))

@@ -21,12 +21,12 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
     cpu = model.cpu
     if cpu.empty or not n:
         return edge, call
-    kinds = cpu["kind"].to_numpy()
+    of_kind = {k: (cpu["kind"] == k).to_numpy() for k in ("op", "annotation", "python", "runtime")}
     starts = {}
-    for th, rows in cpu.groupby("thread", sort=False).indices.items():
+    for th, rows in model.thread_rows().items():
         per = {}
         for k in ("op", "annotation", "python", "runtime"):
-            sel = rows[(kinds[rows] == k) & ~cpu["is_step"].to_numpy()[rows]]
+            sel = rows[of_kind[k][rows] & ~cpu["is_step"].to_numpy()[rows]]
             per[k] = np.sort(cpu["ts"].to_numpy()[sel])
         starts[th] = per
     # While the loop thread waits for a helper thread (inside backward()), its wait shrinks with the

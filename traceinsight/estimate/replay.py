@@ -127,6 +127,19 @@ class Compiled:
         self.gpu_idx = np.flatnonzero(self.is_gpu)
         self.is_launch = np.array([r == "launch" for r in self.rkind], dtype=bool)
         self.launch_cap = max(4.0 * float(np.median(launch_durs)), 30.0) if len(launch_durs) else 30.0
+        self.is_kernel = np.array([k == "kernel" for k in self.gkind], dtype=bool)
+        self._gpu_names: tuple[np.ndarray, list] | None = None
+
+    def gpu_named(self, pattern: str, flags: int = 0) -> np.ndarray:
+        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name)."""
+        if self._gpu_names is None:
+            index: dict = {}
+            codes = [index.setdefault(self.names[i], len(index)) for i in self.gpu_idx.tolist()]
+            self._gpu_names = np.array(codes, dtype=np.int64), list(index)
+        codes, uniques = self._gpu_names
+        rx = re.compile(pattern, flags)
+        hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
+        return self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
 
     def state(self) -> "State":
         return State(self)
@@ -240,20 +253,18 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
 def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:
     # The launch call goes, and so does the dispatch that fed it (a cuDNN transform's descriptor and
     # plan set-up): the CPU time between the previous call and this launch, as for a fused chain.
-    pat = re.compile(fx.pattern)
-    for i in c.gpu_idx:
-        if pat.search(c.names[i]):
-            s.dur[i] = 0.0
-            if c.lpred[i] >= 0:
-                s.dur[c.lpred[i]] = 0.0
-                s.feed[c.lpred[i]] = 0.0
+    idx = c.gpu_named(fx.pattern)
+    s.dur[idx] = 0.0
+    launch = c.lpred[idx]
+    launch = launch[launch >= 0]
+    s.dur[launch] = 0.0
+    s.feed[launch] = 0.0
 
 
 def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) -> None:
-    pat = re.compile(fx.pattern, re.I)
-    for i in c.gpu_idx:
-        if c.gkind[i] == "kernel" and pat.search(c.names[i]):
-            s.dur[i] = c.dur[i] * fx.factor
+    idx = c.gpu_named(fx.pattern, re.I)
+    idx = idx[c.is_kernel[idx]]
+    s.dur[idx] = c.dur[idx] * fx.factor
 
 
 def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float) -> None:

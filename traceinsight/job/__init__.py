@@ -15,8 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TraceError, UsageError
-from . import analysis, clock, discover, match
-from .engine import Session
+from . import discover
 
 CAUSE_TEXT = {
     "host-bound": "host code outside any profiled op (Python between ops, CPU work that launches nothing)",
@@ -50,6 +49,8 @@ def analyze_job(paths, engine: str = "local", workers: int | None = None, addres
 def analyze_jobs(paths, engine: str = "local", workers: int | None = None, address: str | None = None,
                  steps=None, full_ranks=(), strict: bool = False) -> list[dict]:
     """`strict`: an unreadable rank file is an error (the CLI: the user named it), not a note."""
+    # Imported here: `analyze` of single traces imports this package for discover alone.
+    from .engine import Session
     from .rank_task import full_rank, summarize
     files = discover.expand(paths)
     with Session(engine, workers, address) as session:
@@ -79,6 +80,7 @@ def _report_ranks(block: dict, full_ranks) -> set:
 
 def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
     """The job block from the ranks' summaries: match, align clocks, then the cross-rank figures."""
+    from . import analysis, clock, match
     ok = [s for s in job.summaries if s.error is None]
     warnings = list(split_warnings) + list(job.notes)
     for s in ok:
@@ -143,6 +145,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
 
 
 def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
+    from . import analysis
     out = {"rank": None, "cause": "none", "cause_text": "", "lag_ms_per_step": _ms(strag["lag_us"]),
            "lag_pct_of_step": round(100 * strag["lag_us"] / job_step, 1) if job_step else None,
            "last_arrival_share": round(strag["share"], 3),

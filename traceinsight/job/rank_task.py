@@ -187,7 +187,7 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
         comm_cover, compute_cover = Cover(gts[comm_gpu], gend[comm_gpu]), gpu_busy
     else:
         g = np.array([(x[1] - t0, x[1] + x[2] - t0) for x in ev.gloo]).reshape(-1, 2)
-        is_op = (cpu["kind"].to_numpy() == "op") & on_py & ~comm_cpu
+        is_op = (cpu["kind"] == "op").to_numpy() & on_py & ~comm_cpu
         comm_cover, compute_cover = Cover(g[:, 0], g[:, 1]), Cover(ts[is_op], end[is_op])
     w0, w1 = st["start"].to_numpy(), st["end"].to_numpy()
     comm = comm_cover.within(w0, w1)
@@ -238,8 +238,7 @@ def _lead_ops(model, windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray,
     parent = cpu["parent"].to_numpy()
     over = windows.within(cpu["ts"].to_numpy(), cpu["end"].to_numpy())
     child = np.bincount(parent[parent >= 0], weights=over[parent >= 0], minlength=len(cpu))
-    kind = cpu["kind"].to_numpy()
-    rows = np.flatnonzero(cpu_rows & ((kind == "op") | (kind == "annotation")))
+    rows = np.flatnonzero(cpu_rows & cpu["kind"].isin(("op", "annotation")).to_numpy())
     dims_col = cpu["input_dims"].to_numpy()
     out = _group("cpu", cpu["name"].to_numpy()[rows], rows, np.maximum(over - child, 0.0)[rows], dims_col, top)
     if len(gpu):

@@ -35,7 +35,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
         return None
     n = len(steps)
     ts, dur = cpu["ts"].to_numpy(), cpu["dur"].to_numpy()
-    kind = cpu["kind"].to_numpy()
+    is_op = (cpu["kind"] == "op").to_numpy()
     step_of = step_at(steps, ts)
     inside = step_of >= 0
     # Self time: an op's duration less the ranges nested directly in it.
@@ -44,14 +44,15 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     has = (parent >= 0) & inside
     np.add.at(child, parent[has], dur[has])
     self_t = np.clip(dur - child, 0.0, None)
-    ops = inside & (kind == "op")
+    ops = inside & is_op
     if not ops.any():
         return None
-    df = pd.DataFrame({"op": cpu["name"].to_numpy()[ops], "total": dur[ops], "own": self_t[ops]})
+    rank, names = a.model.name_ranks("cpu")
+    df = pd.DataFrame({"op": rank[ops], "total": dur[ops], "own": self_t[ops]})
     agg = df.groupby("op").agg(calls=("total", "size"), total=("total", "sum"), own=("own", "sum"))
     wall = float(steps["dur"].sum()) or 1.0
     agg = agg.sort_values(["own", "total"], ascending=False).head(limit)
-    top = [{"op": str(op)[:300], "calls_per_step": round(r["calls"] / n, 2),
+    top = [{"op": str(names[op])[:300], "calls_per_step": round(r["calls"] / n, 2),
             "self_ms_per_step": round(r["own"] / n / 1000, 4), "total_ms_per_step": round(r["total"] / n / 1000, 4),
             "self_pct": round(100 * r["own"] / wall, 1)} for op, r in agg.iterrows()]
 
@@ -79,6 +80,6 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
         "in_ops_pct": num(100 * in_med / step_med, 1) if step_med else None,
         "outside_ops_ms": num(out_med / 1000),
         "outside_ops_pct": num(100 * out_med / step_med, 1) if step_med else None,
-        "python_frames": bool((kind == "python").any()),
+        "python_frames": bool((cpu["kind"] == "python").any()),
         "top_ops": top,
     }

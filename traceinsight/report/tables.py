@@ -23,12 +23,14 @@ def kernel_table(a: Analysis, limit: int = 50) -> list[dict]:
     g = a.model.gpu
     if g.empty:
         return []
-    g = _in_full_steps(a, g)
+    rank, names = a.model.name_ranks("gpu")
+    full = step_at(a.full_steps, g["ts"].to_numpy()) >= 0
+    g = pd.DataFrame({"name": rank[full], "kind": g["kind"].to_numpy()[full], "dur": g["dur"].to_numpy()[full]})
     n = max(1, len(a.full_steps))
     agg = g.groupby(["name", "kind"]).agg(count=("dur", "size"), total=("dur", "sum"), mean=("dur", "mean"))
     total = float(g["dur"].sum()) or 1.0
     agg = agg.sort_values("total", ascending=False).head(limit)
-    return [{"name": name[:400], "kind": kind, "count_per_step": round(r["count"] / n, 2),
+    return [{"name": names[name][:400], "kind": kind, "count_per_step": round(r["count"] / n, 2),
              "ms_per_step": round(r["total"] / n / 1000, 4), "mean_us": round(r["mean"], 2),
              "pct_gpu_time": round(100 * r["total"] / total, 2)} for (name, kind), r in agg.iterrows()]
 
@@ -63,10 +65,13 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         return []
     cpu, gpu = a.model.cpu, a.model.gpu
     top = gaps.nlargest(limit, "dur")
-    ops = cpu[cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()]
-    by_thread = {th: g.sort_values("ts") for th, g in ops.groupby("thread")} if len(top) else {}
+    ops = cpu["kind"].isin(("op", "annotation")).to_numpy() & ~cpu["is_step"].to_numpy()
+    frames = a.model.thread_frames(ops, ["ts", "end", "dur", "depth", "name"]) if len(top) else {}
     # The longest op per thread bounds how far back an op overlapping a gap can start.
-    longest = {th: float(g["dur"].max()) for th, g in by_thread.items()}
+    longest = {th: float(g["dur"].max()) for th, g in frames.items()}
+    # Per thread, its ops by start as arrays (ts, end, depth, name): a hundred gaps look them up.
+    by_thread = {th: [g[c].to_numpy() for c in ("ts", "end", "depth", "name")]
+                 for th, g in ((th, g.sort_values("ts")) for th, g in frames.items())}
     out = []
     for r in top.itertuples():
         causes = {c: getattr(r, c) for c in CAUSES if getattr(r, c) > 0}
@@ -75,15 +80,14 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         if r.blocker >= 0:
             doing = [f"blocked in {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))})"]
         elif r.thread in by_thread:
-            t = by_thread[r.thread]
+            tts, tend, tdepth, tname = by_thread[r.thread]
             b = min(r.end, r.launch_ts) if r.launch_ts == r.launch_ts else r.end
-            tts = t["ts"].to_numpy()
             lo = np.searchsorted(tts, r.start - longest[r.thread], side="left")
-            cand = t.iloc[lo:np.searchsorted(tts, b, side="left")]
-            cand = cand[cand["end"].to_numpy() > r.start]
+            hi = np.searchsorted(tts, b, side="left")
+            cand = lo + np.flatnonzero(tend[lo:hi] > r.start)
             if len(cand):
-                cand = cand[cand["depth"] == cand["depth"].min()]
-                doing = list(dict.fromkeys(cand["name"].tolist()))[:3]
+                cand = cand[tdepth[cand] == tdepth[cand].min()]
+                doing = list(dict.fromkeys(tname[cand].tolist()))[:3]
         out.append({"step": int(r.step), "device": int(r.device), "start_ms": num(r.start / 1000),
                     "duration_ms": num(r.dur / 1000), "resumed_on_stream": stream,
                     "cause": max(causes, key=causes.get) if causes else None,

@@ -176,13 +176,13 @@ def _cpu_rows(model, w0, w1, names: _Names) -> list[dict]:
         return []
     ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
     inwin = (end > w0) & (ts < w1)
-    kind = cpu["kind"].to_numpy()
+    kind, rkind = cpu["kind"], cpu["rkind"]
     idx = np.arange(len(cpu))
-    is_top_op = (kind == "op") & (cpu["top_op"].to_numpy() == idx)
-    is_ann = (kind == "annotation") & ~cpu["is_step"].to_numpy()
-    is_rt = kind == "runtime"
-    rkind = cpu["rkind"].to_numpy()
-    rt_cls = np.select([rkind == "launch", rkind == "sync", np.isin(rkind, ["memcpy", "memset"])],
+    is_top_op = (kind == "op").to_numpy() & (cpu["top_op"].to_numpy() == idx)
+    is_ann = (kind == "annotation").to_numpy() & ~cpu["is_step"].to_numpy()
+    is_rt = (kind == "runtime").to_numpy()
+    rt_cls = np.select([(rkind == "launch").to_numpy(), (rkind == "sync").to_numpy(),
+                        rkind.isin(["memcpy", "memset"]).to_numpy()],
                        [_CLS["runtime_launch"], _CLS["runtime_sync"], _CLS["runtime_memcpy"]],
                        _CLS["runtime_other"])
     threads = cpu.loc[inwin & (is_top_op | is_ann | is_rt), ["pid", "tid", "thread"]]

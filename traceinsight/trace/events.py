@@ -56,6 +56,9 @@ class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
 
 PIECE_DECODER = msgspec.json.Decoder(list[Event])
 _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
+# The interned fields, read together as one key (see Columns._codes).
+KEY_FIELDS = ("ph", "cat", "name", "pid", "tid")
+_KEY = attrgetter(*KEY_FIELDS)
 _DIMS = attrgetter("input_dims")
 _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "device", "bytes", "bandwidth")}
 # Python frames (half the events of a with_stack trace) carry only Python ids: no stream, device,
@@ -325,6 +328,10 @@ class Columns:
         self.thread_names: dict = {}
         self.lenient = Lenient()
         self._host = np.zeros(0, dtype=bool)
+        # (ph, cat, name, pid, tid) -> its column in _key_table, which holds the five codes (None: looked
+        # up field by field). New keys come in most pieces: the table grows by doubling, not by copies.
+        self._keys: dict | None = {}
+        self._key_table = np.zeros((len(KEY_FIELDS), 1024), dtype=np.int32)
         # Ids written as something else than an int ("0x1f", "7", 7.0): row -> the value as written.
         self.odd_ids: dict[str, dict] = {f: {} for f in ID_FIELDS}
 
@@ -340,8 +347,8 @@ class Columns:
         if not all(map(is_not, args, repeat(None))):     # "args": null
             args = [NO_ARGS if a is None else a for a in args]
         p = self._parts
-        for f in ("ph", "cat", "name", "pid", "tid"):
-            p[f].append(self.interns[f].codes(evs, n, _GET[f]))
+        for f, codes in zip(KEY_FIELDS, self._codes(evs, n)):
+            p[f].append(codes)
         p["ts"].append(_floats(lambda: map(_GET["ts"], evs), n))
         p["dur"].append(_floats(lambda: map(_GET["dur"], evs), n))
         for f in ("correlation", "external_id"):
@@ -364,6 +371,33 @@ class Columns:
         p["dims"].append(self._dims(sub, rows, n))
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n
+
+    def _codes(self, evs: list[Event], n: int) -> list[np.ndarray]:
+        """The codes of the KEY_FIELDS of n events, one array per field.
+
+        An event's five come in few combinations (a few thousand in a million events), so they are
+        looked up as one key: one getattr and one dict lookup per event instead of five. New keys
+        register their values field by field, in event order, so the codes are those a field-by-field
+        lookup gives. Exact while every name is text: a number as a name (1 == 1.0 == True as keys)
+        turns the shortcut off for the rest of the trace.
+        """
+        if self._keys is not None:
+            rows = np.fromiter(map(self._keys.get, map(_KEY, evs), repeat(-1)), np.int32, n)
+            for i in np.flatnonzero(rows < 0).tolist():
+                k = _KEY(evs[i])
+                r = self._keys.get(k)
+                if r is None:
+                    if not (type(k[2]) is str or k[2] is None):
+                        self._keys = None
+                        break
+                    r = self._keys[k] = len(self._keys)
+                    if r == self._key_table.shape[1]:
+                        self._key_table = np.concatenate([self._key_table, np.zeros_like(self._key_table)], axis=1)
+                    self._key_table[:, r] = [self.interns[f].code(v) for f, v in zip(KEY_FIELDS, k)]
+                rows[i] = r
+            else:
+                return [t[rows] for t in self._key_table]
+        return [self.interns[f].codes(evs, n, _GET[f]) for f in KEY_FIELDS]
 
     def _host_cat(self) -> np.ndarray:
         cats = self.interns["cat"].values

@@ -118,13 +118,13 @@ def program_facts(model: TraceModel) -> dict:
 
 def _program_facts(model: TraceModel) -> dict:
     cpu, gpu = model.cpu, model.gpu
-    rt = cpu["kind"].to_numpy() == "runtime"
+    rt = (cpu["kind"] == "runtime").to_numpy()
     names = cpu["name"].to_numpy()
     capture_calls = int((rt & model.cpu_match(_CAPTURE_CALL.pattern, re.I)).sum()) if len(cpu) else 0
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     capture_ranges = int((ranges & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)).sum()) if len(cpu) else 0
     graph_launch = rt & model.cpu_match(_GRAPH_LAUNCH.pattern) if len(cpu) else np.zeros(0, dtype=bool)
-    launches = int((cpu["rkind"].to_numpy() == "launch").sum()) if len(cpu) else 0
+    launches = int((cpu["rkind"] == "launch").sum()) if len(cpu) else 0
     kernels = gpu[gpu["kind"] == "kernel"] if len(gpu) else gpu
     busy = float(kernels["dur"].sum()) if len(kernels) else 0.0
     graphed_us = 0.0

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .model import TraceModel
+from .nesting import depth_levels
 from .steps import merged_intervals
 
 BARE_HOST_US = 1000.0
@@ -31,28 +32,25 @@ FEEDS_GPU = ("launch", "memcpy", "memset")
 TORCH_FRAME = r"(^|/)torch/|^<built-in (method|function) \w+ of (torch|PyCapsule)|^<built-in function _cuda"
 
 
-def mark_launching(cpu: pd.DataFrame) -> np.ndarray:
-    """Boolean per cpu row: the row is, or contains, a call that puts work on the GPU."""
+def mark_launching(cpu: pd.DataFrame, levels: list[np.ndarray] | None = None) -> np.ndarray:
+    """Boolean per cpu row: the row is, or contains, a call that puts work on the GPU. levels: the rows
+    at each depth (nesting.depth_levels of the depth column)."""
     parent = cpu["parent"].to_numpy()
     mark = cpu["rkind"].isin(FEEDS_GPU).to_numpy().copy()
-    frontier = np.flatnonzero(mark)
-    while len(frontier):
-        p = parent[frontier]
-        p = p[p >= 0]
-        p = p[~mark[p]]
-        p = np.unique(p)
-        mark[p] = True
-        frontier = p
+    if levels is None:
+        levels = depth_levels(cpu["depth"].to_numpy())
+    for rows in reversed(levels[1:]):          # deepest first: a mark climbs a level per pass
+        p = parent[rows[mark[rows]]]
+        mark[p[p >= 0]] = True
     return mark
 
 
-def _under_launcher(cpu: pd.DataFrame, launching: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+def _under_launcher(cpu: pd.DataFrame, launching: np.ndarray, is_op: np.ndarray,
+                    levels: list[np.ndarray]) -> np.ndarray:
     """Boolean per row: some op above it launches GPU work (so its time is dispatch overhead)."""
     parent = cpu["parent"].to_numpy()
-    depth = cpu["depth"].to_numpy()
     under = np.zeros(len(cpu), dtype=bool)
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        rows = np.flatnonzero(depth == d)
+    for rows in levels[1:]:
         p = parent[rows]
         ok = p >= 0
         rows, p = rows[ok], p[ok]
@@ -73,18 +71,19 @@ class HostActivity:
 
     def __init__(self, model: TraceModel):
         cpu = model.cpu
+        self.model = model
         self.cpu = cpu
         steps = model.steps
         step_scale = float(steps["dur"].median()) if len(steps) else np.inf
-        kind = cpu["kind"].to_numpy()
-        is_aten = kind == "op"
+        is_aten = (cpu["kind"] == "op").to_numpy()
+        is_ann = (cpu["kind"] == "annotation").to_numpy()
         # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
-        big = cpu["is_step"].to_numpy() | (
-            (kind == "annotation") & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
-        is_ann = (kind == "annotation") & ~big
-        self.launching = mark_launching(cpu)
+        big = cpu["is_step"].to_numpy() | (is_ann & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
+        is_ann = is_ann & ~big
+        levels = depth_levels(cpu["depth"].to_numpy())
+        self.launching = mark_launching(cpu, levels)
         # Annotations that launch work are containers (a model's forward): only ops make dispatch time.
-        under = _under_launcher(cpu, self.launching, is_aten)
+        under = _under_launcher(cpu, self.launching, is_aten, levels)
         # A cheap op that launches nothing (view, empty, as_strided, detach) is dispatcher overhead
         # like any other; only substantial ones (CPU compute, data loading) count as host work.
         substantial = cpu["dur"].to_numpy() >= HOST_OP_US
@@ -100,7 +99,7 @@ class HostActivity:
         self.input: dict[str, ThreadActivity] = {}
         input_rows = self.host_rows & model.cpu_match(INPUT_NAMES)
         ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-        by_thread = cpu.groupby("thread", sort=False).indices
+        by_thread = model.thread_rows()
         # Where each thread feeds the GPU (launching ops and the launch calls themselves): a thread
         # with no op of its own while another thread feeds the GPU is waiting on it (the loop thread
         # inside backward() while the autograd thread runs), not doing host work.
@@ -111,8 +110,7 @@ class HostActivity:
         # (an optimizer step's own Python sits inside its Optimizer.step annotation).
         # With with_stack, PyTorch's own Python frames (the profiler's step(), optimizer internals)
         # are framework time too; the program's frames and numpy's are not.
-        in_framework = is_aten | (kind == "annotation") & ~big | (
-            (kind == "python") & model.cpu_match(TORCH_FRAME))
+        in_framework = is_aten | is_ann | ((cpu["kind"] == "python").to_numpy() & model.cpu_match(TORCH_FRAME))
         self.framework: dict[str, ThreadActivity] = {}
         for th, rows in by_thread.items():
             t, e = ts[rows], end[rows]
@@ -177,8 +175,8 @@ class HostActivity:
     def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:
         """The host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
         if not hasattr(self, "_host_by_thread"):
-            h = self.cpu[self.host_rows]
-            self._host_by_thread = {th: g.sort_values("ts") for th, g in h.groupby("thread")}
+            self._host_by_thread = {th: g.sort_values("ts") for th, g in
+                                    self.model.thread_frames(self.host_rows, ["ts", "end", "name"]).items()}
         h = self._host_by_thread.get(thread)
         if h is None:
             return []

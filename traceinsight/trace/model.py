@@ -83,6 +83,21 @@ class TraceModel:
         """Boolean per cpu row: its name matches the regex (searched once per distinct name)."""
         return _match_names(self, "cpu", pattern, flags)
 
+    def name_ranks(self, table: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rank per row of the table ("cpu" or "gpu"), names): the rank of each row's name among the
+        distinct names in sorted order. A group key that sorts as the names do, so grouping by it gives
+        the groups (and order) grouping by the text gives, without hashing every row's text."""
+        def compute():
+            codes, uniques = self.memo(f"name_codes:{table}",
+                                       lambda: pd.factorize(getattr(self, table)["name"], sort=False))
+            names, rank = np.unique(np.asarray(uniques, dtype=object), return_inverse=True)
+            return (rank.reshape(-1)[codes] if len(codes) else np.zeros(0, dtype=np.int64)), names
+        return self.memo(f"name_ranks:{table}", compute)
+
+    def cpu_names_where(self, test) -> np.ndarray:
+        """Boolean per cpu row: test(name) holds (called once per distinct name)."""
+        return _names_where(self, "cpu", test)
+
     @property
     def has_gpu(self) -> bool:
         return len(self.gpu) > 0
@@ -96,6 +111,19 @@ class TraceModel:
         names = sorted({d.name for d in self.devices.values() if d.name})
         return ", ".join(names) if names else ("no GPU" if not self.has_gpu else "unknown GPU")
 
+    def thread_rows(self) -> dict[str, np.ndarray]:
+        """Each thread's cpu rows (ascending; threads in the order they first appear): what
+        cpu.groupby("thread", sort=False).indices gives, once per model and from the thread codes
+        rather than from hashing a million rows of text. Shared: do not modify the arrays."""
+        return self.memo("thread_rows", lambda: _rows_by_value(*self.memo(
+            "thread_codes:cpu", lambda: pd.factorize(self.cpu["thread"].to_numpy()))))
+
+    def thread_frames(self, mask: np.ndarray, columns: list[str]) -> dict[str, pd.DataFrame]:
+        """The cpu rows where mask holds, one frame per thread with only `columns` (rows in table order,
+        the table's index): what cpu[mask].groupby("thread") gives, without copying every column."""
+        cols = self.cpu[columns]
+        return {th: cols.iloc[r[mask[r]]] for th, r in sorted(self.thread_rows().items()) if mask[r].any()}
+
     def memo(self, key: str, compute):
         """compute(), once per model: for derived tables several analyses read (blocking calls, ...)."""
         cache = self.__dict__.setdefault("_memo", {})
@@ -105,12 +133,29 @@ class TraceModel:
 
 
 def _match_names(model: "TraceModel", table: str, pattern: str, flags: int) -> np.ndarray:
-    # A million events carry a few thousand distinct names: factorize once, search the distinct ones.
+    return _names_where(model, table, re.compile(pattern, flags).search)
+
+
+def _names_where(model: "TraceModel", table: str, test) -> np.ndarray:
+    # A million events carry a few thousand distinct names: factorize once, test the distinct ones.
     codes, uniques = model.memo(f"name_codes:{table}",
                                 lambda: pd.factorize(getattr(model, table)["name"], sort=False))
-    rx = re.compile(pattern, flags)
-    hit = np.fromiter((bool(rx.search(str(u))) for u in uniques), dtype=bool, count=len(uniques))
+    hit = np.fromiter((bool(test(str(u))) for u in uniques), dtype=bool, count=len(uniques))
     return hit[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+def _rows_by_value(codes: np.ndarray, values) -> dict:
+    """{value: the rows whose code stands for it (ascending)}, values in the order they first appear.
+    Two codes of one value (pid 1 and pid "1" both read "1/...") make one group."""
+    values = list(values)
+    first: dict = {}
+    canon = np.array([first.setdefault(v, i) for i, v in enumerate(values)] + [0], dtype=np.int64)[:-1]
+    c = canon[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+    order = np.argsort(c, kind="stable")
+    counts = np.bincount(c, minlength=len(values))
+    groups = np.split(order, np.cumsum(counts)[:-1]) if len(values) else []
+    present = sorted((k for k in range(len(values)) if counts[k]), key=lambda k: groups[k][0])
+    return {values[k]: groups[k] for k in present}
 
 
 def _int_or(x, default=-1):
@@ -146,6 +191,13 @@ def _str_column(values: list, codes: np.ndarray):
     if len(codes) == 0:
         return np.array([], dtype=object)
     return pd.Series(np.array(values + [""], dtype=object)[:-1]).array.take(codes)
+
+
+def _labels(values: list, codes: np.ndarray) -> pd.Categorical:
+    """values[codes] as a categorical column: for the few-valued labels (kind, rkind) that the
+    analyses compare against a constant many times; comparing codes costs nothing next to
+    comparing a million strings."""
+    return pd.Categorical.from_codes(codes, categories=values)
 
 
 def _objects(values: list, codes: np.ndarray) -> pd.Series:
@@ -204,7 +256,7 @@ def build_model(raw: RawTrace) -> TraceModel:
         raise TraceError(raw.path, "not a Kineto trace: no complete ('X') CPU or GPU events")
     t0 = float(min(cpu_ts[ok_cpu].min() if ok_cpu.any() else np.inf,
                    gpu_ts[ok_gpu].min() if ok_gpu.any() else np.inf))
-    cpu, cpu_names = _cpu_table(tb, tb.cpu_rows[ok_cpu], cpu_ts[ok_cpu] - t0, cpu_dur[ok_cpu])
+    cpu, cpu_names, cpu_threads = _cpu_table(tb, tb.cpu_rows[ok_cpu], cpu_ts[ok_cpu] - t0, cpu_dur[ok_cpu])
     del cpu_ts, cpu_dur
     gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], gpu_ts[ok_gpu], gpu_dur[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
@@ -237,6 +289,7 @@ def build_model(raw: RawTrace) -> TraceModel:
     uniques = np.array(tb.names + [""], dtype=object)[:-1]
     model.memo("name_codes:cpu", lambda: (cpu_names, uniques))
     model.memo("name_codes:gpu", lambda: (gpu_names, uniques))
+    model.memo("thread_codes:cpu", lambda: cpu_threads)
     return model
 
 
@@ -254,9 +307,11 @@ def _threads(tb: _Tables, rows: np.ndarray):
     return pid_text, tid_text, names, codes, rank[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
-def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
-    """The cpu table in nesting order. Columns are taken from the raw ones through the final row
-    order, one at a time: a few million rows never exist twice over."""
+def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray,
+               dur: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, tuple[np.ndarray, list]]:
+    """The cpu table in nesting order, its name codes and (thread codes, thread names). Columns are
+    taken from the raw ones through the final row order, one at a time: a few million rows never
+    exist twice over."""
     c = tb.c
     kind_of_cat = np.array([(1 if v in RUNTIME_CATS else 2 if v == "python_function" else
                              3 if v == "user_annotation" else 0) for v in tb.cat] + [0], dtype=np.int8)
@@ -286,21 +341,21 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray) -
         "thread": _str_column(thread_names, thread),
         "name": _objects(tb.names, name),
         "cat": _objects(tb.cat, c["cat"][rows]),
-        "kind": _str_column(["op", "runtime", "python", "annotation"], kind.astype(np.int64)),
+        "kind": _labels(["op", "runtime", "python", "annotation"], kind),
         "ts": ts,
         "dur": dur,
         "ext_id": ext_id,
         "correlation": _ids(c["correlation"][rows]),
         # Raw JSON bytes, turned into text only for the few ops a table shows (dims_text).
         "input_dims": _objects(dims_vals + [b""], np.where(dims >= 0, dims, len(dims_vals))),
-        "rkind": _str_column(_RKINDS, np.where(kind == 1, rkind_of_name[name], 0)),
+        "rkind": _labels(_RKINDS, np.where(kind == 1, rkind_of_name[name], 0)),
         "end": end,
         "parent": parent,
         "depth": depth,
         "top_op": top_ops(parent, depth, kind == 0),
         "is_step": (kind == 3) & is_step_name[name],
     }, copy=False)
-    return df, name
+    return df, name, (thread, thread_names)
 
 
 def dims_text(raw) -> str:

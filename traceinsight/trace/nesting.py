@@ -4,9 +4,12 @@ The rule is a stack walk over start-sorted ranges (thread, start, longer first, 
 External id, name): a range's parent is the innermost earlier range on its thread still open at its
 start (EPS of slack for clock jitter). A range that overruns its parent's end stays its child, so
 the walk cannot be replaced by counting ends (ProfilerStep ranges and Python frames overlap that way
-once a step); it runs in plain Python over lists, about 0.5 us a range.
+once a step); it runs in plain Python over lists, about 0.15 us a range, and gives the depths;
+the parents follow from them, vectorised.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -62,42 +65,77 @@ def nesting_order(thread_rank: np.ndarray, ts: np.ndarray, dur: np.ndarray, is_r
 def nest(thread: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """parent (row, -1 at top level) and depth of rows already in nesting order."""
     n = len(ts)
-    parent = np.full(n, -1, dtype=np.int64)
     depth = np.zeros(n, dtype=np.int32)
     if n:
         bounds = np.flatnonzero(thread[1:] != thread[:-1]) + 1
-        _walk(zip([0, *bounds.tolist()], [*bounds.tolist(), n]), ts, end, parent, depth)
-    return parent, depth
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), n]):
+            _walk(ts, end, a, b, depth)
+    return _parents(depth), depth
 
 
 _WALK_CHUNK = 1 << 18
 
 
-def _walk(segments, ts_a: np.ndarray, end_a: np.ndarray, parent_a: np.ndarray, depth_a: np.ndarray) -> None:
-    """The stack walk itself, on plain Python lists (numpy scalars would triple its cost), a chunk of
-    rows at a time (the lists of a few million rows would cost more memory than the tables)."""
-    for a, b in segments:
-        stack_end: list[float] = []     # the open ranges: their ends, rows and depths
-        stack_row: list[int] = []
-        for c0 in range(a, b, _WALK_CHUNK):
-            c1 = min(b, c0 + _WALK_CHUNK)
-            t_list = (ts_a[c0:c1] + EPS).tolist()
-            e_list = end_a[c0:c1].tolist()
-            parent = [-1] * (c1 - c0)
-            depth = [0] * (c1 - c0)
-            row = c0
-            for i, (t, e) in enumerate(zip(t_list, e_list)):
-                while stack_end and stack_end[-1] <= t:
-                    stack_end.pop()
-                    stack_row.pop()
-                if stack_row:
-                    parent[i] = stack_row[-1]
-                    depth[i] = len(stack_row)
-                stack_end.append(e)
-                stack_row.append(row)
-                row += 1
-            parent_a[c0:c1] = parent
-            depth_a[c0:c1] = depth
+def _walk(ts_a: np.ndarray, end_a: np.ndarray, a: int, b: int, depth_a: np.ndarray) -> None:
+    """Depth of the rows a..b-1 of one thread: how many ranges are still open at each start. The
+    stack walk itself, on plain Python lists (numpy scalars would triple its cost), a chunk of rows at
+    a time (the lists of a few million rows would cost more memory than the tables). Only the open
+    ranges' ends are kept: the parents follow from the depths (_parents)."""
+    stack = [math.inf]       # the open ranges' ends, on a floor that never closes
+    pop, push = stack.pop, stack.append
+    for c0 in range(a, b, _WALK_CHUNK):
+        c1 = min(b, c0 + _WALK_CHUNK)
+        depth: list[int] = []
+        out = depth.append
+        for t, e in zip((ts_a[c0:c1] + EPS).tolist(), end_a[c0:c1].tolist()):
+            while stack[-1] <= t:
+                pop()
+            out(len(stack) - 1)
+            push(e)
+        depth_a[c0:c1] = depth
+
+
+def _parents(depth: np.ndarray) -> np.ndarray:
+    """Each row's parent from the depths of rows in nesting order: the last earlier row one level up
+    (-1 at depth 0). The walk's stack holds the parent on top, and every row pushed after the parent
+    is deeper than it, so no later row sits at the parent's level. Threads are contiguous and start at
+    depth 0, so the search never crosses into another thread."""
+    n = len(depth)
+    # Rows in (depth, row) order, keyed so: the parent of row i at depth d is the row of the largest
+    # key below (d - 1, i). The keys are looked up in their sorted order (a search that walks forward).
+    by = _by_depth(depth)
+    key = depth[by].astype(np.int64)
+    key *= n
+    key += by
+    pos = np.searchsorted(key, key - n)
+    del key
+    pos -= 1
+    np.maximum(pos, 0, out=pos)
+    parent = np.empty(n, dtype=np.int64)
+    parent[by] = by[pos]
+    del by, pos
+    parent[depth == 0] = -1
+    return parent
+
+
+def depth_levels(depth: np.ndarray) -> list[np.ndarray]:
+    """The rows at each depth, ascending, depth 0 first: one sort instead of a pass over every row per
+    level (traces nest some 70 levels deep)."""
+    if not len(depth):
+        return []
+    top = int(depth.max())
+    by_depth = _by_depth(depth)
+    cuts = np.searchsorted(depth[by_depth], np.arange(top + 2))
+    return [by_depth[cuts[d]:cuts[d + 1]] for d in range(top + 1)]
+
+
+def _by_depth(depth: np.ndarray) -> np.ndarray:
+    """Rows sorted by depth, ascending rows within a depth. Depths fit 16 bits in any real trace:
+    numpy sorts those by radix, in one linear pass."""
+    if not len(depth):
+        return np.zeros(0, dtype=np.intp)
+    key = depth.astype(np.int16) if int(depth.max()) < 2 ** 15 else depth
+    return np.argsort(key, kind="stable")
 
 
 def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndarray:
@@ -107,12 +145,7 @@ def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndar
     user wrote, not the internal one that made the call. Filled top-down, one depth level at a time.
     """
     top = np.where(is_op, np.arange(len(parent)), -1)
-    if not len(depth):
-        return top
-    by_depth = np.argsort(depth, kind="stable")
-    cuts = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
-    for d in range(1, int(depth.max()) + 1):
-        rows = by_depth[cuts[d]:cuts[d + 1]]
+    for rows in depth_levels(depth)[1:]:
         p = parent[rows]
         inherit = (p >= 0) & is_op[np.maximum(p, 0)]
         top[rows[inherit]] = top[p[inherit]]
