@@ -184,8 +184,8 @@ def compact(rs: list[dict]) -> str:
     by: dict = {}
     for r in rs:
         if r["kind"] != "healthy":
-            second = " [2nd run]" if r["run"].endswith("_graph") else ""
-            name = r["workload"] + (f" ({r['variant']})" if r["variant"] != "after" else "") + second
+            run = {"_graph": " [2nd run]", "_graph2": " [3rd run]"}.get(r["run"][4:], "")
+            name = r["workload"] + (f" ({r['variant']})" if r["variant"] != "after" else "") + run
             by.setdefault((name, r["kind"]), {}).setdefault(r["gpu"], {})[r["setting"]] = r
     for (name, kind), gpus in sorted(by.items()):
         cells = []
