@@ -42,3 +42,18 @@ def capture_graph(step_body, warmup=3, before_capture=None):
         step_body()
     torch.cuda.synchronize()
     return g
+
+
+def replay_step(g, feeds, after=None):
+    """The step function of a captured graph: copy the next batch into each static input
+    (``feeds``: (static tensor, pool of batches) pairs), replay, then ``after(i)`` if given."""
+    st = {"i": 0}
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        for static, pool in feeds:
+            static.copy_(pool[i % len(pool)])
+        g.replay()
+        if after is not None:
+            after(i)
+    return step

@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from workloads.unfused_optimizer import Block
 
-from ._util import Step, autocast, capture_graph, is_cuda
+from ._util import Step, autocast, capture_graph, is_cuda, replay_step
 
 NAME = "amp_scaler_unfused"
 EXPECTED_KIND = "unfused_optimizer"
@@ -75,13 +75,7 @@ def graphed(model, params, d, batch, device, pool=2):
         scaler.step(opt)
         scaler.update()
 
-    g = capture_graph(body, warmup=3)
-    st = {"i": 0}
-
-    def step():
-        i = st["i"] = st["i"] + 1
-        sx.copy_(xs[i % pool])
-        g.replay()
+    step = replay_step(capture_graph(body, warmup=3), [(sx, xs)])
     return Step(step, info={"param_tensors": len(params), "amp": "fp16 autocast + GradScaler",
                             "optimizer": "Adam(fused=True, capturable=True)", "batch": batch, "width": d,
                             "cuda_graph": True})

@@ -12,7 +12,7 @@ after_graph_only: the before loop (a blocking copy to numpy every batch) with th
 import numpy as np
 import torch
 
-from ._util import Step, autocast, capture_graph, is_cuda, mlp
+from ._util import Step, autocast, capture_graph, is_cuda, mlp, replay_step
 
 NAME = "eval_to_numpy"
 EXPECTED_KIND = "sync_stall"
@@ -55,14 +55,11 @@ def make(variant, device, pool=8, batch=512):
         g = capture_graph(lambda: warm.update(out=body()), warmup=3)
         out = warm["out"]
 
-        def graph_step():
-            i = st["i"] = st["i"] + 1
-            sx.copy_(xs[i % pool])
-            g.replay()
+        def score(i):
             pred = out.cpu().numpy().argmax(1)               # the blocking D2H every batch is kept
             st["correct"] += int((pred == ys_np[i % pool]).sum())
             st["seen"] += len(pred)
-        return Step(graph_step, info={"batch": batch, "transfers_per_step": 1, "cuda_graph": True})
+        return Step(replay_step(g, [(sx, xs)], after=score), info={"batch": batch, "transfers_per_step": 1, "cuda_graph": True})
     if variant != "after":
         def step():
             i = st["i"] = st["i"] + 1

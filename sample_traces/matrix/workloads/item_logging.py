@@ -10,7 +10,7 @@ after_graph: after, with the training step (and the accumulation) captured in on
 import torch
 import torch.nn.functional as F
 
-from ._util import Step, autocast, capture_graph, is_cuda, mlp
+from ._util import Step, autocast, capture_graph, is_cuda, mlp, replay_step
 
 NAME = "item_logging"
 EXPECTED_KIND = "sync_stall"
@@ -78,14 +78,10 @@ def graphed(model, xs, ys, acc, st, device, pool):
     g = capture_graph(body, warmup=3)
     acc.zero_()
 
-    def step():
-        i = st["i"] = st["i"] + 1
-        sx.copy_(xs[i % pool])
-        sy.copy_(ys[i % pool])
-        g.replay()
+    def log(i):
         if i % LOG_EVERY == 0:
             st["log"].append(f"step {i} mean loss {(acc / LOG_EVERY).item():.4f}")
             acc.zero_()
         if len(st["log"]) > 1000:
             st["log"].clear()
-    return Step(step, info={"batch": len(sx), "log_every": LOG_EVERY, "cuda_graph": True})
+    return Step(replay_step(g, [(sx, xs), (sy, ys)], after=log), info={"batch": len(sx), "log_every": LOG_EVERY, "cuda_graph": True})

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from workloads import layout_nchw_fp16 as base
 
-from ._util import Step, capture_graph, is_cuda
+from ._util import Step, capture_graph, is_cuda, replay_step
 
 NAME = "layout_nchw_fp16"
 EXPECTED_KIND = "layout_permute"
@@ -53,14 +53,7 @@ def graphed(device, pool=4, hw=56):
         F.cross_entropy(out.float(), sy).backward()
         opt.step()
 
-    g = capture_graph(body, warmup=3)
-    st = {"i": 0}
-
-    def step():
-        i = st["i"] = st["i"] + 1
-        sx.copy_(xs[i % pool])
-        sy.copy_(ys[i % pool])
-        g.replay()
+    step = replay_step(capture_graph(body, warmup=3), [(sx, xs), (sy, ys)])
 
     def close():
         torch.backends.cudnn.benchmark = prev_bench

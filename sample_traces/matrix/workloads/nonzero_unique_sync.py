@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._util import Step, autocast, capture_graph, is_cuda
+from ._util import Step, autocast, capture_graph, is_cuda, replay_step
 
 NAME = "nonzero_unique_sync"
 EXPECTED_KIND = "sync_stall"
@@ -87,13 +87,7 @@ def make(variant, device, pool=4):
             loss_after(logits, sy).backward()
             opt.step()
 
-        g = capture_graph(body, warmup=3)
-
-        def graph_step():
-            i = st["i"] = st["i"] + 1
-            sx.copy_(ts[i % pool])
-            sy.copy_(ys[i % pool])
-            g.replay()
+        graph_step = replay_step(capture_graph(body, warmup=3), [(sx, ts), (sy, ys)])
         return Step(graph_step, info={"tokens": tokens, "classes": classes, "cuda_graph": True})
 
     def step():

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._util import Step, capture_graph, is_cuda
+from ._util import Step, capture_graph, is_cuda, replay_step
 
 NAME = "sync_and_small_kernels"
 EXPECTED_KIND = "launch_overhead"
@@ -72,10 +72,4 @@ def make(variant, device, pool=8):
         body(sx, sy, False)
 
     g = capture_graph(graph_body, warmup=3, before_capture=lambda: opt.zero_grad(set_to_none=True))
-
-    def step():
-        i = st["i"] = st["i"] + 1
-        sx.copy_(xs[i % pool])
-        sy.copy_(ys[i % pool])
-        g.replay()
-    return Step(step, info={"batch": batch, "syncs_per_step": 0, "cuda_graph": True})
+    return Step(replay_step(g, [(sx, xs), (sy, ys)]), info={"batch": batch, "syncs_per_step": 0, "cuda_graph": True})

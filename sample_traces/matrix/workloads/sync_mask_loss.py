@@ -7,7 +7,7 @@ import torch
 
 from workloads import sync_mask_loss as base
 
-from ._util import Step, capture_graph, is_cuda
+from ._util import Step, capture_graph, is_cuda, replay_step
 
 NAME = "sync_mask_loss"
 EXPECTED_KIND = "sync_stall"
@@ -47,12 +47,5 @@ def graphed(device, pool=4):
         loss.backward()
         opt.step()
 
-    g = capture_graph(body, warmup=3)
-    st = {"i": 0}
-
-    def step():
-        i = st["i"] = st["i"] + 1
-        sx.copy_(xs[i % pool])
-        sy.copy_(ys[i % pool])
-        g.replay()
+    step = replay_step(capture_graph(body, warmup=3), [(sx, xs), (sy, ys)])
     return Step(step, info={"sizes": sz, "amp": "bf16", "cuda_graph": True})

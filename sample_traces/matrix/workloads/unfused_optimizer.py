@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from workloads.unfused_optimizer import Block
 
-from ._util import Step, autocast, capture_graph, is_cuda
+from ._util import Step, autocast, capture_graph, is_cuda, replay_step
 
 NAME = "unfused_optimizer"
 EXPECTED_KIND = "unfused_optimizer"
@@ -71,12 +71,6 @@ def graphed(model, params, d, batch, device, pool=2):
         out.float().pow(2).mean().backward()
         opt.step()
 
-    g = capture_graph(body, warmup=3)
-    st = {"i": 0}
-
-    def step():
-        i = st["i"] = st["i"] + 1
-        sx.copy_(xs[i % pool])
-        g.replay()
+    step = replay_step(capture_graph(body, warmup=3), [(sx, xs)])
     return Step(step, info={"param_tensors": len(params), "optimizer": "Adam(foreach=False, capturable=True)",
                             "batch": batch, "width": d, "cuda_graph": True})
