@@ -61,6 +61,11 @@ def analyze(ctx: Context) -> list[Finding]:
     share = lost / ctx.median_step_us if ctx.median_step_us else 0
     conf = "high" if share > 0.3 and med_kernel < 30 else ("medium" if share > 0.1 else "low")
     program, fix, plan = _advice(prog)
+    if program == "eager" and ctx.model.cpu_match(r"^Optimizer\.step#").any():
+        # A for-loop or foreach optimizer keeps its step count on the CPU: a capture fails on it.
+        fix += (" An optimizer stepped inside a torch.cuda.graph capture must keep its state on the GPU: "
+                "construct it with capturable=True (e.g. torch.optim.Adam(params, fused=True, "
+                "capturable=True)).")
     ev["program"] = program
     ev["graphed_share_pct"] = round(100 * prog["graphed_share"], 1)
     if program == "graphed":

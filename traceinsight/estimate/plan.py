@@ -37,10 +37,10 @@ def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Findi
 
 
 def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Finding], bw: float,
-             cuts=None, step_us: float | None = None, busy_us: float = 0.0,
-             gpu_fixes: frozenset = frozenset(), minor: list[Finding] = ()) -> list[dict]:
+             cuts=None, step_us: float | None = None, floor=lambda applied: 0.0,
+             minor: list[Finding] = ()) -> list[dict]:
     """Rows of the plan. Step times are of the un-profiled step (`step_us`): it less the replayed saving,
-    and never below the GPU busy time while no fix in the plan changes GPU work."""
+    and never below `floor(fixes applied so far)` (the GPU work those fixes leave, in us)."""
     rows: list[dict] = []
     applied: tuple = ()
     step = base.median_us if step_us is None else step_us
@@ -49,8 +49,7 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
     for f in plan_order(findings, minor):
         applied = combine([applied, f.fixes])
         saved = max(0.0, base.median_us - replay.simulate(replay.apply(compiled, applied, bw, cuts)).median_us)
-        floor = 0.0 if any(type(fx).__name__ in gpu_fixes for fx in applied) else busy_us
-        t = max(step - saved, floor, 0.0)
+        t = max(step - saved, floor(applied), 0.0)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),

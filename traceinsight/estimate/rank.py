@@ -17,6 +17,7 @@ from . import replay
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import calibration_scale, profiler_cuts, unprofiled_method
 from .plan import fix_plan
+from ..trace.steps import merged_intervals
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
@@ -72,6 +73,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["unprofiled_step_method"] = unprofiled_method(ctx.model)
             info["profiler_setting"] = profile_setting(ctx.model)
             info["gpu_busy_ms"] = round(busy / 1000, 3)
+            info["kernel_busy_ms"] = round(_kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     if info["unprofiled_step_ms"]:
         _settle_profiler_note(findings, ctx.median_step_us, median_step)
@@ -121,15 +123,13 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     if base is not None and base.step_us and len(replayable) > 1:
         plan = combine([f.fixes for f in replayable])
         saved = _saving(compiled, base, plan, bw, cuts)
-        floor = 0.0 if any(type(fx).__name__ in GPU_FIXES for fx in plan) else (info.get("gpu_busy_ms") or 0.0) * 1000
-        after = max(median_step - saved, floor, 0.0)
+        after = max(median_step - saved, _floor(plan, info), 0.0)
         info["combined"] = {"kinds": [f.kind for f in replayable],
                             "estimated_step_ms": round(after / 1000, 3),
                             "estimated_savings_ms": round((median_step - after) / 1000, 3)}
     if base is not None and base.step_us and replayable:
         info["plan"] = fix_plan(compiled, base, findings, bw, cuts, step_us=median_step,
-                                busy_us=(info.get("gpu_busy_ms") or 0.0) * 1000, gpu_fixes=frozenset(GPU_FIXES),
-                                minor=minor)
+                                floor=lambda applied: _floor(applied, info), minor=minor)
     _name_prerequisites(findings, minor)
     return {"findings": findings, "minor": minor, "whatif": info}
 
@@ -223,6 +223,32 @@ OVERLAP_FIXES = {"PinCopies"}
 def _saving(compiled, base, plan, bw, cuts) -> float:
     """Replayed (de-inflated) baseline minus the replayed plan, median step (us), never below 0."""
     return max(0.0, base.median_us - replay.simulate(replay.apply(compiled, plan, bw, cuts)).median_us)
+
+
+def _floor(plan, info: dict) -> float:
+    """The shortest step a plan can reach (us): its GPU busy time, or only the kernels' once a fix moves
+    the copies off the critical path; no floor once a fix changes the kernels themselves."""
+    names = {type(fx).__name__ for fx in plan}
+    if names & (GPU_FIXES - OVERLAP_FIXES):
+        return 0.0
+    key = "kernel_busy_ms" if names & OVERLAP_FIXES else "gpu_busy_ms"
+    return (info.get(key) or 0.0) * 1000
+
+
+def _kernel_busy_us(ctx: Context, steps) -> float:
+    """Median over the replayed steps of the time at least one kernel ran (copies left out)."""
+    g = ctx.model.gpu
+    k = g[(g["kind"] == "kernel").to_numpy()]
+    if k.empty or not len(steps):
+        return 0.0
+    ts, end = k["ts"].to_numpy(), k["end"].to_numpy()
+    of = ctx.step_of(ts)
+    per = []
+    for st in steps:
+        m = of == st
+        s, e = merged_intervals(ts[m], end[m])
+        per.append(float((e - s).sum()))
+    return float(np.median(per))
 
 
 def _gpu_removed(compiled, plan, bw, cuts) -> float:

@@ -64,7 +64,7 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     fx = S.fixes(d)[:limit] if limit else S.fixes(d)
     if not fx:
         return
-    tab = Table(title="Fixes, ranked by estimated saving per step (replayed)", show_lines=False)
+    tab = Table(title="Fixes, ranked by estimated saving per step x confidence (replayed)", show_lines=False)
     tab.add_column("#", justify="right")
     tab.add_column("kind")
     tab.add_column("saving/step", justify="right")
