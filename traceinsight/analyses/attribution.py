@@ -97,7 +97,12 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     res["collective_wait"][late & coll] += waited_after[late & coll]
     res["dependency_wait"][late & ~coll] += waited_after[late & ~coll]
     left = dur - waited_after                               # the CPU-late part, launch latency included
+    # The blocking calls the thread sat in during the gap, before the launch: usually one, but a pageable
+    # copy is followed by a stream sync in the same aten::copy_, and the copy (its driver staging) is
+    # where the time went. The first of them starts the blocked stretch, the last ends it.
     blocker = np.full(len(gaps), -1, dtype=np.int64)
+    first = np.full(len(gaps), -1, dtype=np.int64)
+    blocked_until = np.zeros(len(gaps))     # when the last of those calls returned
     blocks = blocking_calls(model)
     for th in np.unique(thread[late]):
         sel = np.flatnonzero(late & (thread == th))
@@ -106,10 +111,19 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
             continue
         b_end = b["end"].to_numpy()
         k = np.searchsorted(b_end, lt[sel], side="right") - 1
-        ok = k >= 0
-        kk = np.maximum(k, 0)
-        ok &= b_end[kk] >= s[sel] - BLOCK_TOL_US
-        blocker[sel[ok]] = b.index.to_numpy()[kk[ok]]
+        k0 = np.searchsorted(b_end, s[sel] - BLOCK_TOL_US, side="left")
+        ok = (k >= 0) & (k0 <= k)
+        kk, kk0 = np.maximum(k, 0), np.minimum(k0, np.maximum(k, 0))
+        pageable = (b["block_kind"].to_numpy() == "pageable")
+        # The call named as the cause: a pageable copy in the stretch if there is one, else the last.
+        cum = np.concatenate([[0], np.cumsum(pageable)])
+        has_pg = (cum[kk + 1] - cum[kk0]) > 0
+        last_pg = np.searchsorted(cum, cum[kk + 1], side="left") - 1
+        named = np.where(has_pg, last_pg, kk)
+        blocker[sel[ok]] = b.index.to_numpy()[named[ok]]
+        first[sel[ok]] = b.index.to_numpy()[kk0[ok]]
+        last = b.index.to_numpy()[kk[ok]]
+        blocked_until[sel[ok]] = b["end"].reindex(last).to_numpy()
     gaps["blocker"] = blocker
     # A blocking call owns the stretch it kept the CPU waiting while the GPU was drained: from the later
     # of the gap's start and the call's start to its end. Before the call the thread was doing something
@@ -123,8 +137,8 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     if blocked.any():
         idx = np.flatnonzero(blocked)
         bk = blocks["block_kind"].reindex(blocker[idx]).to_numpy()
-        b_start = blocks["ts"].reindex(blocker[idx]).to_numpy()
-        b_end = blocks["end"].reindex(blocker[idx]).to_numpy()
+        b_start = blocks["ts"].reindex(first[idx]).to_numpy()
+        b_end = blocked_until[idx]
         pre_end[idx] = np.clip(b_start, s[idx], cpu_end[idx])
         released[idx] = np.clip(b_end, pre_end[idx], cpu_end[idx])
         owned = np.minimum(released[idx] - pre_end[idx], left[idx])

@@ -160,6 +160,7 @@ def _sync_edges(G: nx.DiGraph, model: TraceModel, rt: pd.DataFrame, g: pd.DataFr
     ends = launched["end"].to_numpy()[order]
     idx_sorted = launched.index.to_numpy()[order]
     for b, r in zip(blocks.index, blocks.itertuples(index=False)):
+        G.nodes[("cpu", b)]["block_kind"] = r.block_kind
         if b in own:
             # The call waits for its own copy, which waits for the work before it on its stream. An
             # edge copy -> call would close a cycle with the launch edge, so the call points at the

@@ -69,6 +69,8 @@ class Compiled:
         self.gkind = [G.nodes[x].get("gkind", "") for x in order]
         self.pageable = np.array([bool(G.nodes[x].get("pageable", False)) for x in order])
         self.to_device = np.array([G.nodes[x].get("copy_dir") == "HtoD" for x in order], dtype=bool)
+        # A call that waited mostly for the GPU queue before its copy to the host (trace/facts.py).
+        self.copy_sync = np.array([G.nodes[x].get("block_kind") == "copy_sync" for x in order], dtype=bool)
         self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
         self.thread = [G.nodes[x].get("thread", "") for x in order]
         self.cpred = np.full(n, -1, dtype=np.int64)
@@ -235,11 +237,14 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
     # A pinned copy issued non_blocking: it runs at pinned bandwidth on a stream of its own, and the op
     # that issued it no longer waits in the copy call. A copy to the device also drops the stream sync
     # that aten::copy_ issues after a pageable copy; the host still waits for a copy to the host, whose
-    # data it is about to read.
+    # data it is about to read. A copy to the host whose call mostly waited for the queue (a sync, not a
+    # copy problem) only gets faster: removing the wait is sync_stall's fix.
     gpu_idx = c.gpu_idx
     ops = set()
     for i in gpu_idx[c.pageable[gpu_idx]]:
         s.dur[i] = c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2
+        if c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]:
+            continue
         s.detach_from_stream(int(i))
         if c.lpred[i] >= 0:
             s.unblock(int(c.lpred[i]))

@@ -49,6 +49,20 @@ def _launch_latency_us(model: TraceModel) -> float:
     return float(min(100.0, max(20.0, 2.0 * med)))
 
 
+# Pageable device-to-host copies are a copy problem when they take at least this share of the run.
+DTOH_COPY_SHARE = 0.1
+
+
+def _dtoh_pageable_share(model: TraceModel, copies: pd.DataFrame, which: np.ndarray) -> float:
+    """GPU time of the given device-to-host copies over the steps' time (the trace's span without steps)."""
+    t = float(copies["dur"].fillna(0.0).to_numpy()[which].sum())
+    if not t:
+        return 0.0
+    st = model.steps
+    span = float(st["dur"].sum()) if len(st) else float(model.gpu["end"].max() - model.gpu["ts"].min())
+    return t / span if span > 0 else 1.0
+
+
 def blocking_calls(model: TraceModel) -> pd.DataFrame:
     """Runtime calls that block the CPU until GPU work finishes, with what kind of block it was.
 
@@ -74,9 +88,13 @@ def _blocking_calls(model: TraceModel) -> pd.DataFrame:
         # A device-to-host copy waits for the GPU queue whatever the host memory: that is a sync
         # (.item(), .cpu()). Host-to-device pageable copies block while staging: pageable_memcpy.
         big = d["bytes"].fillna(0.0).to_numpy() >= PAGEABLE_MIN_BYTES
+        # Device-to-host copies that take a small share of the run (.cpu() of a batch's outputs right
+        # after the forward) are syncs with a copy at their end: the wait for the queue is the cost.
+        copying = ~dtoh | (_dtoh_pageable_share(model, d, pageable & big & dtoh) >= DTOH_COPY_SHARE)
         # One cause per span: a large pageable copy is pageable_memcpy's (pinning it is the fix), a
         # small device-to-host one (.item(), .cpu() of a scalar) is a sync like any other.
-        k = np.where(pageable & big, "pageable", np.where(dtoh | plain, "copy_sync", np.where(pageable, "pageable", "")))
+        k = np.where(pageable & big & copying, "pageable",
+                     np.where(dtoh | plain, "copy_sync", np.where(pageable, "pageable", "")))
         kind[mc.index] = k
     out = rt.loc[kind[kind != ""].index, ["thread", "ts", "end", "name", "parent"]].copy()
     out["block_kind"] = kind[kind != ""]
