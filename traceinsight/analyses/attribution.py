@@ -33,6 +33,8 @@ CAUSE_ONLY = (
 )
 # A blocking call that lasted at least this long (it really waited) also owns the refill after it.
 SYNC_REFILL_MIN_US = 20.0
+# Blocking calls at most this far apart are one wait (a pageable copy and the stream sync after it).
+CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.
 CAUSES = ("launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "collective_wait",
           "dependency_wait", "unattributed")
@@ -113,7 +115,9 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         k = np.searchsorted(b_end, lt[sel], side="right") - 1
         k0 = np.searchsorted(b_end, s[sel] - BLOCK_TOL_US, side="left")
         ok = (k >= 0) & (k0 <= k)
-        kk, kk0 = np.maximum(k, 0), np.minimum(k0, np.maximum(k, 0))
+        kk = np.maximum(k, 0)
+        # Only calls back to back (one op's copy and its sync), not two syncs with host work between.
+        kk0 = np.minimum(np.maximum(k0, _chain_start(b["ts"].to_numpy(), b_end)[kk]), kk)
         pageable = (b["block_kind"].to_numpy() == "pageable")
         # The call named as the cause: a pageable copy in the stretch if there is one, else the last.
         cum = np.concatenate([[0], np.cumsum(pageable)])
@@ -181,6 +185,15 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     for c in CAUSES:
         gaps[c] = res[c]
     return gaps
+
+
+def _chain_start(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each blocking call (sorted), the first of the run of calls back to back that ends with it."""
+    start = np.arange(len(ts))
+    for j in range(1, len(ts)):
+        if ts[j] - end[j - 1] <= CHAIN_GAP_US:
+            start[j] = start[j - 1]
+    return start
 
 
 def per_step_causes(model: TraceModel, gaps: pd.DataFrame) -> pd.DataFrame:
