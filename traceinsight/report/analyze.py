@@ -261,5 +261,10 @@ def verdict(a: Analysis) -> str:
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
     big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
     if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us):
-        out += f" The largest idle cause is {big_c} ({big_v / 1000:.2f} ms per step)."
+        out += f" The largest idle cause is {big_c} ({big_v / 1000:.2f} ms per step, profiled)"
+        # Its idle is not what fixing it saves: say what the plan gives it, after the fixes before it.
+        row = next((r for r in (a.whatif.get("plan") or []) if r["kind"] == big_c), None)
+        if row is not None:
+            out += f"; fixing it saves about {row['saves_ms']:.2f} ms per step after the fixes before it in the plan"
+        out += "."
     return out
