@@ -120,7 +120,7 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
                                feed_us=max(0.0, r[1] - src[2]), wake=True)
                     continue
             h = float(min(gap, host_us[k]))
-            # Of the feed, the time covered by no op at all: Python between the ops.
+            # Of the feed, the program's own Python (host.bare_time): what a CUDA graph keeps.
             G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
                        input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)))
 

@@ -89,9 +89,10 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                "so this is an upper bound")
             f.savings_bound_us = (0.0, f.lost_per_step_us)
             continue
-        saved = _saving(compiled, base, f.fixes, bw, cuts)
+        state = replay.apply(compiled, f.fixes, bw, cuts)
+        saved = max(0.0, base.median_us - replay.simulate(state).median_us)
         f.estimated_savings_us = saved
-        gpu_removed[id(f)] = _gpu_removed(compiled, f.fixes, bw, cuts)
+        gpu_removed[id(f)] = _gpu_removed(compiled, state)
         f.estimate_note = "replay of the timeline with the fix applied"
         ranged = [fx for fx in f.fixes if getattr(fx, "bounds", None)]
         if ranged:
@@ -236,24 +237,28 @@ def _floor(plan, info: dict) -> float:
 
 
 def _kernel_busy_us(ctx: Context, steps) -> float:
-    """Median over the replayed steps of the time at least one kernel ran (copies left out)."""
+    """Median over the replayed steps of the time at least one kernel ran (copies left out), per
+    device averaged over devices as the step's GPU busy time is."""
     g = ctx.model.gpu
     k = g[(g["kind"] == "kernel").to_numpy()]
     if k.empty or not len(steps):
         return 0.0
-    ts, end = k["ts"].to_numpy(), k["end"].to_numpy()
+    ts, end, dev = k["ts"].to_numpy(), k["end"].to_numpy(), k["device"].to_numpy()
     of = ctx.step_of(ts)
+    devices = np.unique(dev)
     per = []
     for st in steps:
-        m = of == st
-        s, e = merged_intervals(ts[m], end[m])
-        per.append(float((e - s).sum()))
+        busy = 0.0
+        for d in devices:
+            m = (of == st) & (dev == d)
+            s, e = merged_intervals(ts[m], end[m])
+            busy += float((e - s).sum())
+        per.append(busy / len(devices))
     return float(np.median(per))
 
 
-def _gpu_removed(compiled, plan, bw, cuts) -> float:
-    """GPU time per replayed step the plan takes away (kernels dropped, shortened or fused; us)."""
-    s = replay.apply(compiled, plan, bw, cuts)
+def _gpu_removed(compiled, s: replay.State) -> float:
+    """GPU time per replayed step a replay state takes away (kernels dropped, shortened or fused; us)."""
     idx = compiled.gpu_idx[compiled.gpu_step[compiled.gpu_idx] >= 0]
     n = max(1, len(compiled.steps))
     return max(0.0, float((compiled.dur[idx] - s.dur[idx]).sum()) / n)

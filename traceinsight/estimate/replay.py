@@ -235,10 +235,10 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
     # A pinned copy issued non_blocking: it runs at pinned bandwidth on a stream of its own, and the op
-    # that issued it no longer waits in the copy call. A copy to the device also drops the stream sync
-    # that aten::copy_ issues after a pageable copy; the host still waits for a copy to the host, whose
-    # data it is about to read. A copy to the host whose call mostly waited for the queue (a sync, not a
-    # copy problem) only gets faster: removing the wait is sync_stall's fix.
+    # that issued it no longer waits in the copy call (a copy to the host is read a step later: the
+    # advice). A copy to the device also drops the stream sync that aten::copy_ issues after a pageable
+    # copy. A copy to the host that is a sync rather than a copy problem (trace/facts.py) only gets
+    # faster: removing the wait is sync_stall's fix.
     gpu_idx = c.gpu_idx
     ops = set()
     for i in gpu_idx[c.pageable[gpu_idx]]:

@@ -105,20 +105,16 @@ class HostActivity:
         # inside backward() while the autograd thread runs), not doing host work.
         feeding = {th: merged_intervals(ts[r][self.launching[r]], end[r][self.launching[r]])
                    for th, r in by_thread.items()}
+        # For bare_time, which only the what-if graph's window asks for: built per thread on demand.
         self._feeding = feeding
-        # Ops and every annotation short of a step: what a thread's time inside the framework is
-        # (an optimizer step's own Python sits inside its Optimizer.step annotation).
-        # With with_stack, PyTorch's own Python frames (the profiler's step(), optimizer internals)
-        # are framework time too; the program's frames and numpy's are not.
-        in_framework = is_aten | is_ann | ((cpu["kind"] == "python").to_numpy() & model.cpu_match(TORCH_FRAME))
-        self.framework: dict[str, ThreadActivity] = {}
+        self._by_thread = by_thread
+        self._framework_rows = is_aten | is_ann
+        self._bare_sets: dict[str, tuple[dict, dict]] = {}
         for th, rows in by_thread.items():
             t, e = ts[rows], end[rows]
             op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]
             cs, ce = merged_intervals(t[op], e[op])
             self.cover[th] = ThreadActivity(cs, ce, _cum(cs, ce))
-            fs, fe = merged_intervals(t[in_framework[rows]], e[in_framework[rows]])
-            self.framework[th] = ThreadActivity(fs, fe, _cum(fs, fe))
             is_, ie = merged_intervals(t[inp], e[inp])
             self.input[th] = ThreadActivity(is_, ie, _cum(is_, ie))
             # Long stretches covered by no op at all: Python doing its own work.
@@ -151,22 +147,34 @@ class HostActivity:
         return _time_in(self.input, thread, a, b)
 
     def bare_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Time within each [a_k, b_k) on a thread covered by none of its ops or annotations: the
-        program's own Python between ops. Zero where a thread that feeds the GPU ran any op in the
-        stretch: the loop thread inside backward() waits on the autograd thread, whose engine gaps are
-        framework overhead."""
-        if not hasattr(self, "_others"):
-            self._others = {}
-        if thread not in self._others:
-            others = [(c.s, c.e) for o, c in self.cover.items()
-                      if o != thread and len(self._feeding.get(o, ((),))[0])]
-            os_, oe = (merged_intervals(np.concatenate([o[0] for o in others]), np.concatenate([o[1] for o in others]))
-                       if others else (np.zeros(0), np.zeros(0)))
-            self._others[thread] = {thread: ThreadActivity(os_, oe, _cum(os_, oe))}
+        """Time within each [a_k, b_k) on a thread covered by none of its ops, annotations or PyTorch
+        frames: the program's own Python between ops. Zero where a thread that feeds the GPU ran any op
+        in the stretch: the loop thread inside backward() waits on the autograd thread, whose engine
+        gaps are framework overhead."""
+        if thread not in self._bare_sets:
+            self._bare_sets[thread] = self._framework_and_others(thread)
+        framework, others = self._bare_sets[thread]
         a = np.asarray(a, dtype=float)
         b = np.maximum(np.asarray(b, dtype=float), a)
-        own = (b - a) - _time_in(self.framework, thread, a, b)
-        return np.where(_time_in(self._others[thread], thread, a, b) > 0, 0.0, np.maximum(own, 0.0))
+        own = (b - a) - _time_in(framework, thread, a, b)
+        return np.where(_time_in(others, thread, a, b) > 0, 0.0, np.maximum(own, 0.0))
+
+    def _framework_and_others(self, thread: str) -> tuple[dict, dict]:
+        # The thread's time inside the framework: its ops and every annotation short of a step (an
+        # optimizer step's own Python sits inside its Optimizer.step annotation) and, with with_stack,
+        # PyTorch's own Python frames (the profiler's step(), optimizer internals); the program's
+        # frames and numpy's are not.
+        cpu = self.cpu
+        rows = self._by_thread.get(thread, np.zeros(0, dtype=np.int64))
+        inside = self._framework_rows[rows] | (
+            (cpu["kind"].to_numpy()[rows] == "python") & self.model.cpu_match(TORCH_FRAME)[rows])
+        fs, fe = merged_intervals(cpu["ts"].to_numpy()[rows][inside], cpu["end"].to_numpy()[rows][inside])
+        # Every op of the other threads that feed the GPU.
+        others = [(c.s, c.e) for o, c in self.cover.items() if o != thread and len(self._feeding[o][0])]
+        os_, oe = (merged_intervals(np.concatenate([o[0] for o in others]), np.concatenate([o[1] for o in others]))
+                   if others else (np.zeros(0), np.zeros(0)))
+        return ({thread: ThreadActivity(fs, fe, _cum(fs, fe))},
+                {thread: ThreadActivity(os_, oe, _cum(os_, oe))})
 
     def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Time inside ops (any op or non-launching annotation) within each [a_k, b_k) on a thread."""
