@@ -33,10 +33,47 @@ def test_every_measured_fix_gets_an_estimate(rows):
 
 def test_predicted_speedups_near_the_measured_ones(rows):
     errs = [abs(r["err_pct"]) for r in pairs(rows)]
-    assert sum(e <= 50 for e in errs) >= 0.85 * len(errs)
-    # 109 of 156 with the graph replay's measured costs (116 when they were fitted to these speed-ups;
-    # the measured ones are kept: the fit only absorbed errors of the un-profiled step).
-    assert sum(e <= 25 for e in errs) >= 0.68 * len(errs)
+    assert sum(e <= 50 for e in errs) >= 0.93 * len(errs)
+    # 118 of 156 (the graph replay's costs measured, not fitted to these speed-ups: fitting them scored
+    # more rows only by absorbing errors of the un-profiled step).
+    assert sum(e <= 25 for e in errs) >= 0.74 * len(errs)
+
+
+def _rows_of(rows, workload, variant):
+    return [r for r in pairs(rows) if r["workload"] == workload and r["variant"] == variant]
+
+
+def test_reduce_overhead_keeps_the_compiled_wrapper(rows):
+    # torch.compile default -> reduce-overhead: the guards and cudagraph trees' call stay on the CPU
+    # (measured 2.7x on the H100, 3.7x on the H200); a bare graph replay predicted 4.6-9.8x.
+    got = _rows_of(rows, "compile_default_vs_ro", "after")
+    assert len(got) == 4
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 3, [r["err_pct"] for r in got]
+    assert all(r["pred_speedup"] < 5 for r in got), [r["pred_speedup"] for r in got]
+
+
+def test_a_captured_for_loop_optimizer_pays_for_capturable(rows):
+    # Adam(foreach=False, capturable=True) in the graph: 2.7x the optimizer's kernels (measured 6.0x on
+    # the H100, 4.1x on the H200); without that cost the graph was predicted at 6.4-14x.
+    got = _rows_of(rows, "unfused_optimizer", "after_graph_only")
+    assert len(got) == 4 and all(abs(r["err_pct"]) <= 50 for r in got), [r["err_pct"] for r in got]
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 2
+
+
+def test_fusing_a_gpu_bound_chain_also_removes_the_gaps_between_its_kernels():
+    # fusion_elementwise: 54 queued kernels, ~2 us apart on the GPU; the baseline replay reproduces the
+    # step only with those gaps.
+    from traceinsight.estimate import replay
+    from traceinsight.estimate.graph import build_graph, step_window
+    from traceinsight.trace.host import HostActivity
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    m = build_model(load_trace(ROOT / "sample_traces/matrix/h100/fusion_elementwise__before__default.json.gz"))
+    c = replay.Compiled(build_graph(m, HostActivity(m), step_window(m)))
+    assert 1.0 <= c.queued_gap <= 3.0, c.queued_gap
+    base = replay.simulate(replay.apply(c)).median_us
+    actual = float(m.steps.set_index("step")["dur"].median())
+    assert abs(base - actual) <= 0.03 * actual, (base, actual)
 
 
 def test_the_top_finding_is_the_fix_measured_to_help_most(rows):
@@ -157,4 +194,50 @@ def test_the_verdict_says_what_the_largest_idle_cause_is_worth_after_its_prerequ
     # measured 1.34x against 1.33x: the launch idle was the syncs' doing.
     d = document(analyze_file(ROOT / "sample_traces" / "matrix" / "h200_graph2" / "sync_mask_loss__before__default.json.gz"))
     m = re.search(r"largest idle cause is launch_overhead .*?fixing it saves about ([\d.]+) ms", d["verdict"])
-    assert d["findings"][0]["kind"] == "sync_stall" and m and float(m.group(1)) < 0.1
+    # The launch idle (1.55 ms profiled) is not promised: after the fixes before it, a fraction of it.
+    ranked = [f["kind"] for f in d["findings"]]
+    assert ranked[0] != "launch_overhead" and ranked.index("sync_stall") < ranked.index("launch_overhead")
+    assert m and float(m.group(1)) < 0.3, d["verdict"]
+
+
+def test_capturable_cost_is_named_and_not_paid_by_a_fused_optimizer():
+    from traceinsight.analyses.fixes import CudaGraph, FusedOptimizer
+    from traceinsight.estimate import replay
+    from traceinsight.estimate.graph import build_graph, step_window
+    from traceinsight.report.analyze import analyze_model
+    from traceinsight.trace.host import HostActivity
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    m = build_model(load_trace(ROOT / "sample_traces/matrix/h100_graph/unfused_optimizer__before__default.json.gz"))
+    a = analyze_model(m)
+    launch = next(f for f in a.findings if f.kind == "launch_overhead")
+    graph = launch.fixes[0]
+    assert isinstance(graph, CudaGraph) and graph.optimizer is not None
+    assert 2.0 <= graph.optimizer[1] <= 5.0, graph.optimizer[1]
+    assert launch.evidence["capturable_optimizer_extra_gpu_ms_per_step"] > 0.3
+    fused = next(f for f in a.findings if f.kind == "unfused_optimizer").fixes[0]
+    assert isinstance(fused, FusedOptimizer)
+    c = replay.Compiled(build_graph(m, HostActivity(m), step_window(m)))
+    alone = replay.simulate(replay.apply(c, (graph,))).median_us
+    plain = replay.simulate(replay.apply(c, (CudaGraph(),))).median_us
+    both = replay.simulate(replay.apply(c, (fused, graph))).median_us
+    assert alone > plain * 1.3, (alone, plain)        # the capturable kernels cost GPU time
+    assert both < plain, (both, plain)                 # a fused optimizer's graph pays none of it
+    with pytest.raises(ValueError):
+        CudaGraph(wrapper_us=-1.0)
+    with pytest.raises(ValueError):
+        CudaGraph(optimizer=((), 2.0))
+
+
+def test_compiled_wrapper_is_read_from_the_trace():
+    from traceinsight.trace.facts import compiled_wrapper_us
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    got = {}
+    for gpu in ("h100", "h200"):
+        m = build_model(load_trace(ROOT / f"sample_traces/matrix/{gpu}/compile_default_vs_ro__before__default.json.gz"))
+        got[gpu] = compiled_wrapper_us(m, m.steps["step"])
+    # Dynamo's cache lookup and the region's own Python: tens of us, slower on the H100 machines' CPU.
+    assert 20 <= got["h200"] < got["h100"] <= 200, got
+    eager = build_model(load_trace(ROOT / "sample_traces/matrix/h100/fusion_elementwise__before__default.json.gz"))
+    assert compiled_wrapper_us(eager, eager.steps["step"]) is None

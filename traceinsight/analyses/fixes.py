@@ -13,7 +13,28 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CudaGraph:
-    """The step runs as one graph replay: no Python, dispatch or launch cost; the input pipeline stays."""
+    """The step runs as one graph replay: no Python, dispatch or launch cost; the input pipeline stays.
+
+    `wrapper_us`: CPU per step in torch.compile's wrappers (guards, runtime wrapper) that a compiled
+    program keeps under mode="reduce-overhead", where the graph replay also goes through cudagraph
+    trees' bookkeeping (estimate/replay.py costs it); 0 for a program graphed by hand.
+    `optimizer`: a for-loop optimizer's regions (t0, t1, thread) and the factor on their kernels' time
+    once it is made capturable=True to be captured: its step count and bias corrections move to the
+    GPU as tiny kernels per parameter. Not applied after a FusedOptimizer fix (a fused optimizer's
+    capturable step adds nothing).
+    """
+    wrapper_us: float = 0.0
+    optimizer: tuple[tuple[tuple[float, float, str], ...], float] | None = None
+
+    def __post_init__(self):
+        if not self.wrapper_us >= 0:
+            raise ValueError(f"CudaGraph: wrapper_us must be >= 0, got {self.wrapper_us}")
+        if self.optimizer is not None:
+            regions, factor = self.optimizer
+            if not regions or not factor >= 1:
+                raise ValueError(f"CudaGraph: optimizer needs regions and a factor >= 1, got {self.optimizer}")
+            object.__setattr__(self, "optimizer", (tuple((float(a), float(b), str(t)) for a, b, t in regions),
+                                                   float(factor)))
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,20 @@ SPEC = KindSpec("unfused_optimizer", "optimizer-bound")
 
 FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
 FUSED_GPU_SHARE = 0.2
+FOR_LOOP_KERNELS = 40   # kernels per optimizer step (median) from which it is a for-loop one
 
 
-def analyze(ctx: Context) -> list[Finding]:
+def for_loop_steps(ctx: Context):
+    """(regions, per region (step, CPU us, kernels, GPU us)) of a for-loop optimizer: one whose steps
+    launch FOR_LOOP_KERNELS or more kernels (median) and no multi-tensor one; None otherwise."""
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
     regions = cpu[(cpu["kind"] == "annotation").to_numpy() & ctx.model.cpu_match(r"^Optimizer\.step#")]
     if regions.empty or gpu.empty:
-        return []
+        return None
     regions = regions.assign(step=ctx.cpu_step_of(regions["ts"].to_numpy()))
     regions = regions[np.isin(regions["step"], ctx.full_steps)].sort_values("ts")
     if regions.empty:
-        return []
+        return None
     # Each launched GPU activity -> the optimizer region (same thread) its launch call fell in.
     launched = gpu[gpu["launcher"] >= 0]
     lrow = launched["launcher"].to_numpy()
@@ -44,9 +47,17 @@ def analyze(ctx: Context) -> list[Finding]:
             sel = kk == i
             rows.append((r.step, r.dur, int(sel.sum()), float(dur[sel].sum()),
                          bool(fused[on][inside][sel].any())))
-    n_kernels = np.median([r[2] for r in rows])
-    if any(r[4] for r in rows) or n_kernels < 40:
+    if any(r[4] for r in rows) or np.median([r[2] for r in rows]) < FOR_LOOP_KERNELS:
+        return None
+    return regions, [r[:4] for r in rows]
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    got = for_loop_steps(ctx)
+    if got is None:
         return []
+    regions, rows = got
+    n_kernels = np.median([r[2] for r in rows])
     region_us = np.median([r[1] for r in rows])
     gpu_us = np.median([r[3] for r in rows])
     lost = max(0.0, max(region_us, gpu_us) - FUSED_GPU_SHARE * gpu_us)

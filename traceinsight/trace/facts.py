@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .model import TraceModel
+from .steps import merged_intervals
 
 BLOCK_TOL_US = 50.0
 # Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
@@ -164,3 +165,56 @@ def _program_facts(model: TraceModel) -> dict:
         "has_cpu_ops": model_has_cpu_ops(model),
         "names_seen": len(names),
     }
+
+
+# torch.compile's wrapper around each compiled graph call: Dynamo's cache lookup (the guards) and the
+# compiled region's own Python (pregraph bytecode, AOTAutograd's runtime wrapper), outside the call
+# of the compiled graph itself.
+_COMPILE_WRAPPER = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region)"
+_COMPILED_CALL = r"^## Call CompiledFxGraph"
+
+
+def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
+    """CPU per step in torch.compile's wrappers outside the compiled graph calls, less the profiler's
+    own cost of the events recorded there (median over `steps`). mode="reduce-overhead" keeps this
+    Python: only the graph call becomes a graph replay. None when the trace does not mark the graph
+    calls (older torch), so the wrapper cannot be told from the graph."""
+    from .profiler_cost import event_cost_us
+    cpu = model.cpu
+    if cpu.empty:
+        return None
+    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy()
+    wrap = ranges & model.cpu_match(_COMPILE_WRAPPER)
+    call = ranges & model.cpu_match(_COMPILED_CALL)
+    if not wrap.any() or not call.any():
+        return None
+    st = model.steps[model.steps["step"].isin(list(steps))] if len(steps) else model.steps
+    if st.empty:
+        return None
+    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    cost = event_cost_us(model)
+    per_step = np.zeros(len(st))
+    lo, hi = st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()
+    for rows in model.thread_rows().values():
+        w, c = rows[wrap[rows]], rows[call[rows]]
+        if not len(w):
+            continue
+        ws, we = merged_intervals(ts[w], end[w])
+        cs, ce = merged_intervals(ts[c], end[c])
+        t = ts[rows]
+        in_w = _inside(t, ws, we) & ~_inside(t, cs, ce)
+        for k in range(len(st)):
+            sel_w = (ws >= lo[k]) & (ws < hi[k])
+            sel_c = (cs >= lo[k]) & (cs < hi[k])
+            sel_e = in_w & (t >= lo[k]) & (t < hi[k])
+            per_step[k] += ((we - ws)[sel_w].sum() - (ce - cs)[sel_c].sum()
+                            - cost[rows][sel_e].sum())
+    return float(max(0.0, np.median(per_step)))
+
+
+def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per time t: inside one of the sorted disjoint intervals [s, e)."""
+    if not len(s):
+        return np.zeros(len(t), dtype=bool)
+    k = np.searchsorted(s, t, side="right") - 1
+    return (k >= 0) & (t < e[np.maximum(k, 0)])

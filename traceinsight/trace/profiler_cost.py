@@ -69,12 +69,7 @@ def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
     cpu = model.cpu
     if st.empty or cpu.empty:
         return None
-    setting, machine = cost_model(model)
-    coef = PROFILER_COST_US[setting][machine]
-    kinds = cpu["kind"]
-    cost = np.select([(kinds == k).to_numpy() for k in ("op", "annotation", "python", "runtime")],
-                     [coef["op"], coef["annotation"], coef["python"], coef["runtime"]], 0.0)
-    cost = np.where(cpu["is_step"].to_numpy(), 0.0, cost)
+    cost = event_cost_us(model)
     order = np.argsort(cpu["ts"].to_numpy(), kind="stable")
     ts, csum = cpu["ts"].to_numpy()[order], np.concatenate([[0.0], np.cumsum(cost[order])])
     lo = np.searchsorted(ts, st["cpu_start"].to_numpy(), "left")
@@ -83,6 +78,18 @@ def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
     cpu_step = (st["cpu_end"] - st["cpu_start"]).to_numpy()
     return float(np.median(np.maximum(st["gpu_busy"].to_numpy(), np.maximum(cpu_step, st["dur"].to_numpy())
                                       - inflation)))
+
+
+def event_cost_us(model: TraceModel) -> np.ndarray:
+    """Per cpu row: what recording it cost the CPU (us), by the cost model that fits the trace; step
+    markers cost nothing here (they are the windows the cost is summed over)."""
+    cpu = model.cpu
+    setting, machine = cost_model(model)
+    coef = PROFILER_COST_US[setting][machine]
+    kinds = cpu["kind"]
+    cost = np.select([(kinds == k).to_numpy() for k in ("op", "annotation", "python", "runtime")],
+                     [coef["op"], coef["annotation"], coef["python"], coef["runtime"]], 0.0)
+    return np.where(cpu["is_step"].to_numpy(), 0.0, cost)
 
 
 def measured_unprofiled_us(model: TraceModel) -> float | None:
