@@ -22,8 +22,11 @@ class CudaGraph:
     once it is made capturable=True to be captured: its step count and bias corrections move to the
     GPU as tiny kernels per parameter. Not applied after a FusedOptimizer fix (a fused optimizer's
     capturable step adds nothing).
+    `compiled_only`: only what runs inside torch.compile regions becomes a graph (mode="reduce-overhead"
+    of a compiled program); eager work around them keeps its dispatch and launches.
     """
     wrapper_us: float = 0.0
+    compiled_only: bool = False
     optimizer: tuple[tuple[tuple[float, float, str], ...], float] | None = None
 
     def __post_init__(self):

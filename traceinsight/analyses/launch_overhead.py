@@ -5,6 +5,8 @@ Cost = idle time attribution.py gave to feeding the GPU (plus launch latency), m
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 
@@ -33,7 +35,7 @@ def _advice(p: dict, wrapper_us=lambda: 0.0) -> tuple[str, str, tuple]:
         return ("compiled", "The step is already compiled (Triton kernels): compile it with "
                 "torch.compile(model, mode=\"reduce-overhead\") so the compiled step replays as a CUDA graph, "
                 "and remove graph breaks and syncs that keep it from being captured.",
-                (CudaGraph(wrapper_us=wrapper_us()),))
+                (CudaGraph(wrapper_us=wrapper_us(), compiled_only=True),))
     return ("eager", "Cut the per-kernel CPU cost: capture the step in a CUDA graph "
             "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
             "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
@@ -45,6 +47,8 @@ def _advice(p: dict, wrapper_us=lambda: 0.0) -> tuple[str, str, tuple]:
 # the eager step, each about as long as the trace's shortest kernels (the matrix's unfused_optimizer
 # graph variant on H100 and H200: +500 kernels, +0.6 ms per step over 26 parameter tensors).
 CAPTURABLE_KERNELS_PER_KERNEL = 2.7
+# The optimizers whose capturable=True step keeps a step count on the GPU (torch.optim's Adam family).
+CAPTURABLE = re.compile(r"#(Adam|AdamW|Adamax|NAdam|RAdam)\.step")
 
 
 def _capturable(ctx: Context, ev: dict):
@@ -53,6 +57,8 @@ def _capturable(ctx: Context, ev: dict):
     if got is None:
         return None
     regions, rows = got
+    if not CAPTURABLE.search(str(regions["name"].iloc[0])):
+        return None     # no step count to keep on the GPU (SGD): captured as it is
     k = ctx.gpu_in_full_steps(ctx.model.gpu)
     k = k[k["kind"] == "kernel"]
     gpu_us = float(np.median([r[3] for r in rows]))

@@ -21,7 +21,12 @@ FOR_LOOP_KERNELS = 40   # kernels per optimizer step (median) from which it is a
 
 def for_loop_steps(ctx: Context):
     """(regions, per region (step, CPU us, kernels, GPU us)) of a for-loop optimizer: one whose steps
-    launch FOR_LOOP_KERNELS or more kernels (median) and no multi-tensor one; None otherwise."""
+    launch FOR_LOOP_KERNELS or more kernels (median) and no multi-tensor one; None otherwise. Read by
+    this analysis and by launch_overhead's graph estimate: computed once per trace."""
+    return ctx.model.memo("for_loop_optimizer", lambda: _for_loop_steps(ctx))
+
+
+def _for_loop_steps(ctx: Context):
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
     regions = cpu[(cpu["kind"] == "annotation").to_numpy() & ctx.model.cpu_match(r"^Optimizer\.step#")]
     if regions.empty or gpu.empty:

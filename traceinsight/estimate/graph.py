@@ -24,7 +24,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ..trace.facts import BLOCK_TOL_US, blocking_calls, launch_latency_us
+from ..trace.facts import BLOCK_TOL_US, blocking_calls, in_compiled_region, launch_latency_us
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
@@ -58,8 +58,10 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     unlaunched = gpu[~gpu.index.isin(launched.index) & (gpu["end"] > t0) & (gpu["ts"] < t_gpu)]
     g = pd.concat([launched, unlaunched]).sort_values("ts", kind="stable")
 
+    compiled = in_compiled_region(model)
     for i, r in zip(rt.index, rt.itertuples(index=False)):
-        G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name)
+        G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name,
+                   compiled=bool(compiled[i]))
     for j, r in zip(g.index, g.itertuples(index=False)):
         G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
                    gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
@@ -110,6 +112,7 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
         covered = host.covered_time(th, a, b)
         bare = host.bare_time(th, a, b)
         inp = host.input_time(th, a, b)
+        comp = host.compiled_time(th, a, b)
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
             if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):
@@ -122,7 +125,8 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
             h = float(min(gap, host_us[k]))
             # Of the feed, the program's own Python (host.bare_time): what a CUDA graph keeps.
             G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
-                       input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)))
+                       input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)),
+                       compiled_us=float(min(comp[k], gap - h)))
 
 
 def _launch_edges(G: nx.DiGraph, g: pd.DataFrame, cpu: pd.DataFrame) -> None:

@@ -79,11 +79,13 @@ class Compiled:
         self.copy_sync = np.array([G.nodes[x].get("block_kind") == "copy_sync" for x in order], dtype=bool)
         self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
         self.thread = [G.nodes[x].get("thread", "") for x in order]
+        self.compiled = np.array([bool(G.nodes[x].get("compiled", False)) for x in order], dtype=bool)
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
         self.input = np.zeros(n)
         self.bare = np.zeros(n)
+        self.compiled_us = np.zeros(n)
         self.feed = np.zeros(n)
         self.lpred = np.full(n, -1, dtype=np.int64)
         self.latency = np.zeros(n)
@@ -102,6 +104,7 @@ class Compiled:
                 self.host[b], self.feed[b] = d["host_us"], d["feed_us"]
                 self.input[b] = d.get("input_us", 0.0)
                 self.bare[b] = d.get("bare_us", 0.0)
+                self.compiled_us[b] = d.get("compiled_us", 0.0)
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
             elif k == "stream":
@@ -226,11 +229,20 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
     # Python between its ops, which the capture does remove.
     cpu = c.cpu_idx
     keep = np.where(c.bare[cpu] >= GRAPH_KEEPS_BARE_US, c.bare[cpu], 0.0)
+    if fx.compiled_only:
+        # mode="reduce-overhead" of a compiled program graphs only the compiled regions: dispatch
+        # between two eager calls with no compiled code in between (an eager optimizer, the loss)
+        # stays; the stretches that enter, run or leave a compiled region go (the wrapper is added back
+        # below, as measured from whole reduce-overhead steps).
+        keep = np.where((c.compiled_us[cpu] > 0) | c.compiled[cpu], keep, s.feed[cpu])
     s.feed[cpu] = np.minimum(s.feed[cpu], keep)
     gpu_idx = c.gpu_idx
+    if fx.compiled_only:
+        lp = c.lpred[gpu_idx]
+        gpu_idx = gpu_idx[(lp >= 0) & c.compiled[np.maximum(lp, 0)]]
     s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
     s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
-    s.dur[c.is_launch] = 0.0
+    s.dur[c.is_launch & (c.compiled if fx.compiled_only else True)] = 0.0
     # Each step still costs the CPU the replay call and the Python around it: the step takes the longer
     # of that and the graph's GPU time.
     if fx.optimizer is not None and not s.optimizer_fused:

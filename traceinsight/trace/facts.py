@@ -174,6 +174,33 @@ _COMPILE_WRAPPER = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region)"
 _COMPILED_CALL = r"^## Call CompiledFxGraph"
 
 
+# The ranges a compiled graph runs in: the forward's region and AOTAutograd's backward.
+_COMPILED_RANGE = r"^(Torch-Compiled Region|CompiledFunction)"
+
+
+def in_compiled_region(model: TraceModel) -> np.ndarray:
+    """Per cpu row: it starts inside a torch.compile region (forward or compiled backward) on its
+    thread. mode="reduce-overhead" graphs what runs there; eager work outside stays eager."""
+    return model.memo("in_compiled_region", lambda: _in_compiled_region(model))
+
+
+def _in_compiled_region(model: TraceModel) -> np.ndarray:
+    cpu = model.cpu
+    out = np.zeros(len(cpu), dtype=bool)
+    if cpu.empty:
+        return out
+    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(_COMPILED_RANGE)
+    if not ranges.any():
+        return out
+    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    for rows in model.thread_rows().values():
+        r = rows[ranges[rows]]
+        if len(r):
+            s, e = merged_intervals(ts[r], end[r])
+            out[rows] = _inside(ts[rows], s, e)
+    return out
+
+
 def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
     """CPU per step in torch.compile's wrappers outside the compiled graph calls, less the profiler's
     own cost of the events recorded there (median over `steps`). mode="reduce-overhead" keeps this

@@ -29,6 +29,7 @@ HOST_OP_US = 50.0
 FRAMEWORK = r"^autograd::engine|^torch::autograd::|Backward\d*$"
 INPUT_NAMES = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
 FEEDS_GPU = ("launch", "memcpy", "memset")
+COMPILED_RANGES = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region|CompiledFunction)"
 TORCH_FRAME = r"(^|/)torch/|^<built-in (method|function) \w+ of (torch|PyCapsule)|^<built-in function _cuda"
 
 
@@ -175,6 +176,23 @@ class HostActivity:
                    if others else (np.zeros(0), np.zeros(0)))
         return ({thread: ThreadActivity(fs, fe, _cum(fs, fe))},
                 {thread: ThreadActivity(os_, oe, _cum(os_, oe))})
+
+    def compiled_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Time within each [a_k, b_k) on a thread inside torch.compile's machinery: Dynamo's cache
+        lookup and the compiled regions (forward and compiled backward), wrapper and graph alike."""
+        if not hasattr(self, "_compiled"):
+            cpu = self.cpu
+            rows_c = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILED_RANGES)
+            ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+            self._compiled = {}
+            for th, rows in self._by_thread.items():
+                r = rows[rows_c[rows]]
+                if len(r):
+                    cs, ce = merged_intervals(ts[r], end[r])
+                    self._compiled[th] = ThreadActivity(cs, ce, _cum(cs, ce))
+        if thread not in self._compiled:
+            return np.zeros(len(np.atleast_1d(a)))
+        return _time_in(self._compiled, thread, a, b)
 
     def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Time inside ops (any op or non-launching annotation) within each [a_k, b_k) on a thread."""
