@@ -71,7 +71,10 @@ def _saving(doc: dict, kinds: tuple) -> tuple[float | None, list | None]:
 # measured the launch fix (a CUDA graph of the step) beside the kind's own fix, to check the ranking,
 # and a larger-batch convnet. A run's pairs are compared within the run (a new lease may be a new host).
 RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h200",
-        "h100_graph2": "h100", "h200_graph2": "h200"}
+        "h100_graph2": "h100", "h200_graph2": "h200",
+        # Held out (17:54Z / 17:56Z): five workloads written after this session's model changes, recorded
+        # once those changes were committed (830a541), to check them on programs they were not derived from.
+        "h100_holdout": "h100", "h200_holdout": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -225,7 +228,17 @@ def summary(rs: list[dict]) -> str:
             f"Healthy-role workloads: the verdict is right in {sum(r['ok_top'] for r in healthy)}/{len(healthy)} "
             f"(healthy expected where the measured un-profiled idle is at most {IDLE_HEALTHY:.0%}: "
             f"{sum(r['healthy'] for r in strict)}/{len(strict)} called healthy; not healthy expected from "
-            f"{IDLE_NOT_HEALTHY:.0%}).")
+            f"{IDLE_NOT_HEALTHY:.0%})." + _held_out(pairs))
+
+
+def _held_out(pairs: list[dict]) -> str:
+    """The held-out runs' share of the figures: workloads written after the model changes they check."""
+    held = [r for r in pairs if "holdout" in r["run"]]
+    if not held:
+        return ""
+    errs = [abs(r["err_pct"]) for r in held if r["err_pct"] is not None]
+    return (f" Of these, the {len(held)} held-out rows (runs *_holdout): within 25% in {sum(e <= 25 for e in errs)}, "
+            f"within 50% in {sum(e <= 50 for e in errs)}, top finding right in {sum(r['ok_top'] for r in held)}.")
 
 
 if __name__ == "__main__":

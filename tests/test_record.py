@@ -249,7 +249,7 @@ def test_steps_after_the_window_are_timed_unprofiled_and_analyze_uses_them(tmp_p
     summary = json.loads((tmp_path / "a.json").read_text())["summary"]
     assert summary["unprofiled_step_method"].startswith("measured by traceinsight record")
     # The document rounds to the microsecond.
-    assert summary["unprofiled_step_ms"] == pytest.approx(meta["unprofiled_step_ms"], abs=5e-4)
+    assert summary["unprofiled_step_ms"] == pytest.approx(meta["unprofiled_step_ms"], abs=5.01e-4)
 
 
 @needs_torch

@@ -9,26 +9,24 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.model import TraceModel
-from ..trace.profiler_cost import PROFILER_COST_US, cost_model, measured_unprofiled_us, profiler_options
+from ..trace.profiler_cost import (cost_model, event_classes, graph_node_cost_us, measured_unprofiled_us,
+                                   profiler_options)
 from . import replay
 
 def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Per replay node: the profiler cost in the CPU edge that ends at it, and in the call itself (us)."""
-    setting, machine = cost_model(model)
-    coef = PROFILER_COST_US[setting][machine]
     n = len(c.nodes)
     edge, call = np.zeros(n), np.zeros(n)
     cpu = model.cpu
     if cpu.empty or not n:
         return edge, call
-    of_kind = {k: (cpu["kind"] == k).to_numpy() for k in ("op", "annotation", "python", "runtime")}
+    classes = event_classes(model)
+    nodes = graph_node_cost_us(model)
+    coef = {k: us for k, _rows, us in classes}
     starts = {}
+    ts = cpu["ts"].to_numpy()
     for th, rows in model.thread_rows().items():
-        per = {}
-        for k in ("op", "annotation", "python", "runtime"):
-            sel = rows[of_kind[k][rows] & ~cpu["is_step"].to_numpy()[rows]]
-            per[k] = np.sort(cpu["ts"].to_numpy()[sel])
-        starts[th] = per
+        starts[th] = {k: np.sort(ts[rows[sel[rows]]]) for k, sel, _us in classes}
     # While the loop thread waits for a helper thread (inside backward()), its wait shrinks with the
     # helper's profiler cost: the loop thread's edges count every thread's events.
     loop = {c.thread[i] for i in c.markers.values()}
@@ -36,7 +34,7 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
         if c.rkind[i] in ("marker", "") and c.nodes[i][0] != "step":
             continue
         if c.nodes[i][0] == "cpu":
-            call[i] = coef["runtime"] * scale
+            call[i] = (coef["runtime"] + nodes[c.nodes[i][1]]) * scale
         p = c.cpred[i]
         if p < 0 or c.thread[p] != c.thread[i]:
             continue
@@ -51,6 +49,16 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
                     continue  # the thread's own calls are cut in `call`
                 total += coef[k] * (np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right"))
         edge[i] = scale * total
+    # Between two ProfilerStep ranges the loop thread is inside the profiler's own step(): measured in
+    # the trace, it goes whole (a per-step cost the per-event model does not hold: 10-40 us).
+    st = model.steps.set_index("step")
+    for k, m in c.markers.items():
+        nxt = c.csucc[m]
+        if k + 1 not in st.index or nxt < 0:
+            continue
+        a, b = float(st.at[k, "cpu_end"]), float(st.at[k + 1, "cpu_start"])
+        if a < b <= c.ts[nxt] + 1e-6:
+            edge[nxt] += b - a
     return edge, call
 
 

@@ -112,7 +112,7 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
         covered = host.covered_time(th, a, b)
         bare = host.bare_time(th, a, b)
         inp = host.input_time(th, a, b)
-        comp = host.compiled_time(th, a, b)
+        comp = host.compiled_time(a, b)
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
             if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):

@@ -33,10 +33,11 @@ from ..analyses import fixes
 GRAPH_KERNEL_GAP_US = 0.3     # kernel-to-kernel spacing inside a CUDA graph replay
 GRAPH_STEP_US = 20.0          # CPU per step: the replay call, the input copies and the Python around them
 # torch.compile(mode="reduce-overhead") replays through cudagraph trees: the compiled wrapper's Python
-# (guards, runtime wrapper) stays, and the tree's own call (input copies, liveness checks, the launch)
-# measured 2.1-2.5x that wrapper's CPU time (the matrix's compile_default_vs_ro after traces against their
-# before traces, on H100 and H200, and compile_capture's warm trace; profiler cost taken out of both).
-TREE_CALL_PER_WRAPPER = 2.4
+# (guards, runtime wrapper) stays, and the tree's own call (input copies, liveness checks) measured
+# 1.2-2.0x that wrapper's CPU time in the reduce-overhead traces of four compiled workloads on H100 and
+# H200 (the graph launch left out: under the profiler it costs 1-3 us per kernel node, CUPTI's; it is
+# costed as any graph replay's, GRAPH_STEP_US).
+TREE_CALL_PER_WRAPPER = 1.6
 GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 QUEUED_GAP_MAX_US = 5.0      # a larger "queued" gap is something else (a wait the graph does not show)
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
@@ -228,14 +229,16 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
     # GRAPH_KEEPS_BARE_US or more (numpy on a batch's outputs); shorter stretches are the model's
     # Python between its ops, which the capture does remove.
     cpu = c.cpu_idx
-    keep = np.where(c.bare[cpu] >= GRAPH_KEEPS_BARE_US, c.bare[cpu], 0.0)
     if fx.compiled_only:
-        # mode="reduce-overhead" of a compiled program graphs only the compiled regions: dispatch
-        # between two eager calls with no compiled code in between (an eager optimizer, the loss)
-        # stays; the stretches that enter, run or leave a compiled region go (the wrapper is added back
-        # below, as measured from whole reduce-overhead steps).
-        keep = np.where((c.compiled_us[cpu] > 0) | c.compiled[cpu], keep, s.feed[cpu])
-    s.feed[cpu] = np.minimum(s.feed[cpu], keep)
+        # mode="reduce-overhead" of a compiled program graphs only the compiled regions: of each
+        # stretch between two calls, the part some thread spent in compiled code goes (the wrapper is
+        # added back below) and the rest stays: eager dispatch (the loss, an eager optimizer), the
+        # Python around the regions, the loop thread's wait for the eager part of backward.
+        share = np.divide(c.compiled_us[cpu], c.feed[cpu], out=np.zeros(len(cpu)), where=c.feed[cpu] > 0)
+        s.feed[cpu] = s.feed[cpu] * (1.0 - np.minimum(share, 1.0))
+    else:
+        keep = np.where(c.bare[cpu] >= GRAPH_KEEPS_BARE_US, c.bare[cpu], 0.0)
+        s.feed[cpu] = np.minimum(s.feed[cpu], keep)
     gpu_idx = c.gpu_idx
     if fx.compiled_only:
         lp = c.lpred[gpu_idx]
@@ -250,11 +253,11 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
         idx = _launched_in(c, regions)
         s.dur[idx] = s.dur[idx] * factor
     # (As CPU time before the step's first launch: a launch call's own cost is capped, see launch_cap.)
-    tree = fx.wrapper_us * (1.0 + TREE_CALL_PER_WRAPPER)
+    tree = fx.wrapper_us * (1.0 + TREE_CALL_PER_WRAPPER) * fx.python_share
     for i in c.first_gpu_of_step:
         if c.lpred[i] >= 0:
-            s.dur[c.lpred[i]] = GRAPH_STEP_US if tree <= GRAPH_STEP_US else 0.0
-            s.feed[c.lpred[i]] += tree if tree > GRAPH_STEP_US else 0.0
+            s.dur[c.lpred[i]] = GRAPH_STEP_US
+            s.feed[c.lpred[i]] += tree
 
 
 def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: float) -> None:

@@ -177,22 +177,17 @@ class HostActivity:
         return ({thread: ThreadActivity(fs, fe, _cum(fs, fe))},
                 {thread: ThreadActivity(os_, oe, _cum(os_, oe))})
 
-    def compiled_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Time within each [a_k, b_k) on a thread inside torch.compile's machinery: Dynamo's cache
-        lookup and the compiled regions (forward and compiled backward), wrapper and graph alike."""
+    def compiled_time(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Time within each [a_k, b_k) when some thread was inside torch.compile's machinery: Dynamo's
+        cache lookup and the compiled regions (forward and compiled backward), wrapper and graph alike.
+        Any thread: the loop thread waiting in backward() while the autograd thread runs a compiled
+        backward is waiting on compiled work too."""
         if not hasattr(self, "_compiled"):
             cpu = self.cpu
-            rows_c = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILED_RANGES)
-            ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-            self._compiled = {}
-            for th, rows in self._by_thread.items():
-                r = rows[rows_c[rows]]
-                if len(r):
-                    cs, ce = merged_intervals(ts[r], end[r])
-                    self._compiled[th] = ThreadActivity(cs, ce, _cum(cs, ce))
-        if thread not in self._compiled:
-            return np.zeros(len(np.atleast_1d(a)))
-        return _time_in(self._compiled, thread, a, b)
+            rows = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILED_RANGES)
+            cs, ce = merged_intervals(cpu["ts"].to_numpy()[rows], cpu["end"].to_numpy()[rows])
+            self._compiled = {"": ThreadActivity(cs, ce, _cum(cs, ce))}
+        return _time_in(self._compiled, "", a, b)
 
     def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Time inside ops (any op or non-launching annotation) within each [a_k, b_k) on a thread."""
