@@ -286,3 +286,12 @@ def test_compiled_wrapper_is_read_from_the_trace():
     assert 20 <= got["h200"] < got["h100"] <= 200, got
     eager = build_model(load_trace(ROOT / "sample_traces/matrix/h100/fusion_elementwise__before__default.json.gz"))
     assert compiled_wrapper_us(eager, eager.steps["step"]) is None
+
+
+def test_pinned_copies_also_speed_up_the_dispatch_the_cpu_staged_around(rows):
+    # 16-50 MB of pageable copies per step: the pinned program's dispatch measured 1.0-1.5x faster (the
+    # same ops before and after); without that the pinned copies were predicted 4-35% short. The factor
+    # comes from these pairs: this guards it, it does not validate it.
+    got = _rows_of(rows, "pageable_h2d", "after") + _rows_of(rows, "blocking_pageable_d2h", "after")
+    assert len(got) == 8 and sum(abs(r["err_pct"]) <= 25 for r in got) >= 7, [r["err_pct"] for r in got]
+    assert all(r["pred_range"] and r["pred_range"][0] < r["pred_speedup"] < r["pred_range"][1] for r in got)

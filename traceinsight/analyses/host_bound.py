@@ -3,6 +3,8 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .fixes import RemoveHostWork
@@ -37,6 +39,12 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = ("The CPU runs Python that the trace does not name (no op covers it): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
                "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
+    elif all(FRAMEWORK_STEP.search(n) for n, _ in top[:3]):
+        # The optimizer's own Python (zero_grad's loop over parameters): it cannot be skipped or moved.
+        names = ", ".join(n for n, _ in top[:3])
+        fix = (f"The idle CPU time is the optimizer's own Python ({names[:200]}), a loop over its parameter "
+               "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
+               "when the whole step is captured in a CUDA graph.")
     else:
         names = ", ".join(n for n, _ in top[:3])
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
@@ -48,6 +56,11 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{', data loading' if loader else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
+
+
+# Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
+# host work, so "run it every N steps" would be wrong advice).
+FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#")
 
 
 def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:

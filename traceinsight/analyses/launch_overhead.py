@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 
-from ..trace.facts import compiled_wrapper_us, program_facts
+from ..trace.facts import compiled_wrapper_us, program_facts, program_regions_per_step
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -22,25 +22,58 @@ GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step
 COMPILED = 0.2     # share of kernels that are Triton's: the step is compiled
 
 
-def _advice(p: dict, wrapper_us=lambda: 0.0) -> tuple[str, str, tuple]:
+def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
     """(program, fix, typed fixes) for what the program already does: eager -> compile / graphs;
-    compiled -> reduce-overhead; already graphed -> what a graph cannot remove."""
+    compiled -> reduce-overhead; already graphed -> what a graph cannot remove. The advice names only
+    what the trace shows (an optimizer in the step, graph breaks, copies from the host)."""
     if p["graphed_share"] >= GRAPHED:
-        return ("graphed", f"{p['graphed_share']:.0%} of the GPU time already runs from CUDA-graph replays: "
-                "what is left is the CPU between replays. Trim the Python between graph launches (input "
-                "preparation, sampling, bookkeeping), copy inputs into the graph's static buffers with "
-                "non_blocking copies, and give each replay more work (bigger batches, more tokens per "
-                "launch).", ())
+        between = _ops_between(ctx)
+        said = ", ".join(f"{n} ({ms:.3f} ms)" for n, ms in between) or "no op"
+        fix = (f"{p['graphed_share']:.0%} of the GPU time already runs from CUDA-graph replays: what is left "
+               f"is the CPU between replays, per step: {said}. Give each replay more work (bigger batches, "
+               "more tokens or steps per launch) or trim that CPU work.")
+        if _host_copies(ctx):
+            fix += (" Copy host inputs into the graph's static buffers from pinned memory with "
+                    "non_blocking=True.")
+        return ("graphed", fix, ())
     if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
-        return ("compiled", "The step is already compiled (Triton kernels): compile it with "
-                "torch.compile(model, mode=\"reduce-overhead\") so the compiled step replays as a CUDA graph, "
-                "and remove graph breaks and syncs that keep it from being captured.",
-                (CudaGraph(wrapper_us=wrapper_us(), compiled_only=True, python_share=COMPILED_PYTHON_SHARE,
-                           bounds=COMPILED_PYTHON_BOUNDS),))
-    return ("eager", "Cut the per-kernel CPU cost: capture the step in a CUDA graph "
-            "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
-            "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
-            "layers).", (CudaGraph(),))
+        fix = ("The step is already compiled (Triton kernels): compile it with "
+               "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
+        regions = program_regions_per_step(ctx)
+        if regions > 1:
+            fix += (f" The step runs {regions:.0f} compiled regions: remove the graph breaks between them "
+                    "(torch._dynamo.explain) so one graph covers more of it.")
+        return ("compiled", fix,
+                (CudaGraph(wrapper_us=compiled_wrapper_us(ctx.model, ctx.full_steps) or 0.0, compiled_only=True,
+                           python_share=COMPILED_PYTHON_SHARE, bounds=COMPILED_PYTHON_BOUNDS),))
+    if ctx.model.cpu_match(r"^Optimizer\.step#").any():
+        # torch.compile(model) graphs the model; the optimizer's launches stay eager unless the whole
+        # step is captured (what the replay of this fix assumes).
+        fix = ("Cut the per-kernel CPU cost: capture the whole training step (forward, backward and "
+               "optimizer.step) in one CUDA graph with torch.cuda.graph; torch.compile(model, "
+               "mode=\"reduce-overhead\") graphs the model only and leaves the optimizer's launches eager. "
+               "Or fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, "
+               "larger layers).")
+    else:
+        fix = ("Cut the per-kernel CPU cost: capture the step in a CUDA graph "
+               "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
+               "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
+               "layers).")
+    return ("eager", fix, (CudaGraph(),))
+
+
+def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
+    """The outermost ops on the CPU per full step in a graph-replayed program, longest first (ms)."""
+    cpu = ctx.model.cpu
+    ops = cpu[(cpu["kind"] == "op").to_numpy() & (cpu["top_op"].to_numpy() == cpu.index.to_numpy())]
+    ops = ops[np.isin(ctx.cpu_step_of(ops["ts"].to_numpy()), ctx.full_steps)]
+    per = ops.groupby("name")["dur"].sum().sort_values(ascending=False) / ctx.n_full / 1000
+    return [(str(n), float(v)) for n, v in per.head(limit).items()]
+
+
+def _host_copies(ctx: Context) -> bool:
+    g = ctx.gpu_in_full_steps(ctx.model.gpu)
+    return bool(((g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD")).any())
 
 
 # A for-loop optimizer made capturable=True (needed to capture it) keeps its step count and bias
@@ -100,11 +133,12 @@ def analyze(ctx: Context) -> list[Finding]:
     }
     share = lost / ctx.median_step_us if ctx.median_step_us else 0
     conf = "high" if share > 0.3 and med_kernel < 30 else ("medium" if share > 0.1 else "low")
-    program, fix, plan = _advice(prog, lambda: compiled_wrapper_us(ctx.model, ctx.full_steps) or 0.0)
+    program, fix, plan = _advice(prog, ctx)
     if program == "eager" and plan:
         plan = (CudaGraph(optimizer=_capturable(ctx, ev)),)
-    if program == "eager" and ctx.model.cpu_match(r"^Optimizer\.step#").any():
-        # A for-loop or foreach optimizer keeps its step count on the CPU: a capture fails on it.
+    opt = ctx.model.cpu["name"][ctx.model.cpu_match(r"^Optimizer\.step#")]
+    if program == "eager" and len(opt) and CAPTURABLE.search(str(opt.iloc[0])):
+        # An Adam-family optimizer keeps its step count on the CPU: a capture fails on it.
         fix += (" An optimizer stepped inside a torch.cuda.graph capture must keep its state on the GPU: "
                 "construct it with capturable=True (e.g. torch.optim.Adam(params, fused=True, "
                 "capturable=True)).")
@@ -112,6 +146,8 @@ def analyze(ctx: Context) -> list[Finding]:
     ev["graphed_share_pct"] = round(100 * prog["graphed_share"], 1)
     if program == "graphed":
         conf = "low"
+    elif program == "compiled" and conf == "high":
+        conf = "medium"     # the compiled step's own Python un-profiled is a range, not a measurement
     return [Finding(
         kind="launch_overhead",
         title=f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "

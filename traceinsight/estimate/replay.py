@@ -296,6 +296,10 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
     for i in c.cpu_idx:
         if s.syncs[i] and int(c.op[i]) in ops:
             s.unblock(int(i))
+    if fx.dispatch_speedup != 1.0:
+        cpu = c.cpu_idx
+        s.dur[cpu] = s.dur[cpu] / fx.dispatch_speedup
+        s.feed[cpu] = s.feed[cpu] / fx.dispatch_speedup
 
 
 def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:

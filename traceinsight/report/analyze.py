@@ -250,12 +250,12 @@ def verdict(a: Analysis) -> str:
     if not real:
         causes = sorted(((b[c], c) for c in CAUSES if b[c] > 0), reverse=True)[:3]
         said = ", ".join(f"{c} {v / 1000:.2f} ms" for v, c in causes)
-        return (f"The GPU is idle {idle_pct:.0f}% of each step (median {b['step'] / 1000:.2f} ms), but no "
+        return (f"The GPU is idle {idle_pct:.0f}% of each step (median {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}), but no "
                 f"fix we can model would save more than 3% of a step; idle by cause: {said or 'none'}.")
     top = real[0]
     pct = 100 * top.estimated_savings_us / a.reference_step_us if a.reference_step_us else 0.0
     out = (f"{spec(top.kind).label.capitalize()}: the GPU is idle {idle_pct:.0f}% of "
-           f"each step (median step {b['step'] / 1000:.2f} ms); the top fix ({top.kind}) would save "
+           f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) would save "
            f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}% of the "
            f"{'un-profiled' if a.whatif.get('unprofiled_step_ms') else 'profiled'} step).")
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
@@ -268,3 +268,12 @@ def verdict(a: Analysis) -> str:
             out += f"; fixing it saves about {row['saves_ms']:.2f} ms per step after the fixes before it in the plan"
         out += "."
     return out
+
+
+def _unprofiled_idle(a: Analysis, b: dict) -> str:
+    """", profiled; about N% without the profiler (estimated)" when the profiler made a real share of the
+    idle: a step the profiler slowed by a tenth or more."""
+    u, busy = a.whatif.get("unprofiled_step_ms"), a.whatif.get("gpu_busy_ms")
+    if not u or busy is None or not b["step"] or u * 1000 > 0.9 * b["step"]:
+        return ""
+    return f", profiled; about {100 * max(0.0, u - busy) / u:.0f}% without the profiler, an estimate"
