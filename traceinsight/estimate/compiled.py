@@ -1,0 +1,124 @@
+"""The timeline graph as flat arrays, in topological order: what the what-if replay (replay.py) runs on.
+
+Compiled once per graph; a fix changes a copy of its arrays (replay.State), never the graph.
+"""
+from __future__ import annotations
+
+import re
+
+import networkx as nx
+import numpy as np
+
+QUEUED_GAP_MAX_US = 5.0      # a larger "queued" gap is something else (a wait the graph does not show)
+
+
+class Compiled:
+    """The graph as arrays, indexed by position in topological order."""
+
+    def __init__(self, G: nx.DiGraph):
+        try:
+            order = [n for n in nx.topological_sort(G) if n[0] != "op"]
+        except nx.NetworkXUnfeasible:  # inconsistent clocks can make a cycle; fall back to time order
+            order = sorted((n for n in G.nodes if n[0] != "op"), key=lambda n: G.nodes[n]["ts"])
+        pos = {n: i for i, n in enumerate(order)}
+        n = len(order)
+        self.nodes = order
+        self.is_gpu = np.array([x[0] == "gpu" for x in order], dtype=bool)
+        self.ts = np.array([G.nodes[x]["ts"] for x in order], dtype=float)
+        self.end = np.array([G.nodes[x]["end"] for x in order], dtype=float)
+        self.dur = np.array([G.nodes[x]["dur"] for x in order], dtype=float)
+        self.rkind = [G.nodes[x].get("rkind", "") for x in order]
+        self.names = [G.nodes[x].get("name", "") for x in order]
+        self.gkind = [G.nodes[x].get("gkind", "") for x in order]
+        self.pageable = np.array([bool(G.nodes[x].get("pageable", False)) for x in order])
+        self.to_device = np.array([G.nodes[x].get("copy_dir") == "HtoD" for x in order], dtype=bool)
+        # A call that waited mostly for the GPU queue before its copy to the host (trace/facts.py).
+        self.copy_sync = np.array([G.nodes[x].get("block_kind") == "copy_sync" for x in order], dtype=bool)
+        self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
+        self.thread = [G.nodes[x].get("thread", "") for x in order]
+        self.compiled = np.array([bool(G.nodes[x].get("compiled", False)) for x in order], dtype=bool)
+        self.cpred = np.full(n, -1, dtype=np.int64)
+        self.csucc = np.full(n, -1, dtype=np.int64)
+        self.host = np.zeros(n)
+        self.input = np.zeros(n)
+        self.bare = np.zeros(n)
+        self.compiled_us = np.zeros(n)
+        self.feed = np.zeros(n)
+        self.lpred = np.full(n, -1, dtype=np.int64)
+        self.latency = np.zeros(n)
+        self.spred = np.full(n, -1, dtype=np.int64)
+        self.ssucc = np.full(n, -1, dtype=np.int64)
+        self.sgap = np.zeros(n)
+        self.syncs: list[list[int]] = [[] for _ in range(n)]
+        self.own = np.array([pos.get(G.nodes[x].get("own_copy"), -1) for x in order], dtype=np.int64)
+        for u, v, d in G.edges(data=True):
+            if u not in pos or v not in pos:
+                continue
+            a, b = pos[u], pos[v]
+            k = d["kind"]
+            if k == "cpu_order":
+                self.cpred[b], self.csucc[a] = a, b
+                self.host[b], self.feed[b] = d["host_us"], d["feed_us"]
+                self.input[b] = d.get("input_us", 0.0)
+                self.bare[b] = d.get("bare_us", 0.0)
+                self.compiled_us[b] = d.get("compiled_us", 0.0)
+            elif k == "launch":
+                self.lpred[b], self.latency[b] = a, d["latency_us"]
+            elif k == "stream":
+                self.spred[b], self.ssucc[a], self.sgap[b] = a, b, d["gap_us"]
+            elif k == "sync":
+                self.syncs[b].append(a)
+        # The innermost op above each runtime call (nests edges; -1 where none).
+        self.op = np.full(n, -1, dtype=np.int64)
+        for u, v, k in G.edges(data="kind"):
+            if k == "nests" and v in pos:
+                self.op[pos[v]] = u[1]
+        self.steps = G.graph["steps"]
+        self.step_starts = G.graph["step_starts"]
+        self.t1 = G.graph["t1"]
+        self.markers = {x[1]: pos[x] for x in order if x[0] == "step"}
+        # Which step issued each GPU activity (by its launch call's original time).
+        issue_t = np.where(self.lpred >= 0, self.ts[np.maximum(self.lpred, 0)], self.ts)
+        bounds = np.array(list(self.step_starts) + [self.t1])
+        k = np.searchsorted(bounds, issue_t, side="right") - 1
+        self.gpu_step = np.where(self.is_gpu & (k >= 0) & (k < len(self.steps)), k, -1)
+        launch_durs = self.dur[[r == "launch" for r in self.rkind]] if n else np.array([])
+        self.gpu_pos = {x[1]: i for i, x in enumerate(order) if x[0] == "gpu"}
+        # The first GPU activity each step issued (by its launch call's time).
+        first: dict[int, int] = {}
+        for i in np.flatnonzero(self.gpu_step >= 0):
+            k = int(self.gpu_step[i])
+            if k not in first or issue_t[i] < issue_t[first[k]]:
+                first[k] = int(i)
+        self.first_gpu_of_step = sorted(first.values())
+        self.cpu_idx = np.flatnonzero(~self.is_gpu)
+        self.gpu_idx = np.flatnonzero(self.is_gpu)
+        self.is_launch = np.array([r == "launch" for r in self.rkind], dtype=bool)
+        self.launch_cap = max(4.0 * float(np.median(launch_durs)), 30.0) if len(launch_durs) else 30.0
+        self.is_kernel = np.array([k == "kernel" for k in self.gkind], dtype=bool)
+        self.queued_gap = self._queued_gap()
+        self._gpu_names: tuple[np.ndarray, list] | None = None
+
+    def _queued_gap(self) -> float:
+        """The GPU's own gap between two kernels of a stream when the second was already queued (its
+        launch call began before the first ended): median over the trace, at most QUEUED_GAP_MAX_US.
+        An eager kernel pays it even in a GPU-bound step; fusing or dropping kernels removes it."""
+        i = self.gpu_idx[self.is_kernel[self.gpu_idx]]
+        sp, lp = self.spred[i], self.lpred[i]
+        ok = (sp >= 0) & (lp >= 0)
+        i, sp, lp = i[ok], sp[ok], lp[ok]
+        ok = self.is_kernel[sp] & (self.ts[lp] < self.end[sp])
+        gaps = self.ts[i[ok]] - self.end[sp[ok]]
+        gaps = gaps[gaps >= 0]
+        return float(min(np.median(gaps), QUEUED_GAP_MAX_US)) if len(gaps) else 0.0
+
+    def gpu_named(self, pattern: str, flags: int = 0) -> np.ndarray:
+        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name)."""
+        if self._gpu_names is None:
+            index: dict = {}
+            codes = [index.setdefault(self.names[i], len(index)) for i in self.gpu_idx.tolist()]
+            self._gpu_names = np.array(codes, dtype=np.int64), list(index)
+        codes, uniques = self._gpu_names
+        rx = re.compile(pattern, flags)
+        hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
+        return self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
