@@ -27,16 +27,16 @@ def pairs(rows):
 
 
 def test_every_measured_fix_gets_an_estimate(rows):
-    assert len(pairs(rows)) >= 180
+    assert len(pairs(rows)) >= 200
     assert all(r["pred_speedup"] is not None for r in pairs(rows))
 
 
 def test_predicted_speedups_near_the_measured_ones(rows):
     errs = [abs(r["err_pct"]) for r in pairs(rows)]
     assert sum(e <= 50 for e in errs) >= 0.93 * len(errs)
-    # 132 of 184 (the graph replay's costs measured, not fitted to these speed-ups: fitting them scored
+    # 143 of 204 (the graph replay's costs measured, not fitted to these speed-ups: fitting them scored
     # more rows only by absorbing errors of the un-profiled step).
-    assert sum(e <= 25 for e in errs) >= 0.70 * len(errs)
+    assert sum(e <= 25 for e in errs) >= 0.68 * len(errs)
 
 
 def _rows_of(rows, workload, variant):
@@ -288,10 +288,23 @@ def test_compiled_wrapper_is_read_from_the_trace():
     assert compiled_wrapper_us(eager, eager.steps["step"]) is None
 
 
-def test_pinned_copies_also_speed_up_the_dispatch_the_cpu_staged_around(rows):
-    # 16-50 MB of pageable copies per step: the pinned program's dispatch measured 1.0-1.5x faster (the
-    # same ops before and after); without that the pinned copies were predicted 4-35% short. The factor
-    # comes from these pairs: this guards it, it does not validate it.
-    got = _rows_of(rows, "pageable_h2d", "after") + _rows_of(rows, "blocking_pageable_d2h", "after")
-    assert len(got) == 8 and sum(abs(r["err_pct"]) <= 25 for r in got) >= 7, [r["err_pct"] for r in got]
-    assert all(r["pred_range"] and r["pred_range"][0] < r["pred_speedup"] < r["pred_range"][1] for r in got)
+def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows):
+    # 16-50 MB of pageable copies per step: the pinned program's dispatch measured 1.0-1.5x faster on the
+    # H100 host (the same ops before and after) and not on the H200 one; the held-out pageable workloads
+    # agreed. So the point estimate assumes no speed-up and the range reaches 1.5x.
+    h100 = [r for r in _rows_of(rows, "pageable_h2d", "after") + _rows_of(rows, "blocking_pageable_d2h", "after")
+            if r["gpu"] == "h100"]
+    assert len(h100) == 4
+    assert sum(r["pred_range"][0] <= r["meas_speedup"] <= r["pred_range"][1] for r in h100) >= 3, \
+        [(r["pred_range"], r["meas_speedup"]) for r in h100]
+    held = _rows_of(rows, "holdout2_pageable_conv", "after") + _rows_of(rows, "holdout2_d2h_features", "after")
+    assert len(held) == 8 and sum(abs(r["err_pct"]) <= 25 for r in held) >= 6, [r["err_pct"] for r in held]
+    assert all(abs(r["err_pct"]) <= 50 for r in held), [r["err_pct"] for r in held]
+
+
+def test_python_data_preparation_chopped_by_tiny_ops_is_host_work(rows):
+    # Sentences tokenized in Python on the main thread, one small torch.tensor per sentence: no stretch
+    # without ops reaches a millisecond, yet ~6 ms per step launch nothing. Measured: DataLoader workers
+    # 1.61x. The default-option traces must name host_bound first (they named launch_overhead).
+    got = [r for r in _rows_of(rows, "holdout2_tokenize_main", "after") if r["setting"] == "default"]
+    assert len(got) == 2 and all(r["top"] == "host_bound" for r in got), [r["top"] for r in got]

@@ -10,6 +10,9 @@ Definitions (kept simple on purpose, stated in the report):
                  inside a launching op: data loading, preprocessing, CPU math, logging, ...
   bare stretch   time covered by no op at all (pure Python). Short ones between launching ops are
                  framework overhead (launch_overhead); long ones (>= BARE_HOST_US) are host work.
+  no-launch stretch  BARE_HOST_US or more on a thread that feeds the GPU with no launching op, no
+                 launch and no blocking call: Python data preparation chopped into tiny tensor ops
+                 (tokenizing into torch.tensor rows) is host work in full, however short each op.
   input work     host ranges of the input pipeline (DataLoader, collate, pin_memory): the part of host
                  work a CUDA graph of the step would not remove.
 """
@@ -130,10 +133,35 @@ class HostActivity:
                 bs, be = subtract_intervals(bs, be, os_, oe)
                 keep = (be - bs) >= BARE_HOST_US
                 bs, be = bs[keep], be[keep]
-            hs = np.concatenate([t[host], bs])
-            he = np.concatenate([e[host], be])
+            ns, ne = self._no_launch(th, rows, others)
+            hs = np.concatenate([t[host], bs, ns])
+            he = np.concatenate([e[host], be, ne])
             hs, he = merged_intervals(hs, he)
             self.threads[th] = ThreadActivity(hs, he, _cum(hs, he))
+
+    def _no_launch(self, th: str, rows: np.ndarray, others: list) -> tuple[np.ndarray, np.ndarray]:
+        """No-launch stretches of a GPU-feeding thread (see the module doc), less other feeding threads'
+        work and the thread's blocking calls."""
+        cpu = self.cpu
+        # Ops and calls that put work on the GPU; annotations and Python frames that contain them (a step,
+        # a forward, the step function) are containers, not feeding.
+        r = rows[self.launching[rows] & np.isin(cpu["kind"].to_numpy()[rows], ("op", "runtime"))]
+        fs, fe = merged_intervals(cpu["ts"].to_numpy()[r], cpu["end"].to_numpy()[r])
+        if not len(fs):
+            return np.zeros(0), np.zeros(0)
+        s_, e_ = fe[:-1], fs[1:]
+        long = (e_ - s_) >= BARE_HOST_US
+        s_, e_ = s_[long], e_[long]
+        if not len(s_):
+            return s_, e_
+        sync = rows[(cpu["rkind"].to_numpy()[rows] == "sync")]
+        cut = others + ([(cpu["ts"].to_numpy()[sync], cpu["end"].to_numpy()[sync])] if len(sync) else [])
+        if cut:
+            os_, oe = merged_intervals(np.concatenate([o[0] for o in cut]), np.concatenate([o[1] for o in cut]))
+            s_, e_ = subtract_intervals(s_, e_, os_, oe)
+            keep = (e_ - s_) >= BARE_HOST_US
+            s_, e_ = s_[keep], e_[keep]
+        return s_, e_
 
     def host_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Host-work length inside each stretch [a_k, b_k) on one thread (vectorised)."""
