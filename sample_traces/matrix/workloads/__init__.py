@@ -52,4 +52,8 @@ ALL = [
     "holdout2_graph_infer",
     "holdout2_compile_conv",
     "holdout2_tokenize_main",
+    # third held-out set: written after the no-launch host rule (recorded as the *_holdout3 runs)
+    "holdout3_grad_clip_item",
+    "holdout3_eval_argmax_cpu",
+    "holdout3_healthy_gpu_python",
 ]
