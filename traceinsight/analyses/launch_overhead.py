@@ -9,8 +9,7 @@ import re
 
 import numpy as np
 
-
-from ..trace.facts import compiled_wrapper_us, program_facts, program_regions_per_step
+from ..trace.facts import compiled_wrapper_us, program_facts
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -20,6 +19,19 @@ SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e883
 
 GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step is graphed
 COMPILED = 0.2     # share of kernels that are Triton's: the step is compiled
+# A for-loop optimizer made capturable=True (needed to capture it) keeps its step count and bias
+# corrections on the GPU: Adam(foreach=False, capturable=True) measured 2.7 more kernels per kernel of
+# the eager step, each about as long as the trace's shortest kernels (the matrix's unfused_optimizer
+# graph variant on H100 and H200: +500 kernels, +0.6 ms per step over 26 parameter tensors).
+CAPTURABLE_KERNELS_PER_KERNEL = 2.7
+# A compiled step's own Python (Dynamo's guards, AOTAutograd's wrapper, cudagraph trees' call) ran at
+# 0.45-0.75 of its profiled time un-profiled (four reduce-overhead programs on H100 and H200: the
+# measured step against the profiled one, the graph launch's per-node profiling cost left out); the
+# per-event cost model does not see it, so the graph estimate of a compiled step is a range.
+COMPILED_PYTHON_SHARE = 0.6
+COMPILED_PYTHON_BOUNDS = (0.45, 0.75)
+# The optimizers whose capturable=True step keeps a step count on the GPU (torch.optim's Adam family).
+CAPTURABLE = re.compile(r"#(Adam|AdamW|Adamax|NAdam|RAdam)\.step")
 
 
 def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
@@ -39,7 +51,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
     if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
         fix = ("The step is already compiled (Triton kernels): compile it with "
                "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
-        regions = program_regions_per_step(ctx)
+        regions = _regions_per_step(ctx)
         if regions > 1:
             fix += (f" The step runs {regions:.0f} compiled regions: remove the graph breaks between them "
                     "(torch._dynamo.explain) so one graph covers more of it.")
@@ -71,24 +83,18 @@ def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
     return [(str(n), float(v)) for n, v in per.head(limit).items()]
 
 
+def _regions_per_step(ctx: Context) -> float:
+    """Compiled regions (Dynamo frames: graph breaks split a step into several) per full step, median."""
+    rows = ctx.model.cpu_match(r"^Torch-Compiled Region")
+    if not rows.any():
+        return 0.0
+    steps = ctx.cpu_step_of(ctx.model.cpu["ts"].to_numpy()[rows])
+    return float(np.median([int((steps == s).sum()) for s in ctx.full_steps])) if len(ctx.full_steps) else 0.0
+
+
 def _host_copies(ctx: Context) -> bool:
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
     return bool(((g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD")).any())
-
-
-# A for-loop optimizer made capturable=True (needed to capture it) keeps its step count and bias
-# corrections on the GPU: Adam(foreach=False, capturable=True) measured 2.7 more kernels per kernel of
-# the eager step, each about as long as the trace's shortest kernels (the matrix's unfused_optimizer
-# graph variant on H100 and H200: +500 kernels, +0.6 ms per step over 26 parameter tensors).
-CAPTURABLE_KERNELS_PER_KERNEL = 2.7
-# A compiled step's own Python (Dynamo's guards, AOTAutograd's wrapper, cudagraph trees' call) ran at
-# 0.45-0.75 of its profiled time un-profiled (four reduce-overhead programs on H100 and H200: the
-# measured step against the profiled one, the graph launch's per-node profiling cost left out); the
-# per-event cost model does not see it, so the graph estimate of a compiled step is a range.
-COMPILED_PYTHON_SHARE = 0.6
-COMPILED_PYTHON_BOUNDS = (0.45, 0.75)
-# The optimizers whose capturable=True step keeps a step count on the GPU (torch.optim's Adam family).
-CAPTURABLE = re.compile(r"#(Adam|AdamW|Adamax|NAdam|RAdam)\.step")
 
 
 def _capturable(ctx: Context, ev: dict):

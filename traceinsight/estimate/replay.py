@@ -66,7 +66,8 @@ class State:
         self.latency = c.latency.copy()
         self.spred = c.spred.copy()
         self.sgap = c.sgap.copy()
-        # Least spacing after the previous activity on the stream (a CUDA graph's kernel-to-kernel gap).
+        # Least spacing after the previous activity on the stream: the GPU's own gap between queued eager
+        # kernels (Compiled.queued_gap), or a CUDA graph's kernel-to-kernel gap once a fix graphs them.
         self.min_gap = np.where(c.is_gpu & (c.spred >= 0), c.queued_gap, 0.0)
         self.syncs = list(c.syncs)
         self.unblocked = np.zeros(len(c.nodes), dtype=bool)

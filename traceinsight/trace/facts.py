@@ -245,15 +245,3 @@ def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         return np.zeros(len(t), dtype=bool)
     k = np.searchsorted(s, t, side="right") - 1
     return (k >= 0) & (t < e[np.maximum(k, 0)])
-
-
-def program_regions_per_step(ctx) -> float:
-    """Compiled regions (Dynamo frames: graph breaks split a step into several) per full step, median."""
-    model = ctx.model
-    cpu = model.cpu
-    rows = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(r"^Torch-Compiled Region")
-    if not rows.any():
-        return 0.0
-    steps = ctx.cpu_step_of(cpu["ts"].to_numpy()[rows])
-    counts = [int((steps == s).sum()) for s in ctx.full_steps]
-    return float(np.median(counts)) if counts else 0.0
