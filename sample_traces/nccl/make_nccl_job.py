@@ -1,0 +1,149 @@
+"""Record real multi-GPU NCCL jobs (DistributedDataParallel, one process per GPU) for traceinsight's
+distributed analysis: three variants in one torchrun call, each timed un-profiled and then profiled.
+
+    NCCL_NVLS_ENABLE=0 torchrun --nproc_per_node 2 sample_traces/nccl/make_nccl_job.py --out OUT
+    (TI_CPU=1 with gloo on CPU: a smoke test)
+
+Variants (the same 8 x Linear(4096) bf16 MLP, batch 32 per rank, fused Adam):
+  straggler_host  rank 1 spins 6 ms of plain Python per step before its forward: the other rank waits
+                  in NCCL all-reduce (collective_wait; the straggler and its cause: untraced host time).
+  comm_bound      no straggler; the step's gradient all-reduce (268 MB of bf16 gradients per step,
+                  DDP buckets) is larger than the compute it can hide behind (exposed communication).
+  accumulate4     the comm_bound job with 4 micro-batches per optimizer step under no_sync(): one
+                  all-reduce per 4 micro-batches (the measured fix of comm_bound; compare per sample).
+Per variant: WARMUP steps, then >= 50 timed un-profiled steps (median, p10, p90 over blocks), then a
+profiled window (wait 1, warmup 2, active 5) written to OUT/<variant>/rank<R>.json.gz; rank 0 writes
+OUT/manifest.json with the timings, GPU, torch and NCCL versions.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.profiler import ProfilerActivity, profile, schedule
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--out", required=True)
+ap.add_argument("--variants", default="straggler_host,comm_bound,accumulate4")
+args = ap.parse_args()
+
+CPU = os.environ.get("TI_CPU") == "1" or not torch.cuda.is_available()
+dist.init_process_group("gloo" if CPU else "nccl")
+rank, world = dist.get_rank(), dist.get_world_size()
+dev = torch.device("cpu") if CPU else torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+if not CPU:
+    torch.cuda.set_device(dev)
+D, LAYERS, BATCH = (64, 2, 4) if CPU else (4096, 8, 32)
+WARMUP, BLOCKS = 5, 10
+
+
+def sync():
+    if not CPU:
+        torch.cuda.synchronize()
+
+
+def burn(ms: float) -> None:
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+
+
+def make(variant):
+    torch.manual_seed(0)
+    mods = []
+    for _ in range(LAYERS):
+        mods += [nn.Linear(D, D), nn.GELU()]
+    model = nn.Sequential(*mods).to(dev)
+    ddp = DDP(model, device_ids=None if CPU else [dev.index], bucket_cap_mb=25)
+    opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, fused=None if CPU else True)
+    xs = [torch.randn(BATCH, D, device=dev) for _ in range(4)]
+    micro = 4 if variant == "accumulate4" else 1
+    st = {"i": 0}
+
+    def fwd_bwd(x):
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+            out = ddp(x)
+        out.float().pow(2).mean().backward()
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        if variant == "straggler_host" and rank == 1:
+            burn(6.0)
+        opt.zero_grad(set_to_none=True)
+        for k in range(micro - 1):
+            with ddp.no_sync():
+                fwd_bwd(xs[(i + k) % 4])
+        fwd_bwd(xs[(i + micro - 1) % 4])
+        opt.step()
+    return step, micro
+
+
+def timed(step, micro):
+    for _ in range(WARMUP):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    step()
+    sync()
+    per = max(time.perf_counter() - t0, 1e-6)
+    n = [max(5, int(0.04 / per) + 1)]
+    dist.broadcast_object_list(n, src=0)     # every rank must run the same steps (DDP's collectives)
+    n = n[0]
+    vals = []
+    for _ in range(BLOCKS):
+        dist.barrier()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        sync()
+        vals.append((time.perf_counter() - t0) / n * 1e3)
+    q = statistics.quantiles(vals, n=10, method="inclusive")
+    return {"median": round(statistics.median(vals), 4), "p10": round(q[0], 4), "p90": round(q[-1], 4),
+            "n_steps": n * BLOCKS, "micro_batches_per_step": micro,
+            "per_micro_batch_median": round(statistics.median(vals) / micro, 4)}
+
+
+def profiled(step, out: Path):
+    acts = [ProfilerActivity.CPU] + ([] if CPU else [ProfilerActivity.CUDA])
+    out.mkdir(parents=True, exist_ok=True)
+    raw = out / f"rank{rank}.json"
+    dist.barrier()
+    with profile(activities=acts, schedule=schedule(wait=1, warmup=2, active=5)) as prof:
+        for _ in range(8):
+            step()
+            prof.step()
+        sync()
+    prof.export_chrome_trace(str(raw))
+    with open(raw, "rb") as f, gzip.open(str(raw) + ".gz", "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g)
+    raw.unlink()
+
+
+manifest = {"world_size": world, "torch": torch.__version__, "backend": dist.get_backend(),
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not CPU else None,
+            "gpu": None if CPU else torch.cuda.get_device_name(dev), "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "model": f"{LAYERS} x [Linear({D}), GELU] bf16 autocast, batch {BATCH} per rank, fused Adam, DDP bucket 25 MB",
+            "step_time_method": "un-profiled: 10 blocks of N steps after 5 warm-up steps, a barrier and a device "
+                                "synchronize around each block; step = block / N; median/p10/p90 over blocks (rank 0)",
+            "variants": {}}
+for v in args.variants.split(","):
+    step, micro = make(v)
+    t = timed(step, micro)
+    profiled(step, Path(args.out) / v)
+    manifest["variants"][v] = {"step_ms": t}
+    if rank == 0:
+        print(v, t, flush=True)
+if rank == 0:
+    (Path(args.out) / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+dist.destroy_process_group()
