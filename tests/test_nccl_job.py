@@ -50,3 +50,16 @@ def test_exposed_communication_is_first_and_its_saving_is_near_the_measured_fix(
     measured = v["comm_bound"]["step_ms"]["median"] - v["accumulate4"]["step_ms"]["per_micro_batch_median"]
     est = sorted(t["estimated_savings_ms"] for t in tops)[0]
     assert abs(est - measured) <= 0.5 * measured, (est, measured)
+
+
+def test_a_job_report_does_not_say_the_other_ranks_are_missing(tmp_path):
+    from traceinsight.cli.job import analyze_job_and_write
+    files = sorted(str(p) for p in (JOBS / "straggler_host").glob("rank*.json.gz"))
+    md = tmp_path / "job.md"
+    analyze_job_and_write(files, "local", 1, None, None, None, markdown=md, show=False)
+    text = md.read_text()
+    assert "Straggler: rank 1 (host-bound)" in text
+    assert "without the other ranks' traces" not in text
+    # A lone rank still says it.
+    from traceinsight.report.analyze import analyze_file
+    assert any("without the other ranks' traces" in x for x in analyze_file(Path(files[0])).facts["limits"])

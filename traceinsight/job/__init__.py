@@ -21,7 +21,7 @@ CAUSE_TEXT = {
     "host-bound": "host code outside any profiled op (Python between ops, CPU work that launches nothing)",
     "data-loading": "the DataLoader (waiting for its next batch)",
     "slower-kernels": "GPU compute kernels (compared by name and input shapes)",
-    "slower-cpu-ops": "traced CPU ops (on a CPU-only job, the compute itself)",
+    "slower-cpu-ops": "traced CPU ops (their dispatch; on a CPU-only job, the compute itself)",
 }
 CAUSE_FIX = {
     "host-bound": "Find the extra host work on that rank (record it with with_stack=True) and remove, defer or "

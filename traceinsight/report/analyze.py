@@ -21,6 +21,8 @@ from ..trace.model import TraceModel, build_model
 from ..trace.steps import full_step_mask
 
 HEALTHY_MAX_IDLE = 0.25
+# The limit a lone rank of a job gets; a job report, which has the other ranks, leaves it out.
+OTHER_RANKS_MISSING = "without the other ranks' traces"
 
 
 @dataclass
@@ -180,7 +182,7 @@ def limits(model: TraceModel) -> list[str]:
                    "more active steps.")
     world = (meta.get("distributed") or {}).get("world_size")
     if isinstance(world, int) and world > 1:
-        out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
+        out.append(f"This is rank {model.rank} of a {world}-rank job: {OTHER_RANKS_MISSING}, which "
                    "rank holds the others back in collectives cannot be told (give them all: "
                    "traceinsight analyze DIR).")
     if meta.get("leading_idle_excluded_us"):
