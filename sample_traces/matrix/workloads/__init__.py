@@ -56,4 +56,9 @@ ALL = [
     "holdout3_grad_clip_item",
     "holdout3_eval_argmax_cpu",
     "holdout3_healthy_gpu_python",
+    # fourth held-out set: the categories on new programs (recorded as the *_holdout4 runs)
+    "holdout4_amp_adamw_loop",
+    "holdout4_masked_seq_loss",
+    "holdout4_numpy_dataset_workers0",
+    "holdout4_syncs_then_graph",
 ]
