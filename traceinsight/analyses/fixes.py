@@ -64,8 +64,8 @@ class Unblock:
 
     `kernels` (GPU rows) are the data-dependent kernels the synced ops run (nonzero, masked indexing and
     its index_put backward): the replacement (torch.where, a float mask, ignore_index) drops `share` of
-    their time; `bounds` (share at the low and the high end) make the estimate a range, from the stall
-    alone to the stall plus those kernels."""
+    their time, and of their launches and dispatch; `bounds` (share at the low and the high end) make the
+    estimate a range, from the stall alone to the stall plus those ops."""
     rows: tuple[int, ...]
     kernels: tuple[int, ...] = ()
     share: float = 0.0
