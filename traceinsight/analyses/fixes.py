@@ -70,6 +70,8 @@ class Unblock:
     kernels: tuple[int, ...] = ()
     share: float = 0.0
     bounds: tuple[float, float] | None = None
+    # The runtime calls (cpu rows) those data-dependent ops make: their dispatch goes with them (`share`).
+    calls: tuple[int, ...] = ()
 
     def __post_init__(self):
         if not self.rows:
@@ -78,10 +80,11 @@ class Unblock:
             raise ValueError(f"Unblock share must be in [0, 1], got {self.share}")
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
         object.__setattr__(self, "kernels", tuple(int(r) for r in self.kernels))
+        object.__setattr__(self, "calls", tuple(int(r) for r in self.calls))
 
     def at(self, share: float) -> "Unblock":
         """The same fix at one end of its range."""
-        return Unblock(self.rows, self.kernels, share, None)
+        return Unblock(self.rows, self.kernels, share, None, self.calls)
 
 
 @dataclass(frozen=True)

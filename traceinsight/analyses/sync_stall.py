@@ -79,7 +79,8 @@ def analyze(ctx: Context) -> list[Finding]:
         g = ctx.gpu_in_full_steps(ctx.model.gpu.loc[kernels])
         ev["data_dependent_kernels_ms_per_step"] = round(float(g["dur"].sum()) / ctx.n_full / 1000, 3)
         ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
-    plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5, bounds=(0.0, 1.0)),) \
+    plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5, bounds=(0.0, 1.0),
+                    calls=_op_calls(ctx, kernels)),) \
         if blockers and len(kernels) else ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost,
                     lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
@@ -103,3 +104,16 @@ def _data_dependent_kernels(ctx: Context, site_ops: set) -> list[int]:
     back = re.compile(MASK_BACKWARD)
     keep = np.array([o in site_ops or bool(back.search(o)) for o in op], dtype=bool)
     return [int(r) for r in g.index.to_numpy()[keep]]
+
+
+def _op_calls(ctx: Context, kernels: list[int]) -> tuple[int, ...]:
+    """The runtime calls (cpu rows) made under the outermost ops that launched the data-dependent kernels:
+    the copies, syncs and launches those ops make, which go with them."""
+    m = ctx.model
+    cpu = m.cpu
+    launchers = m.gpu.loc[kernels, "launcher"].to_numpy()
+    tops = set(cpu["top_op"].to_numpy()[launchers[launchers >= 0]].tolist()) - {-1}
+    if not tops:
+        return ()
+    rt = (cpu["kind"] == "runtime").to_numpy() & np.isin(cpu["top_op"].to_numpy(), list(tops))
+    return tuple(int(r) for r in np.flatnonzero(rt))

@@ -156,15 +156,17 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             s.unblock(int(i))
     if fx.share:
         # The replacement (torch.where, ignore_index) drops the data-dependent ops themselves: their kernels
-        # and, in a step the CPU sets the pace of, the launches and the dispatch that fed them.
+        # and, in a step the CPU sets the pace of, every call they make with the dispatch that fed it.
         for r in fx.kernels:
             i = c.gpu_pos.get(r)
             if i is not None:
                 s.dur[i] = c.dur[i] * (1.0 - fx.share)
-                lp = c.lpred[i]
-                if lp >= 0:
-                    s.dur[lp] = s.dur[lp] * (1.0 - fx.share)
-                    s.feed[lp] = s.feed[lp] * (1.0 - fx.share)
+        calls = set(fx.calls) | {int(c.nodes[c.lpred[i]][1]) for i in (c.gpu_pos.get(r) for r in fx.kernels)
+                                 if i is not None and c.lpred[i] >= 0}
+        for i in c.cpu_idx:
+            if c.nodes[i][0] == "cpu" and c.nodes[i][1] in calls:
+                s.dur[i] = s.dur[i] * (1.0 - fx.share)
+                s.feed[i] = s.feed[i] * (1.0 - fx.share)
 
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
