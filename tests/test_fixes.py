@@ -65,3 +65,18 @@ def test_every_idle_cause_has_a_colour_and_every_kind_a_label():
         assert s.kind == k and s.label
         if s.idle_cause:
             assert s.color and s.color.startswith("#")
+
+
+def test_a_ranged_fix_keeps_what_it_acts_on_at_either_end():
+    u = fixes.Unblock((3,), (7, 8), share=0.5, bounds=(0.0, 1.0), calls=(4, 5))
+    for end in (0.0, 1.0):
+        v = u.at(end)
+        assert (v.rows, v.kernels, v.calls, v.share, v.bounds) == ((3,), (7, 8), (4, 5), end, None)
+    g = fixes.CudaGraph(wrapper_us=50.0, compiled_only=True, python_share=0.6, bounds=(0.45, 0.75))
+    assert (g.at(0.45).wrapper_us, g.at(0.45).compiled_only, g.at(0.45).python_share) == (50.0, True, 0.45)
+    p = fixes.PinCopies(1.0, (1.0, 1.5))
+    assert p.at(1.5).dispatch_speedup == 1.5 and p.at(1.5).bounds is None
+    with pytest.raises(ValueError):
+        fixes.PinCopies(0.5)
+    with pytest.raises(ValueError):
+        fixes.CudaGraph(python_share=0.0)
