@@ -8,7 +8,7 @@ silent zero saving later; a type the replay does not know fails there, loudly.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class CudaGraph:
 
     def at(self, share: float) -> "CudaGraph":
         """The same fix at one end of its range."""
-        return CudaGraph(self.wrapper_us, self.compiled_only, self.optimizer, share, None)
+        return replace(self, python_share=share, bounds=None)
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class Unblock:
 
     def at(self, share: float) -> "Unblock":
         """The same fix at one end of its range."""
-        return Unblock(self.rows, self.kernels, share, None, self.calls)
+        return replace(self, share=share, bounds=None)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class PinCopies:
 
     def at(self, speedup: float) -> "PinCopies":
         """The same fix at one end of its range."""
-        return PinCopies(speedup, None)
+        return replace(self, dispatch_speedup=speedup, bounds=None)
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class ScaleKernels:
 
     def at(self, factor: float) -> "ScaleKernels":
         """The same fix at one end of its range."""
-        return ScaleKernels(self.pattern, factor, None)
+        return replace(self, factor=factor, bounds=None)
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class FuseChains:
 
     def at(self, cost: float) -> "FuseChains":
         """The same fix at one end of its range."""
-        return FuseChains(self.chains, cost, None)
+        return replace(self, cost=cost, bounds=None)
 
 
 Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from ..trace.facts import compiled_wrapper_us, program_facts
+from ..trace.facts import COMPILE_REGION, compiled_wrapper_us, program_facts
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -85,7 +85,7 @@ def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
 
 def _regions_per_step(ctx: Context) -> float:
     """Compiled regions (Dynamo frames: graph breaks split a step into several) per full step, median."""
-    rows = ctx.model.cpu_match(r"^Torch-Compiled Region")
+    rows = ctx.model.cpu_match(COMPILE_REGION)
     if not rows.any():
         return 0.0
     steps = ctx.cpu_step_of(ctx.model.cpu["ts"].to_numpy()[rows])

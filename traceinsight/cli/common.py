@@ -93,10 +93,10 @@ def with_progress(path: Path, fn):
         status.stop()
 
 
-def analyze_one(path: Path):
+def analyze_one(path: Path, in_job: bool = False):
     """Analyze one file; an unexpected failure still names the file it came from."""
     try:
-        return analyze_file(path)
+        return analyze_file(path, in_job)
     except (TraceError, UsageError, KeyboardInterrupt):
         raise
     except Exception as exc:

@@ -9,7 +9,6 @@ from pathlib import Path
 from .. import job
 from ..render import html as html_r, job_view, markdown as md_r, terminal
 from ..report.document import SCHEMA_VERSION, Report, build_report
-from ..report.analyze import OTHER_RANKS_MISSING
 from ..report.timeline import items_per_trace
 from .common import analyze_one, warn
 
@@ -35,7 +34,7 @@ def analyze_job_and_write(files: list[str], engine: str, workers: int | None, ad
         for w in b.get("warnings") or []:
             warn(w)
         f = _focus_file(b)
-        focus.append(build_report(_in_job(analyze_one(Path(f))), timeline_items=budget) if f else None)
+        focus.append(build_report(analyze_one(Path(f), in_job=True), timeline_items=budget) if f else None)
     if show:
         for b, r in zip(blocks, focus):
             print(job_view.terminal(b))
@@ -52,9 +51,3 @@ def analyze_job_and_write(files: list[str], engine: str, workers: int | None, ad
     if html is not None:
         html_r.write(reports, Path(html), preface="\n".join(job_view.html(b) for b in blocks))
     return blocks
-
-
-def _in_job(a):
-    """A rank analyzed inside its job: the other ranks are there, so the lone-rank limit goes."""
-    a.facts["limits"] = [x for x in a.facts.get("limits", []) if OTHER_RANKS_MISSING not in x]
-    return a

@@ -84,6 +84,7 @@ class Compiled:
         self.gpu_step = np.where(self.is_gpu & (k >= 0) & (k < len(self.steps)), k, -1)
         launch_durs = self.dur[[r == "launch" for r in self.rkind]] if n else np.array([])
         self.gpu_pos = {x[1]: i for i, x in enumerate(order) if x[0] == "gpu"}
+        self.cpu_pos = {x[1]: i for i, x in enumerate(order) if x[0] == "cpu"}
         # The first GPU activity each step issued (by its launch call's time).
         first: dict[int, int] = {}
         for i in np.flatnonzero(self.gpu_step >= 0):

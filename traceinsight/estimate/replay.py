@@ -150,10 +150,9 @@ def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: floa
 
 
 def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
-    rows = set(fx.rows)
-    for i in c.cpu_idx:
-        if c.nodes[i][0] == "cpu" and c.nodes[i][1] in rows:
-            s.unblock(int(i))
+    for r in set(fx.rows):
+        if r in c.cpu_pos:
+            s.unblock(c.cpu_pos[r])
     if fx.share:
         # The replacement (torch.where, ignore_index) drops the data-dependent ops themselves: their kernels
         # and, in a step the CPU sets the pace of, every call they make with the dispatch that fed it.
@@ -163,10 +162,9 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
                 s.dur[i] = c.dur[i] * (1.0 - fx.share)
         calls = set(fx.calls) | {int(c.nodes[c.lpred[i]][1]) for i in (c.gpu_pos.get(r) for r in fx.kernels)
                                  if i is not None and c.lpred[i] >= 0}
-        for i in c.cpu_idx:
-            if c.nodes[i][0] == "cpu" and c.nodes[i][1] in calls:
-                s.dur[i] = s.dur[i] * (1.0 - fx.share)
-                s.feed[i] = s.feed[i] * (1.0 - fx.share)
+        idx = np.array([c.cpu_pos[r] for r in calls if r in c.cpu_pos], dtype=np.int64)
+        s.dur[idx] = s.dur[idx] * (1.0 - fx.share)
+        s.feed[idx] = s.feed[idx] * (1.0 - fx.share)
 
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:

@@ -21,8 +21,6 @@ from ..trace.model import TraceModel, build_model
 from ..trace.steps import full_step_mask
 
 HEALTHY_MAX_IDLE = 0.25
-# The limit a lone rank of a job gets; a job report, which has the other ranks, leaves it out.
-OTHER_RANKS_MISSING = "without the other ranks' traces"
 
 
 @dataclass
@@ -87,11 +85,12 @@ def analyze_paths(paths: list[Path]) -> list[Analysis]:
     return [analyze_file(p) for p in expand_paths(paths)]
 
 
-def analyze_file(path: Path) -> Analysis:
-    return analyze_model(build_model(load_trace(path)))
+def analyze_file(path: Path, in_job: bool = False) -> Analysis:
+    return analyze_model(build_model(load_trace(path)), in_job)
 
 
-def analyze_model(model: TraceModel) -> Analysis:
+def analyze_model(model: TraceModel, in_job: bool = False) -> Analysis:
+    """`in_job`: the trace is analyzed with the other ranks of its job (their absence is no limit)."""
     host = HostActivity(model)
     gaps = attribute_gaps(model, host)
     causes = per_step_causes(model, gaps)
@@ -121,12 +120,12 @@ def analyze_model(model: TraceModel) -> Analysis:
     analysis = Analysis(model=model, findings=findings, per_step=per_step.reset_index(), gaps=gaps,
                         whatif=ranked["whatif"], verdict="", graph_stats=graph_stats,
                         minor_findings=ranked["minor"])
-    analysis.facts = trace_facts(model)
+    analysis.facts = trace_facts(model, in_job)
     analysis.verdict = verdict(analysis)
     return analysis
 
 
-def trace_facts(model: TraceModel) -> dict:
+def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
     meta = model.meta
     rec = meta.get("traceinsight_record") or {}
     return {
@@ -152,11 +151,11 @@ def trace_facts(model: TraceModel) -> dict:
         "warnings": list(model.warnings),
         "recording": _recording_note(rec),
         "profiler_note": profiler_note(model),
-        "limits": limits(model),
+        "limits": limits(model, in_job),
     }
 
 
-def limits(model: TraceModel) -> list[str]:
+def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     """What this trace cannot show, in the report's words (instead of guessing)."""
     out = []
     meta = model.meta
@@ -181,8 +180,8 @@ def limits(model: TraceModel) -> list[str]:
         out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
                    "more active steps.")
     world = (meta.get("distributed") or {}).get("world_size")
-    if isinstance(world, int) and world > 1:
-        out.append(f"This is rank {model.rank} of a {world}-rank job: {OTHER_RANKS_MISSING}, which "
+    if isinstance(world, int) and world > 1 and not in_job:
+        out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
                    "rank holds the others back in collectives cannot be told (give them all: "
                    "traceinsight analyze DIR).")
     if meta.get("leading_idle_excluded_us"):

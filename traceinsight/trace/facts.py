@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from .model import TraceModel
-from .steps import merged_intervals
+from .profiler_cost import event_cost_us
+from .steps import interval_of, merged_intervals
 
 BLOCK_TOL_US = 50.0
 # Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
@@ -167,15 +168,16 @@ def _program_facts(model: TraceModel) -> dict:
     }
 
 
-# torch.compile's wrapper around each compiled graph call: Dynamo's cache lookup (the guards) and the
-# compiled region's own Python (pregraph bytecode, AOTAutograd's runtime wrapper), outside the call
-# of the compiled graph itself.
-_COMPILE_WRAPPER = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region)"
-_COMPILED_CALL = r"^## Call CompiledFxGraph"
-
-
-# The ranges a compiled graph runs in: the forward's region and AOTAutograd's backward.
-_COMPILED_RANGE = r"^(Torch-Compiled Region|CompiledFunction)"
+# torch.compile's profiler ranges, named once. A Dynamo frame (graph breaks split a step into several):
+COMPILE_REGION = r"^Torch-Compiled Region"
+# The wrapper around each compiled graph call: Dynamo's cache lookup (the guards) and the region's own
+# Python (pregraph bytecode, AOTAutograd's runtime wrapper), outside the call of the graph itself.
+COMPILE_WRAPPER = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region)"
+COMPILED_CALL = r"^## Call CompiledFxGraph"
+# The ranges a compiled graph runs in: the forward's region and AOTAutograd's compiled backward.
+COMPILED_RANGE = r"^(Torch-Compiled Region|CompiledFunction)"
+# All of torch.compile's machinery: the wrapper and the ranges the graphs run in.
+COMPILE_MACHINERY = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region|CompiledFunction)"
 
 
 def in_compiled_region(model: TraceModel) -> np.ndarray:
@@ -189,7 +191,7 @@ def _in_compiled_region(model: TraceModel) -> np.ndarray:
     out = np.zeros(len(cpu), dtype=bool)
     if cpu.empty:
         return out
-    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(_COMPILED_RANGE)
+    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(COMPILED_RANGE)
     if not ranges.any():
         return out
     ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
@@ -197,7 +199,7 @@ def _in_compiled_region(model: TraceModel) -> np.ndarray:
         r = rows[ranges[rows]]
         if len(r):
             s, e = merged_intervals(ts[r], end[r])
-            out[rows] = _inside(ts[rows], s, e)
+            out[rows] = interval_of(ts[rows], s, e) >= 0
     return out
 
 
@@ -206,13 +208,12 @@ def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
     own cost of the events recorded there (median over `steps`). mode="reduce-overhead" keeps this
     Python: only the graph call becomes a graph replay. None when the trace does not mark the graph
     calls (older torch), so the wrapper cannot be told from the graph."""
-    from .profiler_cost import event_cost_us
     cpu = model.cpu
     if cpu.empty:
         return None
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy()
-    wrap = ranges & model.cpu_match(_COMPILE_WRAPPER)
-    call = ranges & model.cpu_match(_COMPILED_CALL)
+    wrap = ranges & model.cpu_match(COMPILE_WRAPPER)
+    call = ranges & model.cpu_match(COMPILED_CALL)
     if not wrap.any() or not call.any():
         return None
     st = model.steps[model.steps["step"].isin(list(steps))] if len(steps) else model.steps
@@ -229,7 +230,7 @@ def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
         ws, we = merged_intervals(ts[w], end[w])
         cs, ce = merged_intervals(ts[c], end[c])
         t = ts[rows]
-        in_w = _inside(t, ws, we) & ~_inside(t, cs, ce)
+        in_w = (interval_of(t, ws, we) >= 0) & (interval_of(t, cs, ce) < 0)
         for k in range(len(st)):
             sel_w = (ws >= lo[k]) & (ws < hi[k])
             sel_c = (cs >= lo[k]) & (cs < hi[k])
@@ -237,11 +238,3 @@ def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
             per_step[k] += ((we - ws)[sel_w].sum() - (ce - cs)[sel_c].sum()
                             - cost[rows][sel_e].sum())
     return float(max(0.0, np.median(per_step)))
-
-
-def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Per time t: inside one of the sorted disjoint intervals [s, e)."""
-    if not len(s):
-        return np.zeros(len(t), dtype=bool)
-    k = np.searchsorted(s, t, side="right") - 1
-    return (k >= 0) & (t < e[np.maximum(k, 0)])

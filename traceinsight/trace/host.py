@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .facts import COMPILE_MACHINERY
 from .model import TraceModel
 from .nesting import depth_levels
 from .steps import merged_intervals
@@ -32,7 +33,6 @@ HOST_OP_US = 50.0
 FRAMEWORK = r"^autograd::engine|^torch::autograd::|Backward\d*$"
 INPUT_NAMES = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
 FEEDS_GPU = ("launch", "memcpy", "memset")
-COMPILED_RANGES = r"^(TorchDynamo Cache Lookup|Torch-Compiled Region|CompiledFunction)"
 TORCH_FRAME = r"(^|/)torch/|^<built-in (method|function) \w+ of (torch|PyCapsule)|^<built-in function _cuda"
 
 
@@ -212,7 +212,7 @@ class HostActivity:
         backward is waiting on compiled work too."""
         if not hasattr(self, "_compiled"):
             cpu = self.cpu
-            rows = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILED_RANGES)
+            rows = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILE_MACHINERY)
             cs, ce = merged_intervals(cpu["ts"].to_numpy()[rows], cpu["end"].to_numpy()[rows])
             self._compiled = {"": ThreadActivity(cs, ce, _cum(cs, ce))}
         return _time_in(self._compiled, "", a, b)

@@ -97,6 +97,10 @@ GRAPH_LAUNCH = r"GraphLaunch"
 
 def graph_node_cost_us(model: TraceModel) -> np.ndarray:
     """Per cpu row: the profiler's cost of the kernel nodes a graph launch replayed (0 elsewhere)."""
+    return model.memo("graph_node_cost_us", lambda: _graph_node_cost_us(model))
+
+
+def _graph_node_cost_us(model: TraceModel) -> np.ndarray:
     cpu, gpu = model.cpu, model.gpu
     out = np.zeros(len(cpu))
     if cpu.empty or gpu.empty:
@@ -113,7 +117,12 @@ def graph_node_cost_us(model: TraceModel) -> np.ndarray:
 def event_classes(model: TraceModel) -> list[tuple[str, np.ndarray, float]]:
     """(class, cpu rows in it, us per event) for every event class the profiler costs the CPU; step
     markers are in none (they are the windows costs are summed over). Inductor's ranges are ops too:
-    their class is the extra on top of the op's cost."""
+    their class is the extra on top of the op's cost. Read by the de-inflation and the un-profiled step:
+    computed once per trace."""
+    return model.memo("event_classes", lambda: _event_classes(model))
+
+
+def _event_classes(model: TraceModel) -> list[tuple[str, np.ndarray, float]]:
     cpu = model.cpu
     setting, machine = cost_model(model)
     coef = PROFILER_COST_US[setting][machine]

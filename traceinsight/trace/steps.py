@@ -16,12 +16,18 @@ def full_step_mask(partial: pd.Series) -> np.ndarray:
     return full if full.any() else np.ones(len(full), dtype=bool)
 
 
+def interval_of(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Index of the [start, end) interval (sorted by start, disjoint) each timestamp falls in, -1 if none."""
+    if not len(starts):
+        return np.full(len(ts), -1)
+    k = np.searchsorted(starts, ts, side="right") - 1
+    return np.where((k >= 0) & (ts < ends[np.maximum(k, 0)]), k, -1)
+
+
 def step_at(steps: pd.DataFrame, ts: np.ndarray, start_col: str = "start", end_col: str = "end") -> np.ndarray:
     """Step number of each timestamp by the steps' [start_col, end_col) windows (-1 outside all)."""
-    starts, ends = steps[start_col].to_numpy(), steps[end_col].to_numpy()
-    k = np.searchsorted(starts, ts, side="right") - 1
-    ok = (k >= 0) & (ts < ends[np.maximum(k, 0)])
-    return np.where(ok, steps["step"].to_numpy()[np.maximum(k, 0)], -1)
+    k = interval_of(ts, steps[start_col].to_numpy(), steps[end_col].to_numpy())
+    return np.where(k >= 0, steps["step"].to_numpy()[np.maximum(k, 0)], -1)
 
 
 def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
