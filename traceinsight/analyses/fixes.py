@@ -160,24 +160,39 @@ class FusedOptimizer:
 
 @dataclass(frozen=True)
 class FuseChains:
-    """Each chain of consecutive elementwise kernels (GPU rows, in stream order) becomes one kernel that
-    takes `cost` times the chain's mean kernel time (one pass over memory instead of one per op).
-    `bounds` (cost at the best and the worst end) makes the estimate a range."""
+    """Each chain of consecutive elementwise kernels (GPU rows, in stream order) becomes one kernel. It
+    makes one pass over memory, `cost` times the chain's mean kernel, and still does every op's
+    arithmetic, which the unfused kernels hid under their memory traffic: `arith` per chain (in mean
+    kernels) times `arith_scale`. The fused kernel takes the longer of the two. `bounds`, two
+    (cost, arith_scale) ends, makes the estimate a range."""
     chains: tuple[tuple[int, ...], ...]
     cost: float = 1.5
-    bounds: tuple[float, float] | None = None
+    arith: tuple[float, ...] = ()
+    arith_scale: float = 1.0
+    bounds: tuple[tuple[float, float], tuple[float, float]] | None = None
+
+    RANGE_NOTE = "how fast the fused kernel runs is not in the trace, hence the range"
 
     def __post_init__(self):
         if not self.chains or any(len(c) < 2 for c in self.chains):
             raise ValueError("FuseChains needs chains of at least two kernels")
-        for f in (self.cost, *(self.bounds or ())):
+        if self.arith and len(self.arith) != len(self.chains):
+            raise ValueError("FuseChains needs one arithmetic cost per chain")
+        for f in (self.cost, *(b[0] for b in self.bounds or ())):
             if not f > 0:
                 raise ValueError(f"FuseChains cost must be > 0, got {f}")
+        if any(a < 0 for a in (*self.arith, self.arith_scale, *(b[1] for b in self.bounds or ()))):
+            raise ValueError("FuseChains arithmetic costs must be >= 0")
         object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
+        object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * len(self.chains))
 
-    def at(self, cost: float) -> "FuseChains":
+    def at(self, end: tuple[float, float]) -> "FuseChains":
         """The same fix at one end of its range."""
-        return replace(self, cost=cost, bounds=None)
+        return replace(self, cost=end[0], arith_scale=end[1], bounds=None)
+
+    def fused_cost(self, k: int) -> float:
+        """Chain k's fused kernel, in its mean kernels."""
+        return max(self.cost, self.arith_scale * self.arith[k])
 
 
 Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains

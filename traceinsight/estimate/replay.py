@@ -160,6 +160,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             i = c.gpu_pos.get(r)
             if i is not None:
                 s.dur[i] = c.dur[i] * (1.0 - fx.share)
+                s.min_gap[i] = s.min_gap[i] * (1.0 - fx.share)
         calls = set(fx.calls) | {int(c.nodes[c.lpred[i]][1]) for i in (c.gpu_pos.get(r) for r in fx.kernels)
                                  if i is not None and c.lpred[i] >= 0}
         idx = np.array([c.cpu_pos[r] for r in calls if r in c.cpu_pos], dtype=np.int64)
@@ -198,6 +199,7 @@ def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> N
     # plan set-up): the CPU time between the previous call and this launch, as for a fused chain.
     idx = c.gpu_named(fx.pattern)
     s.dur[idx] = 0.0
+    s.min_gap[idx] = 0.0            # a kernel that is gone leaves no queued gap either
     launch = c.lpred[idx]
     launch = launch[launch >= 0]
     s.dur[launch] = 0.0
@@ -219,6 +221,8 @@ def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float
                     s.feed[c.csucc[i]] = 0.0
     idx = _launched_in(c, fx.regions)
     s.dur[idx] = c.dur[idx] * fx.gpu_factor
+    # Fewer, larger kernels: the queued gaps between them shrink with the kernel count.
+    s.min_gap[idx] = s.min_gap[idx] * fx.gpu_factor
     s.optimizer_fused = True
 
 
@@ -235,14 +239,15 @@ def _launched_in(c: Compiled, regions) -> np.ndarray:
 
 def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> None:
     pos = c.gpu_pos
-    for chain in fx.chains:
+    for k, chain in enumerate(fx.chains):
         idx = [pos[r] for r in chain if r in pos]
         if len(idx) < 2:
             continue
-        fused = min(float(c.dur[idx].sum()), fx.cost * float(c.dur[idx].mean()))
+        fused = min(float(c.dur[idx].sum()), fx.fused_cost(k) * float(c.dur[idx].mean()))
         s.dur[idx[0]] = fused
         for i in idx[1:]:
             s.dur[i] = 0.0
+            s.min_gap[i] = 0.0
             if c.lpred[i] >= 0:         # one kernel: the other ops' dispatch and launches go too
                 s.dur[c.lpred[i]] = 0.0
                 s.feed[c.lpred[i]] = 0.0

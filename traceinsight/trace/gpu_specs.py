@@ -1,0 +1,26 @@
+"""Published peak figures of the GPUs a trace names (vendor spec sheets, SXM/OAM parts unless named).
+
+A trace says which GPU ran it but not how fast its memory or its cores are; an estimate that weighs
+memory traffic against arithmetic needs both. Only the ratio is used: HBM bandwidth (TB/s) per dense
+FP32 non-tensor TFLOP/s, relative to an H100 SXM.
+"""
+from __future__ import annotations
+
+# (name substring, HBM TB/s, FP32 TFLOP/s); the first match wins, so specific names come first.
+PEAKS = (
+    ("H100 PCIe", 2.0, 51.2), ("H100 NVL", 3.9, 60.0), ("H100", 3.35, 67.0), ("H200", 4.8, 67.0),
+    ("GH200", 4.0, 67.0), ("B200", 8.0, 80.0), ("B100", 8.0, 60.0),
+    ("A100-SXM4-80GB", 2.04, 19.5), ("A100 80GB", 2.04, 19.5), ("A100", 1.56, 19.5),
+    ("V100", 0.9, 15.7), ("A10G", 0.6, 31.2), ("A10", 0.6, 31.2), ("L40S", 0.86, 91.6), ("L4", 0.3, 30.3),
+    ("MI300X", 5.3, 163.4), ("MI250", 3.2, 47.9), ("MI210", 1.6, 22.6),
+)
+_H100 = 3.35 / 67.0
+
+
+def bandwidth_to_compute(name: str | None) -> float | None:
+    """This GPU's bandwidth per FP32 FLOP relative to an H100's (H200: 1.43; A100 80GB: 2.1), or None
+    for a GPU not in the table."""
+    for key, tbs, tflops in PEAKS:
+        if name and key in name:
+            return (tbs / tflops) / _H100
+    return None
