@@ -25,18 +25,26 @@ def analyze(ctx: Context) -> list[Finding]:
     if frames and (not busy_ops or frames[0][1] > 2 * max(busy_ops.values())):
         busy_ops = dict(frames)
     top = sorted(busy_ops.items(), key=lambda kv: -kv[1])[:6]
+    # Ops that cover a small part of the idle are not its cause: the rest ran outside every recorded op
+    # (Python calling numpy, no torch op). Say so, and where in the step it ran.
+    bare = _bare_stretch(ctx, gaps)
+    if bare is not None and bare[0] > 2 * sum(v for _, v in top):
+        top = []
     loader = any("DataLoader" in n or "__next__" in n for n, _ in top)
     what = top[0][0] if top else "Python code outside any profiled op"
+    where = f" between {bare[1][:70]} and {bare[2][:70]}" if not top and bare is not None else ""
+    if not top:
+        what = f"Python outside any recorded op{where}"
     ev = {"cpu_work_during_idle": [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top] or
-          [{"name": "no op recorded: plain Python (record with with_stack=True to see the function)",
-            "ms": round(float(gaps["host_bound"].sum()) / 1000, 3)}],
+          [{"name": f"no op recorded: plain Python{where} (record with with_stack=True to see the function)",
+            "ms": round((bare[0] if bare else float(gaps["host_bound"].sum())) / 1000, 3)}],
           "idle_ms_per_step": round(lost / 1000, 3)}
     if loader:
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
                "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
     elif not top:
-        fix = ("The CPU runs Python that the trace does not name (no op covers it): record with "
+        fix = (f"The CPU runs Python that the trace does not name (no op covers it{where}): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
                "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
     elif all(FRAMEWORK_STEP.search(n) for n, _ in top[:3]):
@@ -61,6 +69,43 @@ def analyze(ctx: Context) -> list[Finding]:
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#")
+
+
+def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
+    """(us covered by no recorded op or runtime call on the CPU thread, over the 50 largest host-bound
+    gaps; the ops either side of the longest such stretch), or None when nothing is uncovered."""
+    if gaps.empty:
+        return None
+    m = ctx.model
+    kind = m.cpu["kind"].to_numpy()
+    frames = m.thread_frames((kind == "op") | (kind == "runtime"), ["ts", "end", "top_op"])
+    names = m.cpu["name"]
+
+    def name(g, k: int) -> str:
+        """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
+        top = int(g["top_op"].iat[k])
+        return str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]])
+    total, best = 0.0, (0.0, "", "")
+    for row in gaps.nlargest(50, "host_bound").itertuples():
+        g = frames.get(row.thread)
+        if g is None:
+            continue
+        ts, end = g["ts"].to_numpy(), g["end"].to_numpy()
+        inside = np.flatnonzero((end > row.start) & (ts < row.end))
+        # Walk the ops overlapping the gap in start order; what no op covers is bare.
+        cur, prev = row.start, int(np.searchsorted(ts, row.start) - 1)
+        for i in (*inside, None):
+            nxt = row.end if i is None else max(ts[i], row.start)
+            if nxt > cur:
+                total += nxt - cur
+                if nxt - cur > best[0]:
+                    before = name(g, prev) if prev >= 0 else "the step's start"
+                    k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
+                    after = name(g, k) if k < len(g) else "the next op"
+                    best = (nxt - cur, before, after)
+            if i is not None and end[i] > cur:
+                cur, prev = end[i], i
+    return (total, best[1], best[2]) if total > 0 else None
 
 
 def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:

@@ -61,4 +61,8 @@ ALL = [
     "holdout4_masked_seq_loss",
     "holdout4_numpy_dataset_workers0",
     "holdout4_syncs_then_graph",
+    # fifth held-out set: fusion chains after the fused-arithmetic model (recorded as the *_holdout5 runs)
+    "holdout5_fusion_arith",
+    "holdout5_fusion_gelu_fp16",
+    "holdout5_fusion_layernorm",
 ]
