@@ -81,7 +81,9 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # A third (18:29Z / 18:30Z): three more, after the no-launch host rule, committed (b0b8943) first.
         "h100_holdout3": "h100", "h200_holdout3": "h200",
         # A fourth (18:54Z / 18:55Z): the issue's categories on new programs, committed (447bd00) first.
-        "h100_holdout4": "h100", "h200_holdout4": "h200"}
+        "h100_holdout4": "h100", "h200_holdout4": "h200",
+        # A fifth (fusion chains, after the fused-arithmetic model), committed (6d17f57) first.
+        "h100_holdout5": "h100", "h200_holdout5": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -245,7 +247,7 @@ def summary(rs: list[dict]) -> str:
 def _held_out(pairs: list[dict]) -> str:
     """The held-out runs' share of the figures: workloads written after the model changes they check."""
     out = ""
-    for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4"):
+    for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4", "_holdout5"):
         held = [r for r in pairs if r["run"].endswith(tag)]
         if not held:
             continue

@@ -163,36 +163,50 @@ class FuseChains:
     """Each chain of consecutive elementwise kernels (GPU rows, in stream order) becomes one kernel. It
     makes one pass over memory, `cost` times the chain's mean kernel, and still does every op's
     arithmetic, which the unfused kernels hid under their memory traffic: `arith` per chain (in mean
-    kernels) times `arith_scale`. The fused kernel takes the longer of the two. `bounds`, two
-    (cost, arith_scale) ends, makes the estimate a range."""
+    kernels) times `arith_scale`. The fused kernel takes the longer of the two.
+    `repeats` per chain: how many times one kernel sequence repeats to make up the whole chain (1 if it
+    does not). k calls of one function on different tensors need a pass each even when fused; a loop
+    over one tensor needs one. The trace cannot tell them apart: with `split` every repeat pays a pass.
+    `bounds`, two (cost, arith_scale, split) ends, makes the estimate a range."""
     chains: tuple[tuple[int, ...], ...]
     cost: float = 1.5
     arith: tuple[float, ...] = ()
     arith_scale: float = 1.0
-    bounds: tuple[tuple[float, float], tuple[float, float]] | None = None
+    repeats: tuple[int, ...] = ()
+    split: bool = False
+    bounds: tuple[tuple[float, float, bool], tuple[float, float, bool]] | None = None
 
-    RANGE_NOTE = "how fast the fused kernel runs is not in the trace, hence the range"
+    @property
+    def RANGE_NOTE(self) -> str:
+        if max(self.repeats) > 1:
+            return ("how fast the fused kernel runs, and whether a repeated sequence of kernels is one loop or "
+                    "several calls, are not in the trace, hence the range")
+        return "how fast the fused kernel runs is not in the trace, hence the range"
 
     def __post_init__(self):
         if not self.chains or any(len(c) < 2 for c in self.chains):
             raise ValueError("FuseChains needs chains of at least two kernels")
-        if self.arith and len(self.arith) != len(self.chains):
-            raise ValueError("FuseChains needs one arithmetic cost per chain")
+        n = len(self.chains)
+        if (self.arith and len(self.arith) != n) or (self.repeats and len(self.repeats) != n):
+            raise ValueError("FuseChains needs one arithmetic cost and one repeat count per chain")
         for f in (self.cost, *(b[0] for b in self.bounds or ())):
             if not f > 0:
                 raise ValueError(f"FuseChains cost must be > 0, got {f}")
         if any(a < 0 for a in (*self.arith, self.arith_scale, *(b[1] for b in self.bounds or ()))):
             raise ValueError("FuseChains arithmetic costs must be >= 0")
+        if any(r < 1 for r in self.repeats):
+            raise ValueError("FuseChains repeat counts must be >= 1")
         object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
-        object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * len(self.chains))
+        object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * n)
+        object.__setattr__(self, "repeats", tuple(int(r) for r in self.repeats) or (1,) * n)
 
-    def at(self, end: tuple[float, float]) -> "FuseChains":
+    def at(self, end: tuple[float, float, bool]) -> "FuseChains":
         """The same fix at one end of its range."""
-        return replace(self, cost=end[0], arith_scale=end[1], bounds=None)
+        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), bounds=None)
 
     def fused_cost(self, k: int) -> float:
-        """Chain k's fused kernel, in its mean kernels."""
-        return max(self.cost, self.arith_scale * self.arith[k])
+        """Chain k's fused kernel(s), in its mean kernels."""
+        return max(self.cost * (self.repeats[k] if self.split else 1), self.arith_scale * self.arith[k])
 
 
 Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains
