@@ -64,8 +64,9 @@ class Unblock:
 
     `kernels` (GPU rows) are the data-dependent kernels the synced ops run (nonzero, masked indexing and
     its index_put backward): the replacement (torch.where, a float mask, ignore_index) drops `share` of
-    their time, and of their launches and dispatch; `bounds` (share at the low and the high end) make the
-    estimate a range, from the stall alone to the stall plus those ops."""
+    their time, and of their launches and dispatch. A result kept on the GPU instead of copied to the host
+    also drops `share` of the host's Python that read the copy (estimate/replay.py). `bounds` (share at the
+    low and the high end) make the estimate a range, from the stall alone to the stall plus those ops."""
     rows: tuple[int, ...]
     kernels: tuple[int, ...] = ()
     share: float = 0.0
@@ -81,6 +82,14 @@ class Unblock:
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
         object.__setattr__(self, "kernels", tuple(int(r) for r in self.kernels))
         object.__setattr__(self, "calls", tuple(int(r) for r in self.calls))
+
+    @property
+    def RANGE_NOTE(self) -> str:
+        if self.kernels:
+            return ("how much of the data-dependent ops the replacement removes is not in the trace, hence the "
+                    "range")
+        return ("whether the Python that reads the copied result goes too (the result kept on the GPU) or "
+                "stays (read later) is not in the trace, hence the range")
 
     def at(self, share: float) -> "Unblock":
         """The same fix at one end of its range."""

@@ -79,9 +79,12 @@ def analyze(ctx: Context) -> list[Finding]:
         g = ctx.gpu_in_full_steps(ctx.model.gpu.loc[kernels])
         ev["data_dependent_kernels_ms_per_step"] = round(float(g["dur"].sum()) / ctx.n_full / 1000, 3)
         ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
+    # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
+    # and the host's Python that reads a copied result: half at the point, none to all over the range.
     plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5, bounds=(0.0, 1.0),
                     calls=_op_calls(ctx, kernels)),) \
-        if blockers and len(kernels) else ((Unblock(tuple(blockers)),) if blockers else ())
+        if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
+        ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost,
                     lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan)]
@@ -104,6 +107,13 @@ def _data_dependent_kernels(ctx: Context, site_ops: set) -> list[int]:
     back = re.compile(MASK_BACKWARD)
     keep = np.array([o in site_ops or bool(back.search(o)) for o in op], dtype=bool)
     return [int(r) for r in g.index.to_numpy()[keep]]
+
+
+def _copies_to_host(ctx: Context, blockers: list[int]) -> bool:
+    """Whether some blocking call copies to the host itself (a .cpu() / .numpy() of a result)."""
+    g = ctx.model.gpu
+    own = g[g["launcher"].isin(blockers).to_numpy() & (g["copy_dir"] == "DtoH").to_numpy()]
+    return bool(len(own))
 
 
 def _op_calls(ctx: Context, kernels: list[int]) -> tuple[int, ...]:

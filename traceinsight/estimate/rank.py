@@ -100,10 +100,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             for k in (1, 0):
                 plan = tuple(fx.at(fx.bounds[k]) if fx in ranged else fx for fx in f.fixes)
                 vals.append(_saving(compiled, base, plan, bw, cuts))
-            f.savings_bound_us = (min(vals), max(vals))
-            f.estimate_note += "; " + "; ".join(dict.fromkeys(
-                getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
-                for fx in ranged))
+            # A range whose ends agree (the uncertain part is not in this trace) is no range.
+            if max(vals) - min(vals) >= 1.0:
+                f.savings_bound_us = (min(vals), max(vals))
+                f.estimate_note += "; " + "; ".join(dict.fromkeys(
+                    getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
+                    for fx in ranged))
         elif how == "idle_floor" and saved > f.lost_per_step_us:
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.

@@ -43,6 +43,11 @@ CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this s
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
+# The Python that reads a copy to the host (numpy argmax, metrics) runs right after the copy returns; data
+# kept on the GPU takes it along. It is bounded by the bytes copied at this rate (numpy's argmax over the
+# 3.3 MB of eval_to_numpy_large's probabilities ran at 5.5 GB/s), so a scalar's .item() takes no
+# unrelated host work with it.
+CONSUMER_GBPS = 2.0
 
 
 @dataclass
@@ -166,6 +171,23 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
         idx = np.array([c.cpu_pos[r] for r in calls if r in c.cpu_pos], dtype=np.int64)
         s.dur[idx] = s.dur[idx] * (1.0 - fx.share)
         s.feed[idx] = s.feed[idx] * (1.0 - fx.share)
+        # Kept on the GPU, a copy's result is not read by the host's Python either: that Python (bare,
+        # outside any op, up to the next call) goes with `share`, as much as the copy's bytes explain.
+        rows = set(fx.rows)
+        for r in rows:
+            i = c.cpu_pos.get(r)
+            j = c.own[i] if i is not None else -1
+            if j < 0 or c.to_device[j] or c.bytes[j] <= 0:
+                continue
+            k = c.csucc[i]              # the first call after the copy's own blocking calls
+            while k >= 0 and c.nodes[k][0] == "cpu" and c.nodes[k][1] in rows:
+                k = c.csucc[k]
+            if k < 0:
+                continue
+            cut = fx.share * min(c.bytes[j] / (CONSUMER_GBPS * 1e3), c.bare[k] + c.host[k])
+            from_feed = min(cut, c.bare[k], s.feed[k])
+            s.feed[k] -= from_feed
+            s.host[k] = max(0.0, s.host[k] - (cut - from_feed))
 
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
