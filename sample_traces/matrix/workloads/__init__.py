@@ -65,4 +65,8 @@ ALL = [
     "holdout5_fusion_arith",
     "holdout5_fusion_gelu_fp16",
     "holdout5_fusion_layernorm",
+    # sixth held-out set: after the result-read-by-numpy sync model and the pass-per-repeat fusion range
+    # (recorded as the *_holdout6 runs)
+    "holdout6_eval_topk_numpy",
+    "holdout6_fusion_loop",
 ]
