@@ -83,7 +83,9 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # A fourth (18:54Z / 18:55Z): the issue's categories on new programs, committed (447bd00) first.
         "h100_holdout4": "h100", "h200_holdout4": "h200",
         # A fifth (fusion chains, after the fused-arithmetic model), committed (6d17f57) first.
-        "h100_holdout5": "h100", "h200_holdout5": "h200"}
+        "h100_holdout5": "h100", "h200_holdout5": "h200",
+        # A sixth (an eval loop into numpy; a looped fusion chain), committed (8de3996) first.
+        "h100_holdout6": "h100", "h200_holdout6": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -170,7 +172,11 @@ MEASURED_PLAN = {("amp_scaler_unfused", "after_graph"): ("unfused_optimizer", "l
                  # Relabelled after recording: the workload was pre-registered as sync_stall, but its "before"
                  # copies 16 MiB of logits to pageable memory and runs a 4 ms argmax on the CPU each batch,
                  # and the fix removes both. Scored as sync_stall it missed on all 4 rows (README).
-                 ("holdout3_eval_argmax_cpu", "after"): ("pageable_memcpy", "host_bound")}
+                 ("holdout3_eval_argmax_cpu", "after"): ("pageable_memcpy", "host_bound"),
+                 # The same, for the sixth set: 8 MB of logits to pageable memory (5.5 ms) and 25 ms of numpy
+                 # argpartition per batch, both gone with top-5 on the GPU. Pre-registered as sync_stall, it
+                 # missed on all 4 rows (-95..-97%, top host_bound) (README).
+                 ("holdout6_eval_topk_numpy", "after"): ("host_bound", "pageable_memcpy")}
 
 
 def table(rs: list[dict]) -> str:
@@ -247,7 +253,7 @@ def summary(rs: list[dict]) -> str:
 def _held_out(pairs: list[dict]) -> str:
     """The held-out runs' share of the figures: workloads written after the model changes they check."""
     out = ""
-    for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4", "_holdout5"):
+    for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4", "_holdout5", "_holdout6"):
         held = [r for r in pairs if r["run"].endswith(tag)]
         if not held:
             continue
