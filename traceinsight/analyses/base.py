@@ -112,6 +112,15 @@ _LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<froz
 
 def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
     """The innermost Python frame above a cpu row that is user code (not torch or the stdlib)."""
+    p = user_frame_row(cpu, row)
+    if p is None:
+        return None
+    m = _PY_FRAME.match(cpu["name"].iat[p])
+    return f"{m.group('file')}:{m.group('line')} in {m.group('func')}"
+
+
+def user_frame_row(cpu: pd.DataFrame, row: int) -> int | None:
+    """The cpu row of that frame (one row per call), or None."""
     parent = cpu["parent"].to_numpy()
     names = cpu["name"].to_numpy()
     kinds = cpu["kind"].to_numpy()
@@ -121,7 +130,7 @@ def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
         if kinds[p] == "python":
             m = _PY_FRAME.match(names[p])
             if m and not _LIB.search(m.group("file")):
-                return f"{m.group('file')}:{m.group('line')} in {m.group('func')}"
+                return int(p)
         p = parent[p]
         hops += 1
     return None

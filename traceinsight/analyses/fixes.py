@@ -173,21 +173,24 @@ class FuseChains:
     makes one pass over memory, `cost` times the chain's mean kernel, and still does every op's
     arithmetic, which the unfused kernels hid under their memory traffic: `arith` per chain (in mean
     kernels) times `arith_scale`. The fused kernel takes the longer of the two.
-    `repeats` per chain: how many times one kernel sequence repeats to make up the whole chain (1 if it
-    does not). k calls of one function on different tensors need a pass each even when fused; a loop
-    over one tensor needs one. The trace cannot tell them apart: with `split` every repeat pays a pass.
-    `bounds`, two (cost, arith_scale, split) ends, makes the estimate a range."""
+    A chain that is one kernel sequence repeated is either k calls of one function on k tensors, which
+    need a pass each even fused (`pass_cost` each), or a loop over one tensor, which needs one. `passes`
+    per chain: the passes the trace shows (k where Python stacks show k calls, else 1); `repeats`: the
+    most it may need (1 where the stacks show a loop). With `split` the repeats are paid instead.
+    `bounds`, two (cost, arith_scale, split, pass_cost) ends, makes the estimate a range."""
     chains: tuple[tuple[int, ...], ...]
     cost: float = 1.5
     arith: tuple[float, ...] = ()
     arith_scale: float = 1.0
     repeats: tuple[int, ...] = ()
+    passes: tuple[int, ...] = ()
+    pass_cost: float = 1.0
     split: bool = False
-    bounds: tuple[tuple[float, float, bool], tuple[float, float, bool]] | None = None
+    bounds: tuple[tuple[float, float, bool, float], tuple[float, float, bool, float]] | None = None
 
     @property
     def RANGE_NOTE(self) -> str:
-        if max(self.repeats) > 1:
+        if any(r > p for r, p in zip(self.repeats, self.passes)):
             return ("how fast the fused kernel runs, and whether a repeated sequence of kernels is one loop or "
                     "several calls, are not in the trace, hence the range")
         return "how fast the fused kernel runs is not in the trace, hence the range"
@@ -196,26 +199,30 @@ class FuseChains:
         if not self.chains or any(len(c) < 2 for c in self.chains):
             raise ValueError("FuseChains needs chains of at least two kernels")
         n = len(self.chains)
-        if (self.arith and len(self.arith) != n) or (self.repeats and len(self.repeats) != n):
-            raise ValueError("FuseChains needs one arithmetic cost and one repeat count per chain")
-        for f in (self.cost, *(b[0] for b in self.bounds or ())):
+        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes)):
+            raise ValueError("FuseChains needs one arithmetic cost, repeat and pass count per chain")
+        for f in (self.cost, self.pass_cost, *(b[0] for b in self.bounds or ()), *(b[3] for b in self.bounds or ())):
             if not f > 0:
                 raise ValueError(f"FuseChains cost must be > 0, got {f}")
         if any(a < 0 for a in (*self.arith, self.arith_scale, *(b[1] for b in self.bounds or ()))):
             raise ValueError("FuseChains arithmetic costs must be >= 0")
-        if any(r < 1 for r in self.repeats):
-            raise ValueError("FuseChains repeat counts must be >= 1")
+        if any(r < 1 for r in (*self.repeats, *self.passes)):
+            raise ValueError("FuseChains repeat and pass counts must be >= 1")
         object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
         object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * n)
-        object.__setattr__(self, "repeats", tuple(int(r) for r in self.repeats) or (1,) * n)
+        object.__setattr__(self, "passes", tuple(int(r) for r in self.passes) or (1,) * n)
+        object.__setattr__(self, "repeats", tuple(max(int(r), p) for r, p in
+                                                  zip(self.repeats or (1,) * n, self.passes)))
 
-    def at(self, end: tuple[float, float, bool]) -> "FuseChains":
+    def at(self, end: tuple[float, float, bool, float]) -> "FuseChains":
         """The same fix at one end of its range."""
-        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), bounds=None)
+        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3], bounds=None)
 
     def fused_cost(self, k: int) -> float:
         """Chain k's fused kernel(s), in its mean kernels."""
-        return max(self.cost * (self.repeats[k] if self.split else 1), self.arith_scale * self.arith[k])
+        n = self.repeats[k] if self.split else self.passes[k]
+        memory = max(self.cost, n * self.pass_cost) if n > 1 else self.cost
+        return max(memory, self.arith_scale * self.arith[k])
 
 
 Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains

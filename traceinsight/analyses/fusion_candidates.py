@@ -7,12 +7,14 @@ convolution ends it: a compiler fuses pointwise ops with each other, not into li
 A fused chain costs the longer of two things, in the chain's mean kernels:
 - one pass over memory, FUSED_COST (inputs read and outputs written once);
 - the chain's arithmetic, which each unfused kernel hid under its own memory traffic and the fused one
-  must still do: TRANSCENDENTAL_COST per transcendental op (sin, exp, sigmoid, rsqrt ...: tens of
-  instructions per element) and ARITH_COST per other op, on an H100. Measured on two chains of 55-60 ops
-  with 12-17 transcendental ones (fp32 and bf16, 8M-16M elements): the fused Triton kernel took 3.3-3.6
-  mean kernels on an H100 and 4.5-5.0 on an H200, compute-bound, where one pass would be about one.
-  Faster memory for the same cores makes the unfused kernels shorter, not the arithmetic: the costs
-  scale with the GPU's bandwidth per FLOP (trace/gpu_specs.py; an unknown GPU counts as an H100).
+  must still do: OP_COSTS per op, by how many instructions an element takes (sin and cos with their range
+  reduction > tanh, erf, GELU > sigmoid, SiLU > exp, log, rsqrt > an add or a multiply). The costs are an
+  H100's, for fp32; faster memory for the same cores (H200) makes the unfused kernels shorter, not the
+  arithmetic, so they scale with the GPU's bandwidth per FLOP (trace/gpu_specs.py; an unknown GPU counts
+  as an H100), and a 16-bit chain moves half the bytes per element for the same arithmetic (x2).
+  Fitted on twelve fused Triton kernels (six chains of 30-58 ops, fp32, bf16 and fp16, H100 and H200):
+  within 11% of each, where one pass would have been 1.0-1.5 mean kernels and they took 1.5-5.0; the
+  first two chains (3.3-5.0) had shown that the arithmetic is not free (sample_traces/matrix README).
 The range goes from one mean kernel (all arithmetic hidden) to 3 mean kernels or 1.5x the arithmetic; a
 chain that is k exact repeats of one kernel sequence (a function called on k tensors, or a loop over one:
 the trace cannot tell) pays k passes at that end. Measured on held-out chains (H100): a hand-written
@@ -26,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.gpu_specs import bandwidth_to_compute
-from .base import Context, Finding, KindSpec
+from .base import Context, Finding, KindSpec, user_frame_row
 from .fixes import FuseChains
 
 # On a busy GPU a compiler's gain of a few percent is an opportunity, not a problem: ranked as a fix
@@ -37,13 +39,20 @@ ELEMENTWISE = r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|r
               r"CatArrayBatchedCopy|index_elementwise"
 MIN_BUSY_SHARE = 0.6      # of the step: the GPU must be the bottleneck
 FUSED_COST = 1.5          # a fused chain's memory pass, in its mean kernels
-TRANSCENDENTAL = r"(?:sin|cos|tan|exp|expm1|log|log1p|log2|sigmoid|tanh|erf|erfc|erfinv|gelu|silu|mish|" \
-                 r"softplus|rsqrt|sqrt|pow|atan|asin|acos|sinh|cosh|lgamma|digamma)_(?:\w*_)?kernel|" \
-                 r"Gelu\w*Kernel|pow_tensor"
-TRANSCENDENTAL_COST = 0.2  # of a mean kernel, per transcendental op in the fused kernel
-ARITH_COST = 0.02          # per other op (an add or a multiply per element)
-# (memory pass, arithmetic scale, a pass per repeat) at the best and the worst end of the range.
-COST_RANGE = ((1.0, 0.0, False), (3.0, 1.5, True))
+# Arithmetic per op in the fused kernel, in mean kernels (H100, fp32): the first pattern that finds the
+# kernel's name; any other elementwise op costs ARITH_COST.
+OP_COSTS = (
+    (r"(?:sin|cos|tan|atan|asin|acos|sinh|cosh|lgamma|digamma|erfinv)_(?:\w*_)?kernel", 0.25),
+    (r"(?:tanh|erfc?|gelu|mish|softplus)_(?:\w*_)?kernel|Gelu\w*Kernel", 0.17),
+    (r"(?:sigmoid|silu|pow)_(?:\w*_)?kernel|pow_tensor", 0.08),
+    (r"(?:exp|expm1|exp2|log|log1p|log2|log10|rsqrt|sqrt|reciprocal)_(?:\w*_)?kernel", 0.06),
+)
+ARITH_COST = 0.024         # per other op (an add, a multiply, a clamp per element)
+HALF = r"BFloat16|Half|bfloat16|half|bf16|fp16"   # a 16-bit chain: x2 (half the bytes, same arithmetic)
+PASS_COST = 1.0           # each pass of a chain that several calls make (measured 0.9-1.1 mean kernels;
+                          # the range: 0.75-1.5)
+# (memory pass, arithmetic scale, a pass per repeat, cost per pass) at the best and the worst end.
+COST_RANGE = ((1.0, 0.0, False, 0.75), (3.0, 1.5, True, 1.5))
 
 
 def _chains(ctx: Context) -> list[np.ndarray]:
@@ -73,15 +82,17 @@ def analyze(ctx: Context) -> list[Finding]:
     if not chains:
         return []
     dur = m.gpu["dur"]
-    heavy = m.gpu_match(TRANSCENDENTAL)
-    scale = bandwidth_to_compute(m.device_name()) or 1.0
-    arith = tuple(scale * float(TRANSCENDENTAL_COST * heavy[c].sum() + ARITH_COST * (~heavy[c]).sum())
-                  for c in chains)
-    repeats = tuple(_repeats(m.gpu["name"].to_numpy()[c]) for c in chains)
+    arith = _arithmetic(m, chains)
+    repeats = [_repeats(m.gpu["name"].to_numpy()[c]) for c in chains]
+    passes = [_calls(m, c, k) if k > 1 else 1 for c, k in zip(chains, repeats)]
+    # Stacks that show one call (a loop) settle it: no pass per repeat at either end.
+    repeats = tuple(1 if p == 0 else k for k, p in zip(repeats, passes))
+    passes = tuple(max(p, 1) for p in passes)
     saved, step = [], []
-    for c, a in zip(chains, arith):
+    for c, a, p in zip(chains, arith, passes):
         d = dur.loc[c].to_numpy()
-        saved.append(max(0.0, float(d.sum()) - max(FUSED_COST, a) * float(d.mean())))
+        memory = max(FUSED_COST, p * PASS_COST) if p > 1 else FUSED_COST
+        saved.append(max(0.0, float(d.sum()) - max(memory, a) * float(d.mean())))
         step.append(ctx.step_of(np.array([m.gpu.at[c[0], "ts"]]))[0])
     per_step = np.bincount(np.searchsorted(ctx.full_steps, step), weights=saved, minlength=len(ctx.full_steps))
     lost = float(np.median(per_step)) if len(per_step) else 0.0
@@ -104,7 +115,42 @@ def analyze(ctx: Context) -> list[Finding]:
             "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).",
         confidence="low" if lengths.mean() < 4 else "medium", evidence=ev,
         fixes=(FuseChains(tuple(tuple(int(r) for r in c) for c in chains), FUSED_COST, arith, repeats=repeats,
-                          bounds=COST_RANGE),))]
+                          passes=passes, pass_cost=PASS_COST, bounds=COST_RANGE),))]
+
+
+def _arithmetic(m, chains: list[np.ndarray]) -> tuple[float, ...]:
+    """Each chain's arithmetic in its fused kernel, in the chain's mean kernels (OP_COSTS)."""
+    cost = np.full(len(m.gpu), ARITH_COST)
+    seen = np.zeros(len(m.gpu), dtype=bool)
+    for pattern, c in OP_COSTS:
+        hit = m.gpu_match(pattern) & ~seen
+        cost[hit] = c
+        seen |= hit
+    cost = np.where(m.gpu_match(HALF), 2.0 * cost, cost) * (bandwidth_to_compute(m.device_name()) or 1.0)
+    return tuple(float(cost[c].sum()) for c in chains)
+
+
+def _calls(m, chain: np.ndarray, k: int) -> int:
+    """Of a chain that is k repeats of one sequence: k when Python stacks show each repeat launched from
+    its own call of one user function (a pass each), 0 when they show one call throughout (a loop over
+    one tensor: one pass), 1 when the trace has no stacks to tell."""
+    cpu = m.cpu
+    if not (cpu["kind"] == "python").any():
+        return 1
+    launchers = m.gpu["launcher"].to_numpy()[chain]
+    frames = [user_frame_row(cpu, int(r)) if r >= 0 else None for r in launchers]
+    if any(f is None for f in frames):
+        return 1
+    seg = len(chain) // k
+    calls = [set(frames[i * seg:(i + 1) * seg]) for i in range(k)]
+    if all(len(c) == 1 for c in calls):
+        rows = [next(iter(c)) for c in calls]
+        if len(set(rows)) == 1:
+            return 0
+        names = cpu["name"].to_numpy()
+        if len(set(rows)) == k and len({names[r] for r in rows}) == 1:
+            return k
+    return 1
 
 
 def _repeats(names: np.ndarray) -> int:
