@@ -69,4 +69,8 @@ ALL = [
     # (recorded as the *_holdout6 runs)
     "holdout6_eval_topk_numpy",
     "holdout6_fusion_loop",
+    # seventh held-out set: after the per-op fused arithmetic and the stack-read calls (the *_holdout7 runs)
+    "holdout7_fusion_erf_cos",
+    "holdout7_fusion_swiglu_calls",
+    "holdout7_fusion_exp_log",
 ]
