@@ -85,7 +85,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # A fifth (fusion chains, after the fused-arithmetic model), committed (6d17f57) first.
         "h100_holdout5": "h100", "h200_holdout5": "h200",
         # A sixth (an eval loop into numpy; a looped fusion chain), committed (8de3996) first.
-        "h100_holdout6": "h100", "h200_holdout6": "h200"}
+        "h100_holdout6": "h100", "h200_holdout6": "h200",
+        # A seventh (three fusion chains, after the per-op arithmetic and stack-read calls), committed
+        # (93a6925) first.
+        "h100_holdout7": "h100", "h200_holdout7": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -253,7 +256,7 @@ def summary(rs: list[dict]) -> str:
 def _held_out(pairs: list[dict]) -> str:
     """The held-out runs' share of the figures: workloads written after the model changes they check."""
     out = ""
-    for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4", "_holdout5", "_holdout6"):
+    for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4", "_holdout5", "_holdout6", "_holdout7"):
         held = [r for r in pairs if r["run"].endswith(tag)]
         if not held:
             continue
