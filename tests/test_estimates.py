@@ -354,6 +354,8 @@ def test_bandwidth_per_flop_of_known_gpus():
     assert bandwidth_to_compute("NVIDIA H100 PCIe") < 1.0
     assert bandwidth_to_compute("NVIDIA A100-SXM4-80GB") > 2.0
     assert bandwidth_to_compute("Some Future GPU") is None
+    # "GH200" contains "H200": the Grace Hopper part (4 TB/s) must not get the H200's 4.8 TB/s.
+    assert bandwidth_to_compute("NVIDIA GH200 480GB") == pytest.approx(4.0 / 3.35)
 
 
 def test_repeats_of_a_kernel_sequence():

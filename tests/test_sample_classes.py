@@ -86,3 +86,44 @@ def test_cold_first_step_is_left_out_with_a_note(gpu):
 def test_blocking_pageable_copy_is_a_copy_problem(gpu, setting):
     d = doc(gpu, "blocking_pageable_d2h__before", setting)
     assert kinds(d)[0] == "pageable_memcpy"
+
+
+def _finding(d: dict, kind: str) -> dict:
+    return next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == kind)
+
+
+def test_host_work_in_many_short_stretches_is_named_by_their_total():
+    # The tokenizer's Python runs as many short stretches between the same two ops (4.3 ms per step); one
+    # longer stretch elsewhere (aten::to -> aten::arange, 0.2 ms) must not be the one named.
+    d = document(analyze_file(MATRIX / "h100_holdout2" / "holdout2_tokenize_main__before__default.json.gz"))
+    f = _finding(d, "host_bound")
+    assert "between aten::detach_ and aten::empty" in f["title"], f["title"]
+    assert "longest host-bound GPU gaps" in f["evidence"]["cpu_work_scope"]
+
+
+def test_bare_time_between_backward_ops_is_the_autograd_engine_not_python():
+    f = _finding(doc("h100", "sync_mask_loss__before", "default"), "host_bound")
+    assert "autograd engine" in f["title"] and "Backward" in f["title"], f["title"]
+    assert "with_stack" not in f["fix"] and "DataLoader" not in f["fix"]
+    assert "autograd::engine::evaluate_function" not in f["title"]
+
+
+def test_data_loading_leads_over_the_collate_ops_inside_it():
+    f = _finding(doc("h100", "dataloader_workers0__before", "default"), "host_bound")
+    assert "DataLoader" in f["evidence"]["cpu_work_during_idle"][0]["name"]
+    assert "DataLoader" in f["title"]
+
+
+def test_queued_kernels_on_one_stream_are_not_called_an_event_wait():
+    d = document(analyze_file(MATRIX / "h100_holdout8" / "holdout8_layout_vgg_fp16__before__default.json.gz"))
+    f = _finding(d, "dependency_wait")
+    assert f["title"].startswith("Kernels queued in time start late"), f["title"]
+    assert "cudaStreamWaitEvent" not in f["fix"]
+
+
+def test_fusion_chains_are_shown_by_their_ops():
+    d = document(analyze_file(MATRIX / "h100_holdout5" / "holdout5_fusion_layernorm__before__default.json.gz"))
+    f = _finding(d, "fusion_candidates")
+    shown = " ".join(f["evidence"]["longest_chains"])
+    assert "MulFunctor" in shown and "MeanOps" in shown, shown
+    assert "busy time" in f["title"]

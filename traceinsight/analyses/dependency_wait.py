@@ -77,14 +77,27 @@ def analyze(ctx: Context) -> list[Finding]:
           "stream_wait_event_calls_per_step": round(wait_events / n_steps, 2),
           "largest_waits": waits}
     share = lost / ctx.median_step_us if ctx.median_step_us else 0.0
+    same_stream = not cross and not wait_events and copy_wait <= 0
     return [Finding(
         kind=cause,
-        title=(f"Work launched in time waits on a dependency before it can start ({share:.0%} of each step"
+        title=(f"Kernels queued in time start late behind their predecessor on one stream ({share:.0%} of "
+               "each step)" if same_stream else
+               f"Work launched in time waits on a dependency before it can start ({share:.0%} of each step"
                f"{', across streams' if cross else ''}"
                f"{'; compute waits behind copies' if copy_wait > 0.5 * lost else ''})"),
         lost_per_step_us=lost, lost_total_us=float(np.sum(ctx.gaps[cause])) + float(on_copies.sum()),
-        fix=("Find what the waiting kernel depends on (the largest waits name it): a cudaStreamWaitEvent on "
+        fix=(_SAME_STREAM_FIX if same_stream else
+             "Find what the waiting kernel depends on (the largest waits name it): a cudaStreamWaitEvent on "
              "an event recorded late, a side stream that serialises with the main one, or a blocking copy "
              "in front of it. Record the event as early as the data is ready, move independent work onto "
              "the waiting stream's idle time, and use non-blocking copies on their own stream."),
         confidence="medium", evidence=ev, beyond_idle_us=copy_wait)]
+
+
+# One stream, no event waits, no copies: the kernel was queued in time and started late behind its
+# predecessor on the same stream. That is the GPU's own spacing between back-to-back small kernels, not
+# an event or stream to reorder.
+_SAME_STREAM_FIX = ("The waits are between kernels on one stream with no event waits: queued kernels start "
+                    "a few microseconds after their predecessor ends (the GPU's own spacing between many "
+                    "small kernels). Fewer, larger kernels (fusion, torch.compile) shrink it; there is no "
+                    "stream or event to reorder.")

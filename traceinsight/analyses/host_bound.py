@@ -24,25 +24,44 @@ def analyze(ctx: Context) -> list[Finding]:
     frames = _user_frames(ctx, gaps)
     if frames and (not busy_ops or frames[0][1] > 2 * max(busy_ops.values())):
         busy_ops = dict(frames)
-    top = sorted(busy_ops.items(), key=lambda kv: -kv[1])[:6]
+    # The DataLoader's own range is the cause the user acts on; ops inside it (collate's stack, cat)
+    # are how it spends the time, so it leads even when a few slow batches make one of them longer.
+    top = sorted(busy_ops.items(), key=lambda kv: (not _is_loader(kv[0]), -kv[1]))[:6]
     # Ops that cover a small part of the idle are not its cause: the rest ran outside every recorded op
     # (Python calling numpy, no torch op). Say so, and where in the step it ran.
     bare = _bare_stretch(ctx, gaps)
     if bare is not None and bare[0] > 2 * sum(v for _, v in top):
         top = []
-    loader = any("DataLoader" in n or "__next__" in n for n, _ in top)
+    loader = any(_is_loader(n) for n, _ in top)
     what = top[0][0] if top else "Python code outside any profiled op"
     where = f" between {bare[1][:70]} and {bare[2][:70]}" if not top and bare is not None else ""
+    # Bare time between two backward ops is the autograd engine's own per-op work on its thread, not
+    # the user's Python: neither with_stack nor a DataLoader says more about it.
+    engine = bool(where) and all(_BACKWARD.search(n) for n in bare[1:] if n not in _ENDS)
     if not top:
-        what = f"Python outside any recorded op{where}"
-    ev = {"cpu_work_during_idle": [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top] or
-          [{"name": f"no op recorded: plain Python{where} (record with with_stack=True to see the function)",
-            "ms": round((bare[0] if bare else float(gaps["host_bound"].sum())) / 1000, 3)}],
+        what = f"autograd engine work in the backward pass{where}" if engine else \
+            f"Python outside any recorded op{where}"
+    if top:
+        work = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top]
+    else:
+        hint = "" if engine else " (record with with_stack=True to see the function)"
+        work = [{"name": f"no op recorded: {'autograd engine' if engine else 'plain Python'}{where}{hint}",
+                 "ms": round((bare[0] if bare else float(gaps["host_bound"].sum())) / 1000, 3)}]
+    n_gaps = min(50, len(gaps))
+    ev = {"cpu_work_during_idle": work,
+          # The ms above are CPU time summed over these gaps (all steps), not per step.
+          "cpu_work_scope": f"ms summed over the {n_gaps} longest host-bound GPU gaps (of {len(gaps)}), "
+                            "profiled, all steps; an op's ms include the ops nested in it",
           "idle_ms_per_step": round(lost / 1000, 3)}
     if loader:
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
                "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
+    elif engine:
+        fix = (f"The backward pass's CPU thread spends this time{where} (the autograd "
+               "engine's per-op work, inflated by the profiler): it shrinks with fewer, larger ops "
+               "(torch.compile of the model, which compiles its backward too) and goes away when the whole "
+               "step is captured in a CUDA graph. Check the un-profiled step before acting on it.")
     elif not top:
         fix = (f"The CPU runs Python that the trace does not name (no op covers it{where}): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
@@ -60,20 +79,33 @@ def analyze(ctx: Context) -> list[Finding]:
                "or on the GPU.")
     return [Finding(
         kind="host_bound",
-        title=f"The GPU idles while the CPU does work that launches nothing ({what[:80]}"
+        title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
               f"{', data loading' if loader else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
 
+
+# The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).
+_AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
+_BACKWARD = re.compile(r"Backward\d*$")
 
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#")
 
 
+def _is_loader(name: str) -> bool:
+    return "DataLoader" in name or "__next__" in name
+
+
+_ENDS = ("the step's start", "the next op")
+
+
 def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
     """(us covered by no recorded op or runtime call on the CPU thread, over the 50 largest host-bound
-    gaps; the ops either side of the longest such stretch), or None when nothing is uncovered."""
+    gaps; the ops either side of the stretches that add up to most of it), or None when nothing is
+    uncovered. Stretches are summed per (before, after) pair: a loop of many short Python stretches
+    between the same two ops outweighs one longer stretch elsewhere."""
     if gaps.empty:
         return None
     m = ctx.model
@@ -84,8 +116,8 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
     def name(g, k: int) -> str:
         """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
         top = int(g["top_op"].iat[k])
-        return str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]])
-    total, best = 0.0, (0.0, "", "")
+        return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
+    total, pairs = 0.0, {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = frames.get(row.thread)
         if g is None:
@@ -98,14 +130,18 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
             nxt = row.end if i is None else max(ts[i], row.start)
             if nxt > cur:
                 total += nxt - cur
-                if nxt - cur > best[0]:
-                    before = name(g, prev) if prev >= 0 else "the step's start"
-                    k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
-                    after = name(g, k) if k < len(g) else "the next op"
-                    best = (nxt - cur, before, after)
+                # An op of the previous step (its optimizer) is not where this step's Python runs.
+                same = prev >= 0 and ctx.cpu_step_of(np.array([ts[prev]]))[0] == ctx.cpu_step_of(np.array([cur]))[0]
+                before = name(g, prev) if same else "the step's start"
+                k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
+                after = name(g, k) if k < len(g) else "the next op"
+                pairs[(before, after)] = pairs.get((before, after), 0.0) + nxt - cur
             if i is not None and end[i] > cur:
                 cur, prev = end[i], i
-    return (total, best[1], best[2]) if total > 0 else None
+    if total <= 0:
+        return None
+    before, after = max(pairs, key=pairs.get)
+    return total, before, after
 
 
 def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:

@@ -27,10 +27,12 @@ SYNC_FIXES = {
                     "move it off the hot path",
     "aten::_unique2": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
                       "move it off the hot path",
-    "aten::to": "a device-to-host .to('cpu')/.cpu() blocks: copy into pinned memory with "
-                "non_blocking=True and read it later, or keep the data on the GPU",
-    "aten::copy_": "a device-to-host copy blocks: use pinned memory + non_blocking=True and an event, "
-                   "or keep the data on the GPU",
+    "aten::to": "a device-to-host .to('cpu')/.cpu()/.numpy() blocks: compute what you need from it on "
+                "the GPU (argmax, top-k, accuracy, sums) and copy only that small result, or copy into "
+                "pinned memory with non_blocking=True and read it a step later",
+    "aten::copy_": "a device-to-host copy blocks: compute what you need from it on the GPU (argmax, "
+                   "top-k, accuracy) and copy only the small result, or use pinned memory + "
+                   "non_blocking=True and an event",
     "aten::repeat_interleave": "repeat_interleave without output_size syncs: pass output_size=",
     "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely",
 }
@@ -42,14 +44,17 @@ def analyze(ctx: Context) -> list[Finding]:
     cpu = ctx.model.cpu
     gaps = ctx.gaps[(ctx.gaps[cause] > 0) & (ctx.gaps["blocker"] >= 0)]
     rows = []
-    for blk, grp in gaps.groupby("blocker"):
-        rows.append((int(blk), float(grp[cause].sum())))
+    # Per-step counts are over full steps only: a call made once per step is 1.0, even when the trace
+    # ends mid-step.
+    full = np.isin(gaps["step"].to_numpy(), ctx.full_steps)
+    for blk, grp in gaps.assign(full=full).groupby("blocker"):
+        rows.append((int(blk), float(grp[cause].sum()), bool(grp["full"].any())))
     by_site: dict[tuple, dict] = {}
-    for blk, us in rows:
+    for blk, us, in_full in rows:
         site = (top_op(cpu, blk), user_frame(cpu, blk), cpu.at[blk, "name"])
         d = by_site.setdefault(site, {"idle_us": 0.0, "count": 0})
         d["idle_us"] += us
-        d["count"] += 1
+        d["count"] += in_full
     sites = sorted(by_site.items(), key=lambda kv: -kv[1]["idle_us"])
     ev_sites = [{"op": op, "source": src or "(record with with_stack=True to get the source line)",
                  "call": call, "per_step": round(d["count"] / ctx.n_full, 2),
@@ -58,9 +63,9 @@ def analyze(ctx: Context) -> list[Finding]:
     # The fix removes the sync from the op, every time it runs: unblock every blocking call made under
     # the ops that stalled the GPU, not only the ones that happened to drain the queue.
     from ..trace.facts import blocking_calls
-    site_ops = {top_op(cpu, b) for b, _ in rows}
+    site_ops = {top_op(cpu, b) for b, _, _ in rows}
     blocks = blocking_calls(ctx.model)
-    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
+    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _, _ in rows})
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
     for s in ev_sites[:4]:

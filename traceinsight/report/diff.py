@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..analyses import CAUSES
 from .diff_inputs import Side, load_side
-from .diff_names import normalize_kernel
+from ..trace.kernel_names import normalize_kernel
 from .diff_tables import KERNEL_MIN_MS, KERNEL_REL, _f, _fmt_ms, _r, _status, compare_kernels, compare_ops
 
 DIFF_SCHEMA_VERSION = 1

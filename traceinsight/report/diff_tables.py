@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .diff_inputs import Side
-from .diff_names import normalize_kernel
+from ..trace.kernel_names import normalize_kernel
 
 # Per kernel / op: at least this share of the larger side and KERNEL_MIN_MS per step.
 KERNEL_REL = 0.05
