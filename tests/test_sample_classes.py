@@ -127,3 +127,26 @@ def test_fusion_chains_are_shown_by_their_ops():
     shown = " ".join(f["evidence"]["longest_chains"])
     assert "MulFunctor" in shown and "MeanOps" in shown, shown
     assert "busy time" in f["title"]
+
+
+def test_fusion_chains_stop_where_the_cpu_waited():
+    # sync_mask_loss reads .item() and runs nonzero between elementwise kernels: a compiler's graph breaks
+    # there, so no chain may run across a kernel that the GPU waited for on a sync or host work.
+    from traceinsight.analyses.attribution import attribute_gaps, per_step_causes
+    from traceinsight.analyses.base import Context
+    from traceinsight.analyses.fusion_candidates import CPU_WAITS, _chains
+    from traceinsight.trace.host import HostActivity
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    from traceinsight.trace.steps import full_step_mask
+    model = build_model(load_trace(MATRIX / "h200_graph2" / "sync_mask_loss__before__default.json.gz"))
+    host = HostActivity(model)
+    gaps = attribute_gaps(model, host)
+    causes = per_step_causes(model, gaps)
+    per_step = model.steps.set_index("step").join(causes)
+    full = per_step.index.to_numpy()[full_step_mask(per_step["partial"])]
+    ctx = Context(model=model, host=host, gaps=gaps, per_step=causes, full_steps=full)
+    waited = set(gaps[(gaps[list(CPU_WAITS)].sum(axis=1) > 0).to_numpy()]["next_gpu"])
+    chains = _chains(ctx)
+    assert chains and waited
+    assert not any(int(k) in waited for c in chains for k in c[1:])

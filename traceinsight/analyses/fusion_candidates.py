@@ -57,20 +57,32 @@ COST_RANGE = ((1.0, 0.0, False, 0.75), (3.0, 1.5, True, 1.5))
 
 
 def _chains(ctx: Context) -> list[np.ndarray]:
-    """Runs of >= 2 consecutive elementwise kernels per stream, as GPU row ids, in full steps."""
+    """Runs of >= 2 consecutive elementwise kernels per stream, as GPU row ids, in full steps. A copy
+    to or from the host between two kernels ends a run, and so does a wait on the CPU (a sync, host work, a pageable
+    copy): a compiler cannot fuse across a device-to-host read, and the step's graph breaks there."""
     m = ctx.model
-    g = m.gpu[(m.gpu["kind"] == "kernel").to_numpy()]
-    ew = m.gpu_match(ELEMENTWISE)[g.index.to_numpy()]
+    # A copy to or from the host is a barrier; a memset or a device-to-device copy is one more pointwise
+    # op to a compiler (a fill, a copy_), so it does not end a run, nor does it join one.
+    kind = m.gpu["kind"].to_numpy()
+    host_copy = (kind == "memcpy") & ~m.gpu_match("DtoD|Device -> Device")
+    g = m.gpu[(kind == "kernel") | host_copy]
+    ew = m.gpu_match(ELEMENTWISE)[g.index.to_numpy()] & (g["kind"] == "kernel").to_numpy()
     g = g.assign(ew=ew, step=ctx.step_of(g["ts"].to_numpy()))
+    gaps = ctx.gaps
+    waited = gaps[(gaps[list(CPU_WAITS)].sum(axis=1) > 0).to_numpy()]["next_gpu"].to_numpy()
     out = []
     for _, s in g.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=False):
         flag, idx, step = s["ew"].to_numpy(), s.index.to_numpy(), s["step"].to_numpy()
-        # Run boundaries: where the elementwise flag or the step changes.
-        cut = np.flatnonzero((flag[1:] != flag[:-1]) | (step[1:] != step[:-1])) + 1
+        # Run boundaries: where the elementwise flag or the step changes, or the CPU waited before it.
+        cut = np.flatnonzero((flag[1:] != flag[:-1]) | (step[1:] != step[:-1]) | np.isin(idx[1:], waited)) + 1
         for run in np.split(np.arange(len(s)), cut):
             if len(run) >= 2 and flag[run[0]] and step[run[0]] in ctx.full_steps:
                 out.append(idx[run])
     return out
+
+
+# Idle causes where the CPU, not the launch queue, held the next kernel back.
+CPU_WAITS = ("sync_stall", "host_bound", "pageable_memcpy")
 
 
 def analyze(ctx: Context) -> list[Finding]:
