@@ -386,3 +386,14 @@ def test_reading_a_scalar_does_not_take_unrelated_host_work_with_it():
     sync = [f for f in d["findings"] + d["minor_findings"] if f["kind"] == "sync_stall"]
     assert all(f["estimated_savings_ms"] < 1.0 for f in sync), sync
     assert d["findings"][0]["kind"] == "host_bound"
+
+
+def test_an_estimated_unprofiled_step_comes_with_its_validation_band():
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    s = document(analyze_file(ROOT / "sample_traces" / "launch_tiny_conv__before.json.gz"))["summary"]
+    lo, hi = s["unprofiled_step_range_ms"]
+    assert s["median_gpu_busy_ms"] <= lo < s["unprofiled_step_ms"] < hi
+    # A GPU-bound step's band cannot go below its GPU work.
+    s = document(analyze_file(ROOT / "sample_traces" / "healthy_bf16_matmul__before.json.gz"))["summary"]
+    assert s["unprofiled_step_range_ms"][0] >= s["median_gpu_busy_ms"] - 1e-3

@@ -248,6 +248,7 @@ def test_steps_after_the_window_are_timed_unprofiled_and_analyze_uses_them(tmp_p
                    capture_output=True)
     summary = json.loads((tmp_path / "a.json").read_text())["summary"]
     assert summary["unprofiled_step_method"].startswith("measured by traceinsight record")
+    assert summary["unprofiled_step_range_ms"] is None     # measured: no estimate's band
     # The document rounds to the microsecond.
     assert summary["unprofiled_step_ms"] == pytest.approx(meta["unprofiled_step_ms"], abs=5.01e-4)
 

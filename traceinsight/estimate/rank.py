@@ -15,7 +15,7 @@ from ..analyses.base import Context, Finding
 from ..analyses.fixes import combine
 from . import replay
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
-from .deinflate import calibration_scale, profiler_cuts, unprofiled_method
+from .deinflate import calibration_scale, profiler_cuts, unprofiled_method, unprofiled_range_us
 from .plan import fix_plan
 from ..trace.steps import merged_intervals
 
@@ -71,6 +71,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             unprof = max(target if target is not None else moved, busy)
             info["unprofiled_step_ms"] = round(unprof / 1000, 3)
             info["unprofiled_step_method"] = unprofiled_method(ctx.model)
+            band = unprofiled_range_us(ctx.model, unprof, busy)
+            info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
             info["profiler_setting"] = profile_setting(ctx.model)
             info["gpu_busy_ms"] = round(busy / 1000, 3)
             info["kernel_busy_ms"] = round(_kernel_busy_us(ctx, profiled.step_us) / 1000, 3)

@@ -99,6 +99,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             # Savings (estimated_savings_pct) are shares of it.
             "unprofiled_step_ms": a.whatif.get("unprofiled_step_ms"),
             "unprofiled_step_method": a.whatif.get("unprofiled_step_method"),
+            # An estimate's 80% band from our own validation (None when `record` measured the step).
+            "unprofiled_step_range_ms": a.whatif.get("unprofiled_step_range_ms"),
             "mean_step_ms": num(a.full_steps["dur"].mean() / 1000),
             "min_step_ms": num(a.full_steps["dur"].min() / 1000),
             "max_step_ms": num(a.full_steps["dur"].max() / 1000),
