@@ -117,12 +117,15 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
         """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
         top = int(g["top_op"].iat[k])
         return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
-    total, pairs = 0.0, {}
+    total, pairs, op_step = 0.0, {}, {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = frames.get(row.thread)
         if g is None:
             continue
         ts, end = g["ts"].to_numpy(), g["end"].to_numpy()
+        if row.thread not in op_step:
+            op_step[row.thread] = ctx.cpu_step_of(ts)
+        gap_step = ctx.cpu_step_of(np.array([row.start]))[0]
         inside = np.flatnonzero((end > row.start) & (ts < row.end))
         # Walk the ops overlapping the gap in start order; what no op covers is bare.
         cur, prev = row.start, int(np.searchsorted(ts, row.start) - 1)
@@ -131,7 +134,7 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
             if nxt > cur:
                 total += nxt - cur
                 # An op of the previous step (its optimizer) is not where this step's Python runs.
-                same = prev >= 0 and ctx.cpu_step_of(np.array([ts[prev]]))[0] == ctx.cpu_step_of(np.array([cur]))[0]
+                same = prev >= 0 and op_step[row.thread][prev] == gap_step
                 before = name(g, prev) if same else "the step's start"
                 k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
                 after = name(g, k) if k < len(g) else "the next op"
