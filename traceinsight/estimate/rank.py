@@ -80,6 +80,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     if info["unprofiled_step_ms"]:
         _settle_profiler_note(findings, ctx.median_step_us, median_step)
     gpu_removed: dict[int, float] = {}
+    gpu_removed_ends: dict[int, tuple[float, float]] = {}
     for f in findings:
         how = spec(f.kind).estimate
         if base is None or not base.step_us or how == "measured" or not f.fixes:
@@ -98,13 +99,18 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         f.estimate_note = "replay of the timeline with the fix applied"
         ranged = [fx for fx in f.fixes if getattr(fx, "bounds", None)]
         if ranged:
-            vals = []
+            ends = []
             for k in (1, 0):
                 plan = tuple(fx.at(fx.bounds[k]) if fx in ranged else fx for fx in f.fixes)
-                vals.append(_saving(compiled, base, plan, bw, cuts))
+                end_state = replay.apply(compiled, plan, bw, cuts)
+                ends.append((max(0.0, base.median_us - replay.simulate(end_state).median_us),
+                             _gpu_removed(compiled, end_state)))
+            lo, hi = min(ends), max(ends)
             # A range whose ends agree (the uncertain part is not in this trace) is no range.
-            if max(vals) - min(vals) >= 1.0:
-                f.savings_bound_us = (min(vals), max(vals))
+            if hi[0] - lo[0] >= 1.0:
+                f.savings_bound_us = (lo[0], hi[0])
+                # Each end is capped by the GPU work it removes itself, not by the point's.
+                gpu_removed_ends[id(f)] = (lo[1], hi[1])
                 f.estimate_note += "; " + "; ".join(dict.fromkeys(
                     getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
                     for fx in ranged))
@@ -119,7 +125,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, saved)
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
-    _physics(ctx, findings, info, median_step, gpu_removed)
+    _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends)
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
@@ -174,7 +180,7 @@ RELIABLE_REPLAY_PCT = 15.0
 
 
 def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
-             gpu_removed: dict[int, float]) -> None:
+             gpu_removed: dict[int, float], gpu_removed_ends: dict[int, tuple[float, float]]) -> None:
     """No saving above what the step can give: a fix saves at most the un-profiled step's idle plus
     the GPU work it removes (a fix of idle time removes none); an unreliable replay falls back to the
     measured cost as the bound."""
@@ -217,7 +223,10 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             f.estimated_savings_us = cap
             f.estimate_note += "; " + why
         if f.savings_bound_us:
-            f.savings_bound_us = (min(f.savings_bound_us[0], cap), min(f.savings_bound_us[1], cap))
+            caps = (cap, cap)
+            if id(f) in gpu_removed_ends and not (sp.idle_cause and not changes_gpu):
+                caps = tuple(idle + r + f.beyond_idle_us for r in gpu_removed_ends[id(f)])
+            f.savings_bound_us = (min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1]))
 
 
 # Fixes that change GPU work itself (the others only remove idle time).
