@@ -77,4 +77,7 @@ ALL = [
     # *_holdout8 runs; the same runs re-record three held-out pairs with a CUDA-graph variant)
     "holdout8_layout_vgg_fp16",
     "holdout8_fp32_encoder",
+    # ninth held-out set: repeated elementwise chains after the pass-per-call prior (the *_holdout9 runs)
+    "holdout9_fusion_rope_qk",
+    "holdout9_fusion_newton_loop",
 ]
