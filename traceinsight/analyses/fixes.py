@@ -175,9 +175,8 @@ class FuseChains:
     kernels) times `arith_scale`. The fused kernel takes the longer of the two.
     A chain that is one kernel sequence repeated is either k calls of one function on k tensors, which
     need a pass each even fused (`pass_cost` each), or a loop over one tensor, which needs one. Per
-    chain, `passes`: the point's count (1 where Python stacks show a loop, else k: a model calls its
-    modules on separate tensors far more often than it loops over one); `fewest`: the least it may need
-    (k only where the stacks show k calls); `repeats`: the most (1 where the stacks show a loop). With
+    chain, `passes`: the point's count (k where Python stacks show k calls, else 1); `fewest`: the least
+    it may need (the point's, by default); `repeats`: the most (1 where the stacks show a loop). With
     `split` the repeats are paid instead. `bounds`, two (cost, arith_scale, split, pass_cost) ends, makes
     the estimate a range: the best end pays the fewest passes, the worst (split) the repeats."""
     chains: tuple[tuple[int, ...], ...]
