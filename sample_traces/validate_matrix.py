@@ -141,6 +141,7 @@ def rows(jobs: int = 2, only: set | None = None) -> list[dict]:
         meas_before = before["step_ms"]["median"]
         row = {"gpu": RUNS[run], "run": run, "setting": setting, "workload": wl, "variant": var, "top": top,
                "profiled_ms": d["summary"]["median_step_ms"], "unprofiled_est_ms": u,
+               "unprofiled_band_ms": d["summary"].get("unprofiled_step_range_ms"),
                "unprofiled_ms": meas_before, "deinflated_err_pct": round(100 * (u - meas_before) / meas_before, 1),
                "healthy": d["healthy"], "over_idle": _over_idle(d, u)}
         if after is None:
@@ -256,11 +257,17 @@ def summary(rs: list[dict]) -> str:
             f"one (median) in {w25}/{len(pairs)}, within 50% in {w50}/{len(pairs)}; within 25% of the median or "
             f"inside the measured p10-p90 spread in {w25s}/{len(pairs)}; the top finding is the fix measured to "
             f"help most (of the fixes measured on that GPU; (x) marks a miss) in {top}/{len(pairs)}. Un-profiled step "
-            f"estimate within 15% of the measured median in {sum(e <= 15 for e in de)}/{len(de)} traces. "
+            f"estimate within 15% of the measured median in {sum(e <= 15 for e in de)}/{len(de)} traces, inside "
+            f"the tool's 80% band in {sum(_in_band(r) for r in rs)}/{len(rs)}. "
             f"Healthy-role workloads: the verdict is right in {sum(r['ok_top'] for r in healthy)}/{len(healthy)} "
             f"(healthy expected where the measured un-profiled idle is at most {IDLE_HEALTHY:.0%}: "
             f"{sum(r['healthy'] for r in strict)}/{len(strict)} called healthy; not healthy expected from "
             f"{IDLE_NOT_HEALTHY:.0%})." + _held_out(pairs))
+
+
+def _in_band(r: dict) -> bool:
+    band = r.get("unprofiled_band_ms")
+    return bool(band) and band[0] <= r["unprofiled_ms"] <= band[1]
 
 
 def _held_out(pairs: list[dict]) -> str:

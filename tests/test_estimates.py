@@ -394,9 +394,10 @@ def test_an_estimated_unprofiled_step_comes_with_its_validation_band():
     s = document(analyze_file(ROOT / "sample_traces" / "launch_tiny_conv__before.json.gz"))["summary"]
     lo, hi = s["unprofiled_step_range_ms"]
     assert s["median_gpu_busy_ms"] <= lo < s["unprofiled_step_ms"] < hi
+    assert lo <= 1.696 <= hi                 # its measured un-profiled median (sample_traces/manifest.json)
     # A GPU-bound step's band cannot go below its GPU work.
     s = document(analyze_file(ROOT / "sample_traces" / "healthy_bf16_matmul__before.json.gz"))["summary"]
-    assert s["unprofiled_step_range_ms"][0] >= s["median_gpu_busy_ms"] - 1e-3
+    assert s["unprofiled_step_range_ms"][0] >= 0.97 * s["median_gpu_busy_ms"] - 1e-3
 
 
 def test_repeated_chains_without_stacks_keep_both_readings_in_the_range(rows):
@@ -422,3 +423,10 @@ def test_fuse_chains_range_ends_pay_the_fewest_and_the_most_passes():
     assert "loop or several calls" in fx.RANGE_NOTE
     with pytest.raises(ValueError):
         FuseChains(((1, 2),), passes=(1,), fewest=(2,))
+
+
+def test_the_unprofiled_band_holds_most_measured_steps(rows):
+    # The band is the 10th-90th percentile of our own measurements around such estimates, scaled by the
+    # profiler time each estimate took out: it must hold about 8 in 10 measured un-profiled steps.
+    inside = [r["unprofiled_band_ms"][0] <= r["unprofiled_ms"] <= r["unprofiled_band_ms"][1] for r in rows]
+    assert sum(inside) >= 0.75 * len(rows)

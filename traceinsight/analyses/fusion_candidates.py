@@ -25,6 +25,8 @@ already says so.
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from ..trace.gpu_specs import bandwidth_to_compute
@@ -59,7 +61,8 @@ COST_RANGE = ((1.0, 0.0, False, 0.75), (3.0, 1.5, True, 1.5))
 def _chains(ctx: Context) -> list[np.ndarray]:
     """Runs of >= 2 consecutive elementwise kernels per stream, as GPU row ids, in full steps. A copy
     to or from the host between two kernels ends a run, and so does a wait on the CPU (a sync, host work, a pageable
-    copy): a compiler cannot fuse across a device-to-host read, and the step's graph breaks there."""
+    copy): a compiler cannot fuse across a device-to-host read, and the step's graph breaks there. So does a
+    change of the launching thread (forward on the main thread, backward on autograd's)."""
     m = ctx.model
     # A copy to or from the host is a barrier; a memset or a device-to-device copy is one more pointwise
     # op to a compiler (a fill, a copy_), so it does not end a run, nor does it join one.
@@ -67,14 +70,29 @@ def _chains(ctx: Context) -> list[np.ndarray]:
     host_copy = (kind == "memcpy") & ~m.gpu_match("DtoD|Device -> Device")
     g = m.gpu[(kind == "kernel") | host_copy]
     ew = m.gpu_match(ELEMENTWISE)[g.index.to_numpy()] & (g["kind"] == "kernel").to_numpy()
-    g = g.assign(ew=ew, step=ctx.step_of(g["ts"].to_numpy()))
+    lr = g["launcher"].to_numpy()
+    thread = np.where(lr >= 0, m.cpu["thread"].to_numpy()[np.maximum(lr, 0)], "") if len(m.cpu) else \
+        np.full(len(g), "", dtype=object)
+    # The step whose CPU launched each kernel: one compiled call cannot fuse work of two steps' calls,
+    # even where the GPU ran them back to back.
+    cstep = np.where(lr >= 0, ctx.cpu_step_of(m.cpu["ts"].to_numpy()[np.maximum(lr, 0)]), -1) if len(m.cpu) \
+        else np.full(len(g), -1)
+    # Where the trace links kernels to launches, a kernel with no launch in it was queued before the
+    # profiler's window: it ran in the first step's window but belongs to the step before, so its chain
+    # is its own (a fix fuses it too, separately).
+    linked = bool((lr >= 0).any())
+    g = g.assign(ew=ew, step=ctx.step_of(g["ts"].to_numpy()), thread=thread, cstep=cstep)
     gaps = ctx.gaps
     waited = gaps[(gaps[list(CPU_WAITS)].sum(axis=1) > 0).to_numpy()]["next_gpu"].to_numpy()
     out = []
     for _, s in g.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=False):
-        flag, idx, step = s["ew"].to_numpy(), s.index.to_numpy(), s["step"].to_numpy()
-        # Run boundaries: where the elementwise flag or the step changes, or the CPU waited before it.
-        cut = np.flatnonzero((flag[1:] != flag[:-1]) | (step[1:] != step[:-1]) | np.isin(idx[1:], waited)) + 1
+        flag, idx, step, th = s["ew"].to_numpy(), s.index.to_numpy(), s["step"].to_numpy(), s["thread"].to_numpy()
+        cs = s["cstep"].to_numpy()
+        # Run boundaries: where the elementwise flag or the step changes, the CPU waited before it, or the
+        # launching thread changes (the forward's last op and the backward's first are not one graph).
+        cut = np.flatnonzero((flag[1:] != flag[:-1]) | (step[1:] != step[:-1]) | np.isin(idx[1:], waited)
+                             | ((th[1:] != th[:-1]) & (th[1:] != "") & (th[:-1] != ""))
+                             | ((cs[1:] != cs[:-1]) & linked)) + 1
         for run in np.split(np.arange(len(s)), cut):
             if len(run) >= 2 and flag[run[0]] and step[run[0]] in ctx.full_steps:
                 out.append(idx[run])
@@ -102,6 +120,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # calls settle it the other way. Where they cannot tell, the point pays one pass and the range's
     # worst end a pass per repeat. (A pass per repeat at the point fitted the calls we had measured, but
     # the held-out ninth set went the other way, 2/8 within 25% against 4/8: no net gain on 304 rows.)
+    found = list(repeats)
     fewest = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
     repeats = tuple(1 if c == 0 else k for k, c in zip(repeats, calls))
     passes = fewest
@@ -125,6 +144,17 @@ def analyze(ctx: Context) -> list[Finding]:
           "pct_of_gpu_busy": round(100 * lost / busy, 1) if busy else None,
           "longest_chains": [" -> ".join(_short(n) for n in names.loc[c[:4]]) + (" ..." if len(c) > 4 else "")
                              for c in longest]}
+    # Which reading of a repeated chain the estimate takes, and what would settle it.
+    rep = [(len(c), k, c_) for c, k, c_ in zip(chains, found, calls) if k > 1]
+    if rep:
+        n, k, how = Counter(rep).most_common(1)[0][0]    # the typical one, not an outlier
+        ev["repeated_chains"] = (
+            f"{len(rep)} chain(s) repeat one kernel sequence, e.g. {n // k} kernels x {k}: "
+            + ("Python stacks show one call (a loop over one tensor), so one memory pass when fused" if how == 0
+               else f"Python stacks show {k} calls (on {k} tensors), so {k} memory passes when fused"
+               if how == k else
+               f"the estimate takes one memory pass (a loop over one tensor), the range's worst end {k} "
+               f"({k} calls on {k} tensors); record with_stack=True to tell them apart"))
     return [Finding(
         kind=SPEC.kind,
         title=f"Chains of small elementwise kernels ({ev['mean_chain_length']} per chain on average) that a "

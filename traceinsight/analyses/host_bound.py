@@ -35,17 +35,24 @@ def analyze(ctx: Context) -> list[Finding]:
     loader = any(_is_loader(n) for n, _ in top)
     what = top[0][0] if top else "Python code outside any profiled op"
     where = f" between {bare[1][:70]} and {bare[2][:70]}" if not top and bare is not None else ""
-    # Bare time between two backward ops is the autograd engine's own per-op work on its thread, not
-    # the user's Python: neither with_stack nor a DataLoader says more about it.
+    # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
+    # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
+    # work from a stall of the host (a page fault, another process), so it is named by where it is.
     engine = bool(where) and all(_BACKWARD.search(n) for n in bare[1:] if n not in _ENDS)
     if not top:
-        what = f"autograd engine work in the backward pass{where}" if engine else \
+        what = f"time on the backward pass's thread that no op covers{where}" if engine else \
             f"Python outside any recorded op{where}"
+    # Idle that a few steps hold is a stall in those steps, not work every step does.
+    per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
+    total = float(per_step.sum())
+    few = max(1, 2 * len(per_step) // 5)
+    stalls = len(per_step) >= 4 and total > 0 and float(np.sort(per_step)[-few:].sum()) >= 0.7 * total
     if top:
         work = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top]
     else:
         hint = "" if engine else " (record with with_stack=True to see the function)"
-        work = [{"name": f"no op recorded: {'autograd engine' if engine else 'plain Python'}{where}{hint}",
+        on_thread = "on the backward pass's thread"
+        work = [{"name": f"no op recorded: {on_thread if engine else 'plain Python'}{where}{hint}",
                  "ms": round((bare[0] if bare else float(gaps["host_bound"].sum())) / 1000, 3)}]
     n_gaps = min(50, len(gaps))
     ev = {"cpu_work_during_idle": work,
@@ -58,8 +65,9 @@ def analyze(ctx: Context) -> list[Finding]:
                "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
                "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
     elif engine:
-        fix = (f"The backward pass's CPU thread spends this time{where} (the autograd "
-               "engine's per-op work, inflated by the profiler): it shrinks with fewer, larger ops "
+        fix = (f"The backward pass's CPU thread spends this time{where} with no op recorded: the autograd "
+               "engine's per-op work (inflated by the profiler) or a stall of the host. Engine work "
+               "shrinks with fewer, larger ops "
                "(torch.compile of the model, which compiles its backward too) and goes away when the whole "
                "step is captured in a CUDA graph. Check the un-profiled step before acting on it.")
     elif not top:
@@ -77,10 +85,16 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
                f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
+    if stalls:
+        ev["idle_in_fewest_steps"] = (f"{few} of {len(per_step)} steps hold "
+                                      f"{float(np.sort(per_step)[-few:].sum()) / total:.0%} of this idle")
+        fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
+               "batch, the allocator, the host), not work every step does; check that it repeats before "
+               "acting on it. ") + fix
     return [Finding(
         kind="host_bound",
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
-              f"{', data loading' if loader else ''})",
+              f"{', data loading' if loader else ''}{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
 

@@ -71,7 +71,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             unprof = max(target if target is not None else moved, busy)
             info["unprofiled_step_ms"] = round(unprof / 1000, 3)
             info["unprofiled_step_method"] = unprofiled_method(ctx.model)
-            band = unprofiled_range_us(ctx.model, unprof, busy)
+            band = unprofiled_range_us(ctx.model, unprof, busy, act)
             info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
             info["profiler_setting"] = profile_setting(ctx.model)
             info["gpu_busy_ms"] = round(busy / 1000, 3)

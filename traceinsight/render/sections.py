@@ -95,8 +95,8 @@ def unprofiled(doc) -> str | None:
     how = s.get("unprofiled_step_method") or ""
     kind = "measured" if how.startswith("measured") else "estimated"
     band = s.get("unprofiled_step_range_ms")
-    band = (f"; likely {band[0]:.3f}-{band[1]:.3f} ms: 8 in 10 of our H100/H200 validation traces measured "
-            "within that band of such an estimate") if band else ""
+    band = (f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the band that held 8 in 10 of our own H100/H200 "
+            "measurements") if band else ""
     return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}). "
             f"Savings are shares of it. Method: {how}.")
 
