@@ -270,9 +270,10 @@ def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> Non
         for i in idx[1:]:
             s.dur[i] = 0.0
             s.min_gap[i] = 0.0
-            if c.lpred[i] >= 0:         # one kernel: the other ops' dispatch and launches go too
-                s.dur[c.lpred[i]] = 0.0
+            if c.lpred[i] >= 0:         # one kernel: the other ops' dispatch and launches go too,
+                s.dur[c.lpred[i]] = 0.0   # and the Python between them, which the compiler traced away
                 s.feed[c.lpred[i]] = 0.0
+                s.host[c.lpred[i]] = 0.0
 
 
 # How the replay applies each kind of fix (analyses/fixes.py).
