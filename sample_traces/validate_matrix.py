@@ -94,7 +94,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_holdout8": "h100", "h200_holdout8": "h200",
         # A ninth (a repeated chain of separate calls and an exact loop, after the pass-per-call prior),
         # committed (2540eb8) first.
-        "h100_holdout9": "h100", "h200_holdout9": "h200"}
+        "h100_holdout9": "h100", "h200_holdout9": "h200",
+        # Ten matrix pairs re-recorded on new leases (02:42Z / 02:43Z) with the tool at f27ad5c: a host
+        # none of the fits saw, for the un-profiled band and the estimates.
+        "h100_rerun": "h100", "h200_rerun": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -218,7 +221,7 @@ def compact(rs: list[dict]) -> str:
     by: dict = {}
     for r in rs:
         if r["kind"] != "healthy":
-            run = {"_graph": " [2nd run]", "_graph2": " [3rd run]"}.get(r["run"][4:], "")
+            run = {"_graph": " [2nd run]", "_graph2": " [3rd run]", "_rerun": " [new host]"}.get(r["run"][4:], "")
             if r["run"].endswith("_holdout8") and not r["workload"].startswith("holdout8_"):
                 run = " [8th run]"      # an earlier held-out pair, re-recorded with its graph variant
             name = r["workload"] + (f" ({r['variant']})" if r["variant"] != "after" else "") + run
