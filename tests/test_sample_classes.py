@@ -98,6 +98,8 @@ def test_host_work_in_many_short_stretches_is_named_by_their_total():
     d = document(analyze_file(MATRIX / "h100_holdout2" / "holdout2_tokenize_main__before__default.json.gz"))
     f = _finding(d, "host_bound")
     assert "between aten::detach_ and aten::empty" in f["title"], f["title"]
+    # 63 such stretches per step between the ops of torch.tensor(): a loop building tensors per item.
+    assert "item by item" in f["title"] and "DataLoader workers" in f["fix"], f["title"]
     assert "longest host-bound GPU gaps" in f["evidence"]["cpu_work_scope"]
 
 

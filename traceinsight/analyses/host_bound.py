@@ -38,10 +38,15 @@ def analyze(ctx: Context) -> list[Finding]:
     # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
     # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
     # work from a stall of the host (a page fault, another process), so it is named by where it is.
-    engine = bool(where) and all(_BACKWARD.search(n) for n in bare[1:] if n not in _ENDS)
+    engine = bool(where) and all(_BACKWARD.search(n) for n in bare[1:3] if n not in _ENDS)
+    # Many short stretches between the ops that make a tensor from Python data (torch.tensor per item):
+    # a Python loop building the batch item by item.
+    per_item = bool(where) and not engine and bare[3] >= PER_ITEM_MIN * ctx.n_full and \
+        all(_MAKES_TENSOR.search(n) for n in bare[1:3])
     if not top:
         what = f"time on the backward pass's thread that no op covers{where}" if engine else \
-            f"Python outside any recorded op{where}"
+            (f"a Python loop that builds tensors item by item: {bare[3] / ctx.n_full:.0f} stretches per step "
+             f"{where.strip()}") if per_item else f"Python outside any recorded op{where}"
     # Idle that a few steps hold is a stall in those steps, not work every step does.
     per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
@@ -70,6 +75,11 @@ def analyze(ctx: Context) -> list[Finding]:
                "shrinks with fewer, larger ops "
                "(torch.compile of the model, which compiles its backward too) and goes away when the whole "
                "step is captured in a CUDA graph. Check the un-profiled step before acting on it.")
+    elif per_item:
+        fix = (f"The CPU runs a Python loop that makes small tensors one item at a time ({where.strip()}, "
+               f"{bare[3] / ctx.n_full:.0f} times per step): build the batch in one call (torch.tensor or "
+               "torch.from_numpy on the whole list or array, one .to(device)), or prepare items in "
+               "DataLoader workers (num_workers > 0) so the training loop gets ready batches.")
     elif not top:
         fix = (f"The CPU runs Python that the trace does not name (no op covers it{where}): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
@@ -112,12 +122,18 @@ def _is_loader(name: str) -> bool:
     return "DataLoader" in name or "__next__" in name
 
 
+# Ops that turn Python data into a tensor (torch.tensor, .to, detach): the edges of an item-by-item loop.
+_MAKES_TENSOR = re.compile(r"^aten::(empty|empty_strided|lift_fresh|lift|detach_?|to|_to_copy|copy_|"
+                           r"tensor|scalar_tensor|as_strided|alias)$")
+PER_ITEM_MIN = 10      # stretches per step between the same two such ops
+
 _ENDS = ("the step's start", "the next op")
 
 
-def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
+def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
     """(us covered by no recorded op or runtime call on the CPU thread, over the 50 largest host-bound
-    gaps; the ops either side of the stretches that add up to most of it), or None when nothing is
+    gaps; the ops either side of the stretches that add up to most of it; how many such stretches there
+    were), or None when nothing is
     uncovered. Stretches are summed per (before, after) pair: a loop of many short Python stretches
     between the same two ops outweighs one longer stretch elsewhere."""
     if gaps.empty:
@@ -131,7 +147,7 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
         """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
         top = int(g["top_op"].iat[k])
         return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
-    total, pairs, op_step = 0.0, {}, {}
+    total, pairs, counts, op_step = 0.0, {}, {}, {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = frames.get(row.thread)
         if g is None:
@@ -153,12 +169,13 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str] | None:
                 k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
                 after = name(g, k) if k < len(g) else "the next op"
                 pairs[(before, after)] = pairs.get((before, after), 0.0) + nxt - cur
+                counts[(before, after)] = counts.get((before, after), 0) + 1
             if i is not None and end[i] > cur:
                 cur, prev = end[i], i
     if total <= 0:
         return None
     before, after = max(pairs, key=pairs.get)
-    return total, before, after
+    return total, before, after, counts[(before, after)]
 
 
 def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:
