@@ -416,16 +416,18 @@ def test_repeated_chains_without_stacks_keep_both_readings_in_the_range(rows):
             assert lo <= r["meas_speedup"] <= hi, r
 
 
-def test_fuse_chains_range_ends_pay_the_fewest_and_the_most_passes():
+def test_fuse_chains_range_ends_pay_one_pass_and_a_pass_per_repeat():
+    # A repeated chain the stacks cannot settle: one pass at the point and the best end, a pass per
+    # repeat at the worst end.
     from traceinsight.analyses.fixes import FuseChains
-    fx = FuseChains(((1, 2, 3, 4),), 1.5, (0.0,), repeats=(2,), passes=(2,), fewest=(1,),
+    fx = FuseChains(((1, 2, 3, 4),), 1.5, (0.0,), repeats=(2,), passes=(1,),
                     bounds=((1.0, 0.0, False, 0.75), (3.0, 1.5, True, 1.5)))
-    assert fx.fused_cost(0) == 2.0                       # the point: two passes of 1.0
-    assert fx.at(fx.bounds[0]).fused_cost(0) == 1.0      # best end: one pass (a loop)
+    assert fx.fused_cost(0) == 1.5                       # the point: one pass
+    assert fx.at(fx.bounds[0]).fused_cost(0) == 1.0      # best end: one cheaper pass (a loop)
     assert fx.at(fx.bounds[1]).fused_cost(0) == 3.0      # worst end: two passes of 1.5
     assert "loop or several calls" in fx.RANGE_NOTE
     with pytest.raises(ValueError):
-        FuseChains(((1, 2),), passes=(1,), fewest=(2,))
+        FuseChains(((1, 2),), passes=(0,))
 
 
 def test_the_unprofiled_band_holds_most_measured_steps(rows):

@@ -174,25 +174,23 @@ class FuseChains:
     arithmetic, which the unfused kernels hid under their memory traffic: `arith` per chain (in mean
     kernels) times `arith_scale`. The fused kernel takes the longer of the two.
     A chain that is one kernel sequence repeated is either k calls of one function on k tensors, which
-    need a pass each even fused (`pass_cost` each), or a loop over one tensor, which needs one. Per
-    chain, `passes`: the point's count (k where Python stacks show k calls, else 1); `fewest`: the least
-    it may need (the point's, by default); `repeats`: the most (1 where the stacks show a loop). With
-    `split` the repeats are paid instead. `bounds`, two (cost, arith_scale, split, pass_cost) ends, makes
-    the estimate a range: the best end pays the fewest passes, the worst (split) the repeats."""
+    need a pass each even fused (`pass_cost` each), or a loop over one tensor, which needs one. `passes`
+    per chain: the passes the trace shows (k where Python stacks show k calls, else 1); `repeats`: the
+    most it may need (1 where the stacks show a loop). With `split` the repeats are paid instead.
+    `bounds`, two (cost, arith_scale, split, pass_cost) ends, makes the estimate a range."""
     chains: tuple[tuple[int, ...], ...]
     cost: float = 1.5
     arith: tuple[float, ...] = ()
     arith_scale: float = 1.0
     repeats: tuple[int, ...] = ()
     passes: tuple[int, ...] = ()
-    fewest: tuple[int, ...] = ()
     pass_cost: float = 1.0
     split: bool = False
     bounds: tuple[tuple[float, float, bool, float], tuple[float, float, bool, float]] | None = None
 
     @property
     def RANGE_NOTE(self) -> str:
-        if any(r > f for r, f in zip(self.repeats, self.fewest)):
+        if any(r > p for r, p in zip(self.repeats, self.passes)):
             return ("how fast the fused kernel runs, and whether a repeated sequence of kernels is one loop or "
                     "several calls, are not in the trace, hence the range")
         return "how fast the fused kernel runs is not in the trace, hence the range"
@@ -201,28 +199,24 @@ class FuseChains:
         if not self.chains or any(len(c) < 2 for c in self.chains):
             raise ValueError("FuseChains needs chains of at least two kernels")
         n = len(self.chains)
-        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes, self.fewest)):
+        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes)):
             raise ValueError("FuseChains needs one arithmetic cost, repeat and pass count per chain")
         for f in (self.cost, self.pass_cost, *(b[0] for b in self.bounds or ()), *(b[3] for b in self.bounds or ())):
             if not f > 0:
                 raise ValueError(f"FuseChains cost must be > 0, got {f}")
         if any(a < 0 for a in (*self.arith, self.arith_scale, *(b[1] for b in self.bounds or ()))):
             raise ValueError("FuseChains arithmetic costs must be >= 0")
-        if any(r < 1 for r in (*self.repeats, *self.passes, *self.fewest)):
+        if any(r < 1 for r in (*self.repeats, *self.passes)):
             raise ValueError("FuseChains repeat and pass counts must be >= 1")
-        if self.fewest and any(f > p for f, p in zip(self.fewest, self.passes or (1,) * n)):
-            raise ValueError("FuseChains fewest passes cannot exceed the point's passes")
         object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
         object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * n)
         object.__setattr__(self, "passes", tuple(int(r) for r in self.passes) or (1,) * n)
-        object.__setattr__(self, "fewest", tuple(int(r) for r in self.fewest) or self.passes)
         object.__setattr__(self, "repeats", tuple(max(int(r), p) for r, p in
                                                   zip(self.repeats or (1,) * n, self.passes)))
 
     def at(self, end: tuple[float, float, bool, float]) -> "FuseChains":
         """The same fix at one end of its range."""
-        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3], bounds=None,
-                       passes=self.passes if end[2] else self.fewest)
+        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3], bounds=None)
 
     def fused_cost(self, k: int) -> float:
         """Chain k's fused kernel(s), in its mean kernels."""

@@ -71,16 +71,18 @@ def _chains(ctx: Context) -> list[np.ndarray]:
     g = m.gpu[(kind == "kernel") | host_copy]
     ew = m.gpu_match(ELEMENTWISE)[g.index.to_numpy()] & (g["kind"] == "kernel").to_numpy()
     lr = g["launcher"].to_numpy()
-    thread = np.where(lr >= 0, m.cpu["thread"].to_numpy()[np.maximum(lr, 0)], "") if len(m.cpu) else \
-        np.full(len(g), "", dtype=object)
-    # The step whose CPU launched each kernel: one compiled call cannot fuse work of two steps' calls,
-    # even where the GPU ran them back to back.
-    cstep = np.where(lr >= 0, ctx.cpu_step_of(m.cpu["ts"].to_numpy()[np.maximum(lr, 0)]), -1) if len(m.cpu) \
-        else np.full(len(g), -1)
     # Where the trace links kernels to launches, a kernel with no launch in it was queued before the
     # profiler's window: it ran in the first step's window but belongs to the step before, so its chain
     # is its own (a fix fuses it too, separately).
     linked = bool((lr >= 0).any())
+    if linked:
+        # The launching thread, and the step whose CPU launched each kernel: one compiled call cannot
+        # fuse work of two steps' calls, even where the GPU ran them back to back.
+        lsafe = np.maximum(lr, 0)
+        thread = np.where(lr >= 0, m.cpu["thread"].to_numpy()[lsafe], "")
+        cstep = np.where(lr >= 0, ctx.cpu_step_of(m.cpu["ts"].to_numpy()[lsafe]), -1)
+    else:
+        thread, cstep = np.full(len(g), "", dtype=object), np.full(len(g), -1)
     g = g.assign(ew=ew, step=ctx.step_of(g["ts"].to_numpy()), thread=thread, cstep=cstep)
     gaps = ctx.gaps
     waited = gaps[(gaps[list(CPU_WAITS)].sum(axis=1) > 0).to_numpy()]["next_gpu"].to_numpy()
@@ -121,9 +123,8 @@ def analyze(ctx: Context) -> list[Finding]:
     # worst end a pass per repeat. (A pass per repeat at the point fitted the calls we had measured, but
     # the held-out ninth set went the other way, 2/8 within 25% against 4/8: no net gain on 304 rows.)
     found = list(repeats)
-    fewest = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
+    passes = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
     repeats = tuple(1 if c == 0 else k for k, c in zip(repeats, calls))
-    passes = fewest
     saved, step = [], []
     for c, a, p in zip(chains, arith, passes):
         d = dur.loc[c].to_numpy()
@@ -165,7 +166,7 @@ def analyze(ctx: Context) -> list[Finding]:
             "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).",
         confidence="low" if lengths.mean() < 4 else "medium", evidence=ev,
         fixes=(FuseChains(tuple(tuple(int(r) for r in c) for c in chains), FUSED_COST, arith, repeats=repeats,
-                          passes=passes, fewest=fewest, pass_cost=PASS_COST, bounds=COST_RANGE),))]
+                          passes=passes, pass_cost=PASS_COST, bounds=COST_RANGE),))]
 
 
 def _arithmetic(m, chains: list[np.ndarray]) -> tuple[float, ...]:

@@ -51,7 +51,8 @@ def analyze(ctx: Context) -> list[Finding]:
     per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
     few = max(1, 2 * len(per_step) // 5)
-    stalls = len(per_step) >= 4 and total > 0 and float(np.sort(per_step)[-few:].sum()) >= 0.7 * total
+    held = float(np.sort(per_step)[-few:].sum())
+    stalls = len(per_step) >= 4 and total > 0 and held >= 0.7 * total
     if top:
         work = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top]
     else:
@@ -96,8 +97,7 @@ def analyze(ctx: Context) -> list[Finding]:
                f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
     if stalls:
-        ev["idle_in_fewest_steps"] = (f"{few} of {len(per_step)} steps hold "
-                                      f"{float(np.sort(per_step)[-few:].sum()) / total:.0%} of this idle")
+        ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
                "batch, the allocator, the host), not work every step does; check that it repeats before "
                "acting on it. ") + fix
@@ -133,9 +133,8 @@ _ENDS = ("the step's start", "the next op")
 def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
     """(us covered by no recorded op or runtime call on the CPU thread, over the 50 largest host-bound
     gaps; the ops either side of the stretches that add up to most of it; how many such stretches there
-    were), or None when nothing is
-    uncovered. Stretches are summed per (before, after) pair: a loop of many short Python stretches
-    between the same two ops outweighs one longer stretch elsewhere."""
+    were), or None when nothing is uncovered. Stretches are summed per (before, after) pair: a loop of
+    many short Python stretches between the same two ops outweighs one longer stretch elsewhere."""
     if gaps.empty:
         return None
     m = ctx.model
@@ -147,7 +146,7 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
         """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
         top = int(g["top_op"].iat[k])
         return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
-    total, pairs, counts, op_step = 0.0, {}, {}, {}
+    total, pairs, op_step = 0.0, {}, {}        # pairs: (before, after) -> [us, stretches]
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = frames.get(row.thread)
         if g is None:
@@ -168,14 +167,15 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
                 before = name(g, prev) if same else "the step's start"
                 k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
                 after = name(g, k) if k < len(g) else "the next op"
-                pairs[(before, after)] = pairs.get((before, after), 0.0) + nxt - cur
-                counts[(before, after)] = counts.get((before, after), 0) + 1
+                p = pairs.setdefault((before, after), [0.0, 0])
+                p[0] += nxt - cur
+                p[1] += 1
             if i is not None and end[i] > cur:
                 cur, prev = end[i], i
     if total <= 0:
         return None
-    before, after = max(pairs, key=pairs.get)
-    return total, before, after, counts[(before, after)]
+    (before, after), (_, n) = max(pairs.items(), key=lambda kv: kv[1][0])
+    return total, before, after, n
 
 
 def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:

@@ -93,7 +93,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, f.lost_per_step_us)
             continue
         state = replay.apply(compiled, f.fixes, bw, cuts)
-        saved = max(0.0, base.median_us - replay.simulate(state).median_us)
+        saved = _state_saving(base, state)
         f.estimated_savings_us = saved
         gpu_removed[id(f)] = _gpu_removed(compiled, state)
         f.estimate_note = "replay of the timeline with the fix applied"
@@ -103,13 +103,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             for k in (1, 0):
                 plan = tuple(fx.at(fx.bounds[k]) if fx in ranged else fx for fx in f.fixes)
                 end_state = replay.apply(compiled, plan, bw, cuts)
-                ends.append((max(0.0, base.median_us - replay.simulate(end_state).median_us),
-                             _gpu_removed(compiled, end_state)))
+                ends.append((_state_saving(base, end_state), _gpu_removed(compiled, end_state)))
             lo, hi = min(ends), max(ends)
             # A range whose ends agree (the uncertain part is not in this trace) is no range.
             if hi[0] - lo[0] >= 1.0:
                 f.savings_bound_us = (lo[0], hi[0])
-                # Each end is capped by the GPU work it removes itself, not by the point's.
                 gpu_removed_ends[id(f)] = (lo[1], hi[1])
                 f.estimate_note += "; " + "; ".join(dict.fromkeys(
                     getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
@@ -214,18 +212,18 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
         changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
         if sp.idle_cause and not changes_gpu:
             cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
+            caps = (cap, cap)
         elif id(f) in gpu_removed and not any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
             cap = idle + gpu_removed[id(f)] + f.beyond_idle_us
             why = "capped at the step's GPU idle time plus the GPU work the fix removes"
+            # Each end of a range is capped by the GPU work it removes itself, not by the point's.
+            caps = tuple(idle + r + f.beyond_idle_us for r in gpu_removed_ends.get(id(f), (gpu_removed[id(f)],) * 2))
         else:
             continue
         if f.estimated_savings_us > cap:
             f.estimated_savings_us = cap
             f.estimate_note += "; " + why
         if f.savings_bound_us:
-            caps = (cap, cap)
-            if id(f) in gpu_removed_ends and not (sp.idle_cause and not changes_gpu):
-                caps = tuple(idle + r + f.beyond_idle_us for r in gpu_removed_ends[id(f)])
             f.savings_bound_us = (min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1]))
 
 
@@ -238,7 +236,12 @@ OVERLAP_FIXES = {"PinCopies"}
 
 def _saving(compiled, base, plan, bw, cuts) -> float:
     """Replayed (de-inflated) baseline minus the replayed plan, median step (us), never below 0."""
-    return max(0.0, base.median_us - replay.simulate(replay.apply(compiled, plan, bw, cuts)).median_us)
+    return _state_saving(base, replay.apply(compiled, plan, bw, cuts))
+
+
+def _state_saving(base, state: replay.State) -> float:
+    """Replayed baseline minus a replay state with fixes applied, median step (us), never below 0."""
+    return max(0.0, base.median_us - replay.simulate(state).median_us)
 
 
 def _floor(plan, info: dict) -> float:
