@@ -80,4 +80,8 @@ ALL = [
     # ninth held-out set: repeated elementwise chains after the pass-per-call prior (the *_holdout9 runs)
     "holdout9_fusion_rope_qk",
     "holdout9_fusion_newton_loop",
+    # tenth held-out set: a DataLoader whose one worker is the bottleneck; an fp32 conv net that is healthy
+    # (cuDNN's default TF32), recorded as the *_holdout10 runs with two added variants of earlier pairs
+    "holdout10_loader_one_worker",
+    "holdout10_healthy_fp32_convnet",
 ]

@@ -5,12 +5,15 @@ before: each step formats ``f"step {i} loss {loss.item():.4f}"`` into the log (a
 after:  the loss is accumulated on the GPU and logged (one .item()) every 50 steps.
 after_graph: after, with the training step (and the accumulation) captured in one CUDA graph
         (AdamW(fused=True, capturable=True)): the plan "remove the sync, then a graph", measured.
+after_compile (item_logging_large only): before, with the model in torch.compile (default mode) and the
+        per-step .item() kept: the fusion fix alone, measured (the tool ranked fusion_candidates first on
+        the large variant's H100 trace; committed before it is recorded).
 """
 
 import torch
 import torch.nn.functional as F
 
-from ._util import Step, autocast, capture_graph, is_cuda, mlp, replay_step
+from ._util import Step, autocast, capture_graph, cpu_mode, is_cuda, mlp, replay_step
 
 NAME = "item_logging"
 EXPECTED_KIND = "sync_stall"
@@ -22,6 +25,7 @@ DESCRIPTION = {
                "log line with loss.item() every step"),
     "after": "same; loss summed on the GPU, one .item() + log line every 50 steps",
     "after_graph": "after, with the step and the loss accumulation in one CUDA graph (capturable fused AdamW)",
+    "after_compile": "before (log line with loss.item() every step), the model in torch.compile (default mode)",
 }
 LOG_EVERY = 50
 
@@ -37,15 +41,20 @@ def make(variant, device, pool=8, d=512, batch=64):
     ys = [torch.randint(0, 10, (batch,), device=device) for _ in range(pool)]
     st = {"i": 0, "log": []}
     acc = torch.zeros((), device=device)
-    every = variant == "before"
+    every = variant in ("before", "after_compile")
     if variant == "after_graph" and cuda:
         return graphed(model, xs, ys, acc, st, device, pool)
+    compiled = variant == "after_compile" and not cpu_mode()
+    fn = model
+    if compiled:
+        torch._dynamo.reset()
+        fn = torch.compile(model)
 
     def step():
         i = st["i"] = st["i"] + 1
         opt.zero_grad(set_to_none=True)
         with autocast(device):
-            logits = model(xs[i % pool])
+            logits = fn(xs[i % pool])
         loss = F.cross_entropy(logits.float(), ys[i % pool])
         loss.backward()
         opt.step()
@@ -58,7 +67,10 @@ def make(variant, device, pool=8, d=512, batch=64):
                 acc.zero_()
         if len(st["log"]) > 1000:
             st["log"].clear()
-    return Step(step, info={"batch": batch, "log_every": 1 if every else LOG_EVERY})
+    def close():
+        if compiled:
+            torch._dynamo.reset()
+    return Step(step, close=close, info={"batch": batch, "log_every": 1 if every else LOG_EVERY, "compiled": compiled})
 
 
 def graphed(model, xs, ys, acc, st, device, pool):
