@@ -133,6 +133,31 @@ def test_the_top_finding_is_the_fix_measured_to_help_most(rows):
     assert len(graphed) >= 70 and sum(r["ok_top"] for r in graphed) >= 0.8 * len(graphed)
 
 
+def test_the_top_finding_misses_only_where_the_readme_says_why(rows):
+    # 380 of 384 rows: the tokenizer's with_stack traces (its Python events de-inflated away, so
+    # launch_overhead comes first) and item_logging_large's first H100 default trace (fusion first by a few
+    # percent; measured later: the graph 2.2x, torch.compile 1.3x). Any other miss is new.
+    misses = {(r["run"], r["workload"], r["setting"]) for r in pairs(rows) if not r["ok_top"]}
+    assert misses <= {("h100_holdout2", "holdout2_tokenize_main", "stack"),
+                      ("h200_holdout2", "holdout2_tokenize_main", "stack"),
+                      ("h100_graph2", "item_logging_large", "default")}, misses
+
+
+def test_tenth_held_out_set(rows):
+    # Committed (d853f04) before it was recorded: a DataLoader whose one worker is the bottleneck (8 workers
+    # measured 4.3x / 4.7x) and an fp32 conv net that cuDNN runs on TF32 (healthy: no fp32_matmul to offer).
+    loader = _rows_of(rows, "holdout10_loader_one_worker", "after")
+    assert len(loader) == 4 and all(r["top"] == "host_bound" for r in loader)
+    assert all(abs(r["err_pct"]) <= 50 for r in loader), [r["err_pct"] for r in loader]
+    conv = [r for r in rows if r["workload"] == "holdout10_healthy_fp32_convnet"]
+    assert len(conv) == 4 and all(r["ok_top"] for r in conv)
+    assert all(r["top"] != "fp32_matmul" for r in conv)
+    # The tool's top finding on the VGG-style net, measured on the same runs: the step in a CUDA graph
+    # (2.1x / 2.5x) beat channels_last (0.95x / 1.5x), as launch_overhead first said.
+    vgg = _rows_of(rows, "holdout8_layout_vgg_fp16", "after_graph_only")
+    assert len(vgg) == 4 and all(r["top"] == "launch_overhead" and r["ok_top"] for r in vgg)
+
+
 def test_a_graph_keeps_the_programs_own_python(rows):
     # eval_to_numpy_large: the per-batch numpy work after .cpu() stays when the forward is graphed
     # (measured 1.05x); the replay once removed it with the dispatch and predicted 1.6-1.7x.

@@ -20,9 +20,11 @@ def analyze(ctx: Context) -> list[Finding]:
     for row in gaps.nlargest(50, "host_bound").itertuples():
         for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
             busy_ops[name] = busy_ops.get(name, 0.0) + us
-    # With stacks recorded, the user's own Python functions say more than a short op that happened to run.
+    # With stacks recorded, the user's own Python functions say more than a short op that happened to run;
+    # but not more than the DataLoader's range, which a frame around it (the training step) encloses.
     frames = _user_frames(ctx, gaps)
-    if frames and (not busy_ops or frames[0][1] > 2 * max(busy_ops.values())):
+    in_loader = sum(v for n, v in busy_ops.items() if _is_loader(n))
+    if frames and (not busy_ops or frames[0][1] > 2 * max(busy_ops.values())) and in_loader < 0.25 * frames[0][1]:
         busy_ops = dict(frames)
     # The DataLoader's own range is the cause the user acts on; ops inside it (collate's stack, cat)
     # are how it spends the time, so it leads even when a few slow batches make one of them longer.
@@ -66,7 +68,15 @@ def analyze(ctx: Context) -> list[Finding]:
           "cpu_work_scope": f"ms summed over the {n_gaps} longest host-bound GPU gaps (of {len(gaps)}), "
                             "profiled, all steps; an op's ms include the ops nested in it",
           "idle_ms_per_step": round(lost / 1000, 3)}
-    if loader:
+    if loader and any(_WORKERS.search(n) for n, _ in top):
+        # The batches come from worker processes already: they are too few or too slow, and the
+        # trace (main process only) cannot show which transform costs the time.
+        fix = ("The training loop waits for batches from the DataLoader's worker processes "
+               "(_MultiProcessingDataLoaderIter: num_workers > 0 already): they produce batches slower than "
+               "the step consumes them. Raise num_workers (towards the CPU cores free for it), make the "
+               "per-sample transform cheaper (profile a worker, or time the Dataset's __getitem__ alone), or "
+               "move augmentation onto the GPU; keep pin_memory=True and persistent_workers=True.")
+    elif loader:
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
                "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
@@ -120,6 +130,10 @@ FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#")
 
 def _is_loader(name: str) -> bool:
     return "DataLoader" in name or "__next__" in name
+
+
+# The iterator of a DataLoader with num_workers > 0 (the profiler names the range after it).
+_WORKERS = re.compile(r"DataLoader\)#_MultiProcessingDataLoaderIter")
 
 
 # Ops that turn Python data into a tensor (torch.tensor, .to, detach): the edges of an item-by-item loop.
