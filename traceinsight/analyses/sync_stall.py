@@ -80,9 +80,13 @@ def analyze(ctx: Context) -> list[Finding]:
              f"{sum(s['per_step'] for s in ev_sites):.0f} times per step")
     kernels = _data_dependent_kernels(ctx, site_ops)
     ev = {"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)}
+    # The data-dependent ops' kernels go with the sync (torch.where, ignore_index): their GPU time is part
+    # of what the fix targets, beyond the idle (a masked loss's stall is short, its index kernels are not).
+    kernel_us = 0.0
     if len(kernels):
         g = ctx.gpu_in_full_steps(ctx.model.gpu.loc[kernels])
-        ev["data_dependent_kernels_ms_per_step"] = round(float(g["dur"].sum()) / ctx.n_full / 1000, 3)
+        kernel_us = float(g["dur"].sum()) / ctx.n_full
+        ev["data_dependent_kernels_ms_per_step"] = round(kernel_us / 1000, 3)
         ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
     # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
     # and the host's Python that reads a copied result: half at the point, none to all over the range.
@@ -90,9 +94,9 @@ def analyze(ctx: Context) -> list[Finding]:
                     calls=_op_calls(ctx, kernels)),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
-    return [Finding(kind=cause, title=title, lost_per_step_us=lost,
-                    lost_total_us=float(ctx.gaps[cause].sum()), fix=fix,
-                    confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan)]
+    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
+                    lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full, fix=fix,
+                    confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us)]
 
 
 # Kernels of data-dependent ops, and the backward of boolean-mask indexing (index_put with accumulate).
