@@ -62,6 +62,19 @@ def test_a_loader_whose_workers_cannot_keep_up_is_told_to_add_workers(gpu, setti
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_host_work_on_results_copied_to_the_host_is_told_to_stay_on_the_gpu(gpu):
+    # eval_to_numpy_large on the second rerun's hosts: the numpy argmax over 3.3 MB copied by .cpu() is host
+    # work of its own (1.1 ms a step): the advice is to compute it on the GPU, which also drops the copy.
+    f = next(x for x in doc(f"{gpu}_rerun2", "eval_to_numpy_large__before", "stack")["findings"]
+             if x["kind"] == "host_bound")
+    assert "on results copied to the host" in f["title"] and "aten::to" in f["evidence"]["after_copy_to_host"]
+    assert f["fix"].startswith("This CPU work runs on GPU results just copied to the host")
+    # A scalar read (loss.item()) before unrelated numpy work is not that.
+    g = doc(gpu, "sync_then_host_work__before", "default")["findings"][0]
+    assert g["kind"] == "host_bound" and "copied to the host" not in g["title"] + g["fix"]
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_the_dataloader_leads_the_training_step_frame_around_it(gpu):
     # With stacks, the step function's frame encloses the DataLoader's range (and the ops after it): the
     # loader is the cause to name, not `step`.

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from .fixes import RemoveHostWork
+from .fixes import RESULT_READ_GBPS, RemoveHostWork
 from .base import _LIB, _PY_FRAME, Context, Finding, KindSpec
 
 SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor")
@@ -49,6 +49,9 @@ def analyze(ctx: Context) -> list[Finding]:
         what = f"time on the backward pass's thread that no op covers{where}" if engine else \
             (f"a Python loop that builds tensors item by item: {bare[3] / ctx.n_full:.0f} stretches per step "
              f"{where.strip()}") if per_item else f"Python outside any recorded op{where}"
+    # Host work right after a copy of GPU results to the host is the program working on those results
+    # (numpy argmax, metrics): the fix that keeps them on the GPU removes it with the copy's sync.
+    reads_copy = _after_copy_to_host(ctx, gaps) if not engine else None
     # Idle that a few steps hold is a stall in those steps, not work every step does.
     per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
@@ -106,6 +109,12 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
                f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
+    if reads_copy:
+        ev["after_copy_to_host"] = (f"{reads_copy[1]:.0%} of this idle starts as {reads_copy[0]} returns a "
+                                    "copy of GPU results to the host")
+        fix = (f"This CPU work runs on GPU results just copied to the host ({reads_copy[0]}): compute them on "
+               "the GPU (argmax, top-k, accuracy, sums) and copy only the small result, which removes this "
+               "host work, the copy and its wait together; failing that: ") + fix[0].lower() + fix[1:]
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
@@ -114,9 +123,51 @@ def analyze(ctx: Context) -> list[Finding]:
     return [Finding(
         kind="host_bound",
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
-              f"{', data loading' if loader else ''}{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
+              f"{', data loading' if loader else ''}{'; on results copied to the host' if reads_copy else ''}"
+              f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
+
+
+# A gap "starts as a copy returns" when the copy call ends no earlier than this before the GPU went idle,
+# and the copy is big enough that reading it could take a tenth of the gap (a scalar's .item() before
+# unrelated numpy work is not that: sync_then_host_work).
+AFTER_COPY_US = 50.0
+AFTER_COPY_READ_SHARE = 0.1
+AFTER_COPY_SHARE = 0.5
+
+
+def _after_copy_to_host(ctx: Context, gaps) -> tuple[str, float] | None:
+    """(the op that copied, share of the host-bound idle) when most of that idle (over the 50 largest
+    gaps) starts as a blocking call copying GPU results to the host returns on the gap's thread."""
+    m = ctx.model
+    g = m.gpu
+    own = (g["copy_dir"] == "DtoH").to_numpy() & (g["launcher"] >= 0).to_numpy()
+    if not own.any() or gaps.empty:
+        return None
+    cpu = m.cpu
+    copied = g[own].groupby("launcher")["bytes"].sum()
+    calls = cpu.loc[copied.index].assign(bytes=copied.to_numpy())
+    by_thread = {th: grp.sort_values("end") for th, grp in calls.groupby("thread")}
+    total = hit = 0.0
+    names: dict[str, float] = {}
+    for row in gaps.nlargest(50, "host_bound").itertuples():
+        total += row.host_bound
+        c = by_thread.get(row.thread)
+        if c is None:
+            continue
+        k = int(np.searchsorted(c["end"].to_numpy(), row.end)) - 1
+        if k < 0 or c["end"].iat[k] < row.start - AFTER_COPY_US:
+            continue
+        if c["bytes"].iat[k] / (RESULT_READ_GBPS * 1e3) < AFTER_COPY_READ_SHARE * row.host_bound:
+            continue
+        hit += row.host_bound
+        top = int(c["top_op"].iat[k])
+        name = str(cpu.at[top, "name"]) if top >= 0 else str(c["name"].iat[k])
+        names[name] = names.get(name, 0.0) + row.host_bound
+    if total <= 0 or hit < AFTER_COPY_SHARE * total:
+        return None
+    return max(names, key=names.get), hit / total
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

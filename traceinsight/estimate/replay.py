@@ -43,11 +43,9 @@ CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this s
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
-# The Python that reads a copy to the host (numpy argmax, metrics) runs right after the copy returns; data
-# kept on the GPU takes it along. It is bounded by the bytes copied at this rate (numpy's argmax over the
-# 3.3 MB of eval_to_numpy_large's probabilities ran at 5.5 GB/s), so a scalar's .item() takes no
-# unrelated host work with it.
-CONSUMER_GBPS = 2.0
+# The Python that reads a copy to the host runs right after the copy returns; data kept on the GPU takes
+# it along, bounded by the bytes copied at fixes.RESULT_READ_GBPS.
+CONSUMER_GBPS = fixes.RESULT_READ_GBPS
 
 
 @dataclass
