@@ -77,8 +77,12 @@ class Unblock:
     kernels: tuple[int, ...] = ()
     share: float = 0.0
     bounds: tuple[float, float] | None = None
-    # The runtime calls (cpu rows) those data-dependent ops make: their dispatch goes with them (`share`).
+    # The runtime calls (cpu rows) those data-dependent ops make, and the ops' own spans (thread, start,
+    # end): all their CPU time goes, `dispatch_share` of it. The replacement is one fixed-size op per site
+    # where they made tens of calls, so the CPU side is no range; None: `share`.
     calls: tuple[int, ...] = ()
+    spans: tuple[tuple[str, float, float], ...] = ()
+    dispatch_share: float | None = None
 
     def __post_init__(self):
         if not self.rows:
@@ -88,6 +92,9 @@ class Unblock:
         object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
         object.__setattr__(self, "kernels", tuple(int(r) for r in self.kernels))
         object.__setattr__(self, "calls", tuple(int(r) for r in self.calls))
+        object.__setattr__(self, "spans", tuple((str(t), float(a), float(b)) for t, a, b in self.spans))
+        if self.dispatch_share is not None and not 0.0 <= self.dispatch_share <= 1.0:
+            raise ValueError(f"Unblock dispatch_share must be in [0, 1], got {self.dispatch_share}")
 
     @property
     def RANGE_NOTE(self) -> str:

@@ -90,8 +90,9 @@ def analyze(ctx: Context) -> list[Finding]:
         ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
     # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
     # and the host's Python that reads a copied result: half at the point, none to all over the range.
+    calls, spans = _data_dependent_ops(ctx, kernels)
     plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5, bounds=(0.0, 1.0),
-                    calls=_op_calls(ctx, kernels)),) \
+                    calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls))),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
@@ -125,14 +126,27 @@ def _copies_to_host(ctx: Context, blockers: list[int]) -> bool:
     return bool(len(own))
 
 
-def _op_calls(ctx: Context, kernels: list[int]) -> tuple[int, ...]:
-    """The runtime calls (cpu rows) made under the outermost ops that launched the data-dependent kernels:
-    the copies, syncs and launches those ops make, which go with them."""
+def _data_dependent_ops(ctx: Context, kernels: list[int]) -> tuple[tuple[int, ...], tuple]:
+    """The outermost ops that launched the data-dependent kernels: the runtime calls (cpu rows) made under
+    them (the copies, syncs and launches that go with them) and their spans (thread, start, end)."""
     m = ctx.model
     cpu = m.cpu
     launchers = m.gpu.loc[kernels, "launcher"].to_numpy()
-    tops = set(cpu["top_op"].to_numpy()[launchers[launchers >= 0]].tolist()) - {-1}
+    tops = sorted(set(cpu["top_op"].to_numpy()[launchers[launchers >= 0]].tolist()) - {-1})
     if not tops:
-        return ()
-    rt = (cpu["kind"] == "runtime").to_numpy() & np.isin(cpu["top_op"].to_numpy(), list(tops))
-    return tuple(int(r) for r in np.flatnonzero(rt))
+        return (), ()
+    rt = (cpu["kind"] == "runtime").to_numpy() & np.isin(cpu["top_op"].to_numpy(), tops)
+    t = cpu.loc[tops]
+    spans = tuple(zip(t["thread"].astype(str), t["ts"].astype(float), t["end"].astype(float)))
+    return tuple(int(r) for r in np.flatnonzero(rt)), spans
+
+
+# What replaces one data-dependent op (torch.where, a float mask, ignore_index): a fixed-size op, about
+# this many runtime calls with its backward, where a boolean index makes tens (nonzero, its size copy,
+# index, index_put with accumulate's sort and scan).
+REPLACEMENT_CALLS = 2
+
+
+def _dispatch_share(n_ops: int, n_calls: int) -> float:
+    """The share of the data-dependent ops' CPU time their replacement removes."""
+    return 1.0 - min(0.5, REPLACEMENT_CALLS * n_ops / n_calls) if n_calls else 0.5

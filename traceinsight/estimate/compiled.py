@@ -44,6 +44,7 @@ class Compiled:
         self.bare = np.zeros(n)
         self.compiled_us = np.zeros(n)
         self.feed = np.zeros(n)
+        self.join = np.zeros(n, dtype=bool)     # the edge in follows a helper thread's last call
         self.lpred = np.full(n, -1, dtype=np.int64)
         self.latency = np.zeros(n)
         self.spred = np.full(n, -1, dtype=np.int64)
@@ -62,6 +63,7 @@ class Compiled:
                 self.input[b] = d.get("input_us", 0.0)
                 self.bare[b] = d.get("bare_us", 0.0)
                 self.compiled_us[b] = d.get("compiled_us", 0.0)
+                self.join[b] = bool(d.get("join", False))
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
             elif k == "stream":

@@ -27,25 +27,25 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
     ts = cpu["ts"].to_numpy()
     for th, rows in model.thread_rows().items():
         starts[th] = {k: np.sort(ts[rows[sel[rows]]]) for k, sel, _us in classes}
-    # While the loop thread waits for a helper thread (inside backward()), its wait shrinks with the
-    # helper's profiler cost: the loop thread's edges count every thread's events.
-    loop = {c.thread[i] for i in c.markers.values()}
     for i in c.cpu_idx:
         if c.rkind[i] in ("marker", "") and c.nodes[i][0] != "step":
             continue
         if c.nodes[i][0] == "cpu":
             call[i] = (coef["runtime"] + nodes[c.nodes[i][1]]) * scale
         p = c.cpred[i]
-        if p < 0 or c.thread[p] != c.thread[i]:
+        if p < 0:
             continue
         a, b = c.end[p], c.ts[i]
         if b <= a:
             continue
-        threads = starts if c.thread[i] in loop else {c.thread[i]: starts.get(c.thread[i], {})}
+        # An edge across threads (the loop waking a helper, or resuming after its last call) holds both
+        # threads' events.
+        across = c.thread[p] != c.thread[i]
+        threads = starts if across else {c.thread[i]: starts.get(c.thread[i], {})}
         total = 0.0
         for th, per in threads.items():
             for k, v in per.items():
-                if k == "runtime" and th == c.thread[i]:
+                if k == "runtime" and th in (c.thread[i], c.thread[p]):
                     continue  # the thread's own calls are cut in `call`
                 total += coef[k] * (np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right"))
         edge[i] = scale * total

@@ -29,6 +29,7 @@ from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
 WAKE_US = 100.0   # a helper thread idle (in no op) this long between calls was parked, then woken
+JOIN_COVER = 0.5  # helper calls spanning this share of a loop-thread stretch: the loop waited for them
 
 
 def step_window(model: TraceModel, max_steps: int = 6) -> pd.DataFrame:
@@ -127,6 +128,34 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
             G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
                        input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)),
                        compiled_us=float(min(comp[k], gap - h)))
+    _joins(G, by_thread, loop_thread)
+
+
+def _joins(G: nx.DiGraph, by_thread: dict, loop_thread: str) -> None:
+    """The loop thread blocked while a helper thread worked (loss.backward() waits for autograd's device
+    thread): its next call follows the helper's last call, not its own previous one, so a fix that
+    shortens the helper's work (the backward of a boolean index) also shortens the step. A stretch counts
+    as a wait when helper calls span JOIN_COVER of it (the loop resumes some 200 us after the last call:
+    autograd's own work after it, which the join edge keeps)."""
+    helpers = sorted((r for th, rs in by_thread.items() if th != loop_thread for r in rs), key=lambda r: r[1])
+    loop = by_thread.get(loop_thread, [])
+    if not helpers or len(loop) < 2:
+        return
+    h_ts = np.array([r[1] for r in helpers])
+    for p, r in zip(loop[:-1], loop[1:]):
+        gap = r[1] - p[2]
+        if gap < WAKE_US:
+            continue
+        lo, hi = np.searchsorted(h_ts, p[2], "left"), np.searchsorted(h_ts, r[1], "left")
+        inside = [h for h in helpers[lo:hi] if h[2] <= r[1]]
+        if not inside:
+            continue
+        last = max(inside, key=lambda h: h[2])
+        if last[2] - inside[0][1] < JOIN_COVER * gap:
+            continue
+        G.remove_edge(p[3], r[3])
+        G.add_edge(last[3], r[3], kind="cpu_order", host_us=0.0, input_us=0.0, feed_us=r[1] - last[2],
+                   wake=True, join=True)
 
 
 def _launch_edges(G: nx.DiGraph, g: pd.DataFrame, cpu: pd.DataFrame) -> None:
