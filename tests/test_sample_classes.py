@@ -209,3 +209,52 @@ def test_repeated_chain_evidence_says_which_reading_the_estimate_takes():
     text = ev("default")
     assert "5 kernels x 8" in text and "with_stack=True" in text, text
     assert "one call" in ev("stack")
+
+
+@pytest.mark.parametrize("gpu,setting", RUNS)
+def test_a_large_copy_to_the_host_is_named_as_a_copy_with_the_call_that_made_it(gpu, setting):
+    # eval_to_numpy_large: softmax(...).cpu() of 3.3 MB per batch. The GPU had finished the forward before
+    # the copy was issued: the CPU waits in cudaMemcpyAsync (0.3 ms) for the copy itself, not for queued
+    # work in cudaStreamSynchronize (8 us after it). Once per step, on every step.
+    d = doc(f"{gpu}_rerun2", "eval_to_numpy_large__before", setting)
+    assert kinds(d)[0] == "sync_stall"
+    f = d["findings"][0]
+    site = f["evidence"]["sync_sites"][0]
+    assert f["title"].startswith("A blocking copy to the host in aten::to"), f["title"]
+    assert site["call"] == "cudaMemcpyAsync" and site["waits_for"] == "its own copy"
+    assert site["per_step"] == 1.0 and site["blocked_ms_per_step"] > 0.2
+    if setting == "stack":
+        # The trace records the function's first line (its def, 64), and the built-in it called.
+        assert site["source"] == "Tensor.cpu() in step(), workloads/eval_to_numpy.py:64"
+        h = next(x for x in d["findings"] if x["kind"] == "host_bound")
+        assert h["evidence"]["cpu_work_during_idle"][0]["name"].startswith("ndarray.argmax() in step()")
+        assert any("the profiler's own" in w["name"] for w in h["evidence"]["cpu_work_during_idle"])
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_a_masked_loss_waits_for_queued_work_and_names_torch_functions(gpu):
+    f = doc(gpu, "sync_mask_loss__before", "stack")["findings"]
+    sites = next(x for x in f if x["kind"] == "sync_stall")["evidence"]["sync_sites"]
+    by_op = {s["op"]: s for s in sites}
+    assert by_op["aten::item"]["source"].startswith("Tensor.item() in loss_before(), workloads/sync_mask_loss.py:")
+    assert by_op["aten::nonzero"]["source"].startswith("nonzero() in loss_before()")
+    assert by_op["aten::item"]["waits_for"] == "queued GPU work"
+    # The index's backward runs on autograd's thread: no user frame there, and the trace has stacks.
+    back = [s for s in sites if "IndexBackward0" in s["op"]]
+    assert all("autograd's backward thread" in s["source"] for s in back)
+
+
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_inside_the_dataloader_the_datasets_getitem_is_named(gpu):
+    # num_workers=0 with stacks: the DataLoader range leads; inside it the Dataset's __getitem__ (its own
+    # numpy lines) holds most of the time. collate's stack/cat inside the range are not listed beside it.
+    f = doc(gpu, "dataloader_workers0__before", "stack")["findings"][0]
+    assert "DataLoader" in f["evidence"]["cpu_work_during_idle"][0]["name"]
+    a = analyze_file(MATRIX / gpu / "dataloader_workers0__before__stack.json.gz")
+    loader = a.model.cpu[a.model.cpu["name"].str.contains("DataLoader")].iloc[2]
+    from traceinsight.trace.host import HostActivity
+    ops = dict(HostActivity(a.model).host_ops_in(loader["thread"], loader["ts"], loader["end"]))
+    assert "DataLoader" in next(iter(ops)) and not {"aten::stack", "aten::cat"} & set(ops), ops
+    calls = f["evidence"]["python_calls_during_idle"]
+    assert calls[0]["name"].startswith("__getitem__() itself, workloads/host_preprocess.py:")
+    assert "__getitem__()" in f["fix"] and "checkpoint" not in f["fix"]

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
+from ..trace.pycalls import BUILTIN, frame_label, is_user_frame
 from ..trace.steps import step_at
 
 
@@ -106,17 +107,21 @@ class Context:
         return max(1, len(self.full_steps))
 
 
-_PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-_LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in)")
-
-
 def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
-    """The innermost Python frame above a cpu row that is user code (not torch or the stdlib)."""
+    """Where user code made the call: the innermost user Python frame above a cpu row (not torch or the
+    stdlib), and the built-in method it called when the trace has it: "Tensor.cpu() in step(),
+    train.py:64". The profiler records each frame's first line (the `def`), never the calling line."""
     p = user_frame_row(cpu, row)
     if p is None:
         return None
-    m = _PY_FRAME.match(cpu["name"].iat[p])
-    return f"{m.group('file')}:{m.group('line')} in {m.group('func')}"
+    where = frame_label(cpu["name"].iat[p])
+    parent, names, kinds = cpu["parent"].to_numpy(), cpu["name"].to_numpy(), cpu["kind"].to_numpy()
+    q, called = parent[row], None
+    while q >= 0 and q != p:
+        if kinds[q] == "python" and BUILTIN.match(names[q]):
+            called = frame_label(names[q])      # the outermost built-in below the frame: the user's call
+        q = parent[q]
+    return f"{called} in {where}" if called else f"in {where}"
 
 
 def user_frame_row(cpu: pd.DataFrame, row: int) -> int | None:
@@ -127,10 +132,8 @@ def user_frame_row(cpu: pd.DataFrame, row: int) -> int | None:
     p = parent[row]
     hops = 0
     while p >= 0 and hops < 500:
-        if kinds[p] == "python":
-            m = _PY_FRAME.match(names[p])
-            if m and not _LIB.search(m.group("file")):
-                return int(p)
+        if kinds[p] == "python" and is_user_frame(names[p]):
+            return int(p)
         p = parent[p]
         hops += 1
     return None

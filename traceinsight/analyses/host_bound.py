@@ -8,7 +8,8 @@ import re
 import numpy as np
 
 from .fixes import RESULT_READ_GBPS, RemoveHostWork
-from .base import _LIB, _PY_FRAME, Context, Finding, KindSpec
+from ..trace.pycalls import calls_in
+from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor")
 
@@ -22,9 +23,12 @@ def analyze(ctx: Context) -> list[Finding]:
             busy_ops[name] = busy_ops.get(name, 0.0) + us
     # With stacks recorded, the user's own Python functions say more than a short op that happened to run;
     # but not more than the DataLoader's range, which a frame around it (the training step) encloses.
-    frames = _user_frames(ctx, gaps)
+    # With stacks, the gaps' time split by the call the user's code made (numpy's argmax, the Dataset's
+    # __getitem__, the profiler's own step) says more than the ops that happened to run.
+    frames = _python_calls(ctx, gaps)
     in_loader = sum(v for n, v in busy_ops.items() if _is_loader(n))
-    if frames and (not busy_ops or frames[0][1] > 2 * max(busy_ops.values())) and in_loader < 0.25 * frames[0][1]:
+    by_call = bool(frames) and in_loader < 0.25 * frames[0][1]
+    if by_call:
         busy_ops = dict(frames)
     # The DataLoader's own range is the cause the user acts on; ops inside it (collate's stack, cat)
     # are how it spends the time, so it leads even when a few slow batches make one of them longer.
@@ -69,8 +73,13 @@ def analyze(ctx: Context) -> list[Finding]:
     ev = {"cpu_work_during_idle": work,
           # The ms above are CPU time summed over these gaps (all steps), not per step.
           "cpu_work_scope": f"ms summed over the {n_gaps} longest host-bound GPU gaps (of {len(gaps)}), "
-                            "profiled, all steps; an op's ms include the ops nested in it",
+                            "profiled, all steps; " + ("each instant goes to the call the user's code made "
+                                                      "(its callees included)" if by_call else
+                                                      "an op's ms include the ops nested in it"),
           "idle_ms_per_step": round(lost / 1000, 3)}
+    if frames and loader:
+        # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
+        ev["python_calls_during_idle"] = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in frames[:6]]
     if loader and any(_WORKERS.search(n) for n, _ in top):
         # The batches come from worker processes already: they are too few or too slow, and the
         # trace (main process only) cannot show which transform costs the time.
@@ -80,9 +89,10 @@ def analyze(ctx: Context) -> list[Finding]:
                "per-sample transform cheaper (profile a worker, or time the Dataset's __getitem__ alone), or "
                "move augmentation onto the GPU; keep pin_memory=True and persistent_workers=True.")
     elif loader:
+        inside = f" (most of it in {frames[0][0]})" if frames else ""
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
-               "pin_memory=True, persistent_workers=True, prefetch_factor=2), do augmentation/preprocessing "
-               "on the GPU (or in the workers), and log/checkpoint every N steps instead of every step.")
+               "pin_memory=True, persistent_workers=True, prefetch_factor=2), and do augmentation/"
+               f"preprocessing on the GPU or in the workers{inside}.")
     elif engine:
         fix = (f"The backward pass's CPU thread spends this time{where} with no op recorded: the autograd "
                "engine's per-op work (inflated by the profiler) or a stall of the host. Engine work "
@@ -176,7 +186,7 @@ _BACKWARD = re.compile(r"Backward\d*$")
 
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
-FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#")
+FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/")
 
 
 def _is_loader(name: str) -> bool:
@@ -243,28 +253,13 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
     return total, before, after, n
 
 
-def _user_frames(ctx: Context, gaps) -> list[tuple[str, float]]:
-    """User Python frames (not torch, not the standard library) over the host-bound gaps, by overlap."""
-    if gaps.empty:
+def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
+    """The longest host-bound gaps' time by the Python call it went to (trace/pycalls.py), summed over
+    threads; empty without Python frames in the trace."""
+    if gaps.empty or not (ctx.model.cpu["kind"] == "python").any():
         return []
-    model = ctx.model
-    py = (model.cpu["kind"] == "python").to_numpy()
-    if not py.any():
-        return []
-    user = py & model.cpu_names_where(lambda n: _PY_FRAME.match(n) and not _LIB.search(n))
     out: dict[str, float] = {}
-    by_thread = model.thread_frames(user, ["ts", "end", "dur", "name"])
-    for row in gaps.nlargest(50, "host_bound").itertuples():
-        g = by_thread.get(row.thread)
-        if g is None:
-            continue
-        ov = np.minimum(g["end"].to_numpy(), row.end) - np.maximum(g["ts"].to_numpy(), row.start)
-        ok = ov > 0
-        if not ok.any():
-            continue
-        # The innermost frame that covers most of the stretch: the shortest of those covering at least
-        # half of what the best one covers.
-        cand = np.flatnonzero(ok & (ov >= 0.5 * ov[ok].max()))
-        k = cand[np.argmin(g["dur"].to_numpy()[cand])]
-        out[str(g["name"].iat[k])] = out.get(str(g["name"].iat[k]), 0.0) + float(ov[k])
+    for th, g in gaps.nlargest(50, "host_bound").groupby("thread", sort=False):
+        for name, us in calls_in(ctx.model, th, list(zip(g["start"], g["end"]))).items():
+            out[name] = out.get(name, 0.0) + us
     return sorted(out.items(), key=lambda kv: -kv[1])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 
+from ..trace.facts import blocking_calls
 from .fixes import Unblock
 from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
@@ -44,28 +45,14 @@ def analyze(ctx: Context) -> list[Finding]:
     cpu = ctx.model.cpu
     gaps = ctx.gaps[(ctx.gaps[cause] > 0) & (ctx.gaps["blocker"] >= 0)]
     rows = []
-    # Per-step counts are over full steps only: a call made once per step is 1.0, even when the trace
-    # ends mid-step.
-    full = np.isin(gaps["step"].to_numpy(), ctx.full_steps)
-    for blk, grp in gaps.assign(full=full).groupby("blocker"):
-        rows.append((int(blk), float(grp[cause].sum()), bool(grp["full"].any())))
-    by_site: dict[tuple, dict] = {}
-    for blk, us, in_full in rows:
-        site = (top_op(cpu, blk), user_frame(cpu, blk), cpu.at[blk, "name"])
-        d = by_site.setdefault(site, {"idle_us": 0.0, "count": 0})
-        d["idle_us"] += us
-        d["count"] += in_full
-    sites = sorted(by_site.items(), key=lambda kv: -kv[1]["idle_us"])
-    ev_sites = [{"op": op, "source": src or "(record with with_stack=True to get the source line)",
-                 "call": call, "per_step": round(d["count"] / ctx.n_full, 2),
-                 "idle_ms_per_step": round(d["idle_us"] / ctx.n_full / 1000, 3)}
-                for (op, src, call), d in sites[:8]]
+    for blk, grp in gaps.groupby("blocker"):
+        rows.append((int(blk), float(grp[cause].sum())))
     # The fix removes the sync from the op, every time it runs: unblock every blocking call made under
     # the ops that stalled the GPU, not only the ones that happened to drain the queue.
-    from ..trace.facts import blocking_calls
-    site_ops = {top_op(cpu, b) for b, _, _ in rows}
+    site_ops = {top_op(cpu, b) for b, _ in rows}
     blocks = blocking_calls(ctx.model)
-    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _, _ in rows})
+    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
+    ev_sites = _sites(ctx, rows, blockers)
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
     for s in ev_sites[:4]:
@@ -75,9 +62,13 @@ def analyze(ctx: Context) -> list[Finding]:
     fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
         "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
         "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
-    where = f" at {first['source']}" if first.get("source") and not first["source"].startswith("(") else ""
-    title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
-             f"{sum(s['per_step'] for s in ev_sites):.0f} times per step")
+    where = f" ({first['source']})" if first.get("source") and not first["source"].startswith("(") else ""
+    if first.get("waits_for") == "its own copy":
+        title = (f"A blocking copy to the host in {first['op']}{where}, {first['per_step']:g} per step: with "
+                 f"nothing else queued, the CPU waits for the copy itself and the GPU idles until it returns")
+    else:
+        title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
+                 f"{sum(s['stalls_per_step'] for s in ev_sites):.0f} times per step")
     kernels = _data_dependent_kernels(ctx, site_ops)
     ev = {"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)}
     # The data-dependent ops' kernels go with the sync (torch.where, ignore_index): their GPU time is part
@@ -89,15 +80,78 @@ def analyze(ctx: Context) -> list[Finding]:
         ev["data_dependent_kernels_ms_per_step"] = round(kernel_us / 1000, 3)
         ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
     # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
-    # and the host's Python that reads a copied result: half at the point, none to all over the range.
+    # and the host's Python that reads a copied result. The kernels' replacements cost GPU time too: half
+    # at the point. A copied result that is only read on the host goes with the advice (what is needed is
+    # computed on the GPU): all of its reading at the point, none if it is still read on the host.
     calls, spans = _data_dependent_ops(ctx, kernels)
-    plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5, bounds=(0.0, 1.0),
+    plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5 if len(kernels) else 1.0,
+                    bounds=(0.0, 1.0),
                     calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls))),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
                     lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us)]
+
+
+def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:
+    """Per sync site (the outermost op and where user code called it): how often it runs per full step,
+    how often it stalled the GPU and the idle that cost, the blocking call that took the time, and what
+    the calls waited for: queued GPU work, or their own copy (nothing else was queued, and the copy took
+    half the time blocked: a large .cpu(), not an .item()'s round trip)."""
+    cpu = ctx.model.cpu
+    blocks = blocking_calls(ctx.model).reindex(blockers).dropna(subset=["ts"])
+    queued = _queued_until(ctx.model, blocks["ts"].to_numpy())
+    g = ctx.model.gpu
+    own = g[g["launcher"].isin(blocks.index).to_numpy() & (g["kind"] == "memcpy").to_numpy()]
+    copy_us = own.groupby("launcher")["dur"].sum()
+    step = ctx.cpu_step_of(blocks["ts"].to_numpy())
+    full = np.isin(step, ctx.full_steps)
+    op_row = cpu["top_op"].to_numpy()[np.maximum(cpu["parent"].to_numpy()[blocks.index.to_numpy()], 0)]
+    stalled = dict(rows)
+    by_site: dict[tuple, dict] = {}
+    for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
+        site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
+        d = by_site.setdefault(site, {"idle_us": 0.0, "stalls": 0, "ops": set(), "calls": {}, "copy": 0.0,
+                                      "blocked": 0.0})
+        d["idle_us"] += stalled.get(int(b), 0.0)
+        d["stalls"] += int(b in stalled and full[k])
+        if full[k]:
+            d["ops"].add(int(op_row[k]))
+        d["calls"][r.name] = d["calls"].get(r.name, 0.0) + (r.end - r.ts) * full[k]
+        d["blocked"] += r.end - r.ts
+        if queued[k] <= r.ts + QUEUE_TOL_US:
+            d["copy"] += float(copy_us.get(int(b), 0.0))
+    no_source = ("(no user Python frame above it: autograd's backward thread, or a library's)"
+                 if (cpu["kind"] == "python").any() else "(record with with_stack=True to get the source line)")
+    out = []
+    for (op, src), d in sorted(by_site.items(), key=lambda kv: -kv[1]["idle_us"])[:8]:
+        if not d["idle_us"]:
+            continue
+        call = max(d["calls"], key=d["calls"].get)
+        out.append({"op": op, "source": src or no_source,
+                    "call": call, "blocked_ms_per_step": round(d["calls"][call] / ctx.n_full / 1000, 3),
+                    "waits_for": "its own copy" if d["copy"] >= 0.5 * d["blocked"] else "queued GPU work",
+                    "per_step": round(len(d["ops"]) / ctx.n_full, 2),
+                    "stalls_per_step": round(d["stalls"] / ctx.n_full, 2),
+                    "idle_ms_per_step": round(d["idle_us"] / ctx.n_full / 1000, 3)})
+    return out
+
+
+QUEUE_TOL_US = 5.0   # GPU work ending this close after a blocking call starts was not waited for
+
+
+def _queued_until(model, ts: np.ndarray) -> np.ndarray:
+    """Per time: when the GPU work launched before it ends (the queue a blocking call starting then
+    waits for; -inf when nothing was launched)."""
+    g = model.gpu[model.gpu["launcher"] >= 0]
+    if g.empty:
+        return np.full(len(ts), -np.inf)
+    lts = model.cpu["ts"].to_numpy()[g["launcher"].to_numpy()]
+    order = np.argsort(lts, kind="stable")
+    ends = np.maximum.accumulate(g["end"].to_numpy()[order])
+    k = np.searchsorted(lts[order], ts, side="left")
+    return np.where(k > 0, ends[np.maximum(k - 1, 0)], -np.inf)
 
 
 # Kernels of data-dependent ops, and the backward of boolean-mask indexing (index_put with accumulate).

@@ -37,18 +37,28 @@ def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Findi
 
 
 def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Finding], bw: float,
-             cuts=None, step_us: float | None = None, floor=lambda applied: 0.0,
+             cuts=None, step_us: float | None = None, floor=lambda applied: 0.0, extra=lambda applied: 0.0,
              minor: list[Finding] = ()) -> list[dict]:
-    """Rows of the plan. Step times are of the un-profiled step (`step_us`): it less the replayed saving,
-    and never below `floor(fixes applied so far)` (the GPU work those fixes leave, in us)."""
+    """Rows of the plan. Step times are of the un-profiled step (`step_us`): it less the replayed saving
+    and `extra(fixes applied so far)` (what they save that the replay's baseline does not hold), and never
+    below `floor(fixes applied so far)` (the GPU work those fixes leave, in us)."""
     rows: list[dict] = []
     applied: tuple = ()
     step = base.median_us if step_us is None else step_us
     prev = step
     everything = list(findings) + list(minor)
+    saved_before, kinds = 0.0, set()
     for f in plan_order(findings, minor):
         applied = combine([applied, f.fixes])
         saved = max(0.0, base.median_us - replay.simulate(replay.apply(compiled, applied, bw, cuts)).median_us)
+        saved += extra(applied)
+        # A fix adds no more than its own estimate allows at its upper end (its physics caps, the idle a
+        # host-work fix measured): the plan and the findings tell one story. Unless a prerequisite went
+        # before it: a CUDA graph saves more once the syncs that broke it are gone.
+        if not kinds & set(spec(f.kind).prerequisites):
+            saved = min(saved, saved_before + (f.savings_bound_us[1] if f.savings_bound_us
+                                               else f.estimated_savings_us))
+        saved_before, kinds = max(saved_before, saved), kinds | {f.kind}
         t = max(step - saved, floor(applied), 0.0)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),

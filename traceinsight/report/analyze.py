@@ -8,13 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import estimate
-from ..trace.facts import model_has_cpu_ops
+from ..trace.facts import model_has_cpu_ops, worker_wait_us
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
@@ -179,6 +180,13 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     if model.step_source == "ProfilerStep" and full < 3:
         out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
                    "more active steps.")
+    rising = _rising_steps(steps)
+    if rising:
+        why = (" (the loop waits for DataLoader workers: their prefetched batches running out)"
+               if worker_wait_us(model) else "")
+        out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
+                   "steady state, so the medians may understate the steady step; record a later window or "
+                   "more steps.")
     world = (meta.get("distributed") or {}).get("world_size")
     if isinstance(world, int) and world > 1 and not in_job:
         out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
@@ -188,6 +196,21 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"{meta['leading_idle_excluded_us'] / 1000:.2f} ms before the first recorded GPU activity "
                    "is not counted as idle: work launched before the trace began may have been running.")
     return out
+
+
+RISING_CORR = 0.8     # rank correlation of step time with step order
+RISING_RATIO = 1.2    # last step over first
+
+
+def _rising_steps(steps) -> str | None:
+    """"13.0 -> 19.0 ms over 5 steps" when the full steps' durations climb steadily, else None."""
+    full = steps[~steps["partial"]] if len(steps) else steps
+    d = full["dur"].to_numpy()
+    if len(d) < 4 or d[0] <= 0 or d[-1] < RISING_RATIO * d[0]:
+        return None
+    r = np.argsort(np.argsort(d))
+    corr = float(np.corrcoef(np.arange(len(d)), r)[0, 1])
+    return f"{d[0] / 1000:.1f} -> {d[-1] / 1000:.1f} ms over {len(d)} steps" if corr >= RISING_CORR else None
 
 
 def _recording_note(rec: dict) -> str | None:

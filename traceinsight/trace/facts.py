@@ -238,3 +238,26 @@ def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
             per_step[k] += ((we - ws)[sel_w].sum() - (ce - cs)[sel_c].sum()
                             - cost[rows][sel_e].sum())
     return float(max(0.0, np.median(per_step)))
+
+
+# The training loop waiting for a batch from DataLoader worker processes (num_workers > 0).
+WORKER_WAIT = r"_MultiProcessingDataLoaderIter\.__next__"
+
+
+def worker_wait_us(model: TraceModel) -> float:
+    """Median per full step of the time the step's thread waits in a multi-process DataLoader's __next__
+    (0 without one). The workers run outside the profiler: while the loop waits for them, the profiler's
+    cost on the loop's own work is absorbed by a longer wait, not saved."""
+    return model.memo("worker_wait_us", lambda: _worker_wait_us(model))
+
+
+def _worker_wait_us(model: TraceModel) -> float:
+    cpu, st = model.cpu, model.steps
+    hit = (cpu["kind"] == "annotation").to_numpy() & model.cpu_match(WORKER_WAIT)
+    full = st[~st["partial"]] if len(st) else st
+    if not hit.any() or full.empty:
+        return 0.0
+    w = cpu[hit]
+    per = [float((np.minimum(w["end"], s.cpu_end) - np.maximum(w["ts"], s.cpu_start)).clip(lower=0).sum())
+           for s in full.itertuples()]
+    return float(np.median(per))

@@ -222,7 +222,7 @@ class HostActivity:
         return _time_in(self.cover, thread, a, b)
 
     def host_ops_in(self, thread: str, a: float, b: float, limit: int = 5) -> list[tuple[str, float]]:
-        """The host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
+        """The outermost host ranges (by name) overlapping [a, b) on a thread, longest overlap first."""
         if not hasattr(self, "_host_by_thread"):
             self._host_by_thread = {th: g.sort_values("ts") for th, g in
                                     self.model.thread_frames(self.host_rows, ["ts", "end", "name"]).items()}
@@ -235,6 +235,10 @@ class HostActivity:
         rows = rows[rows["end"].to_numpy() > a]
         if rows.empty:
             return []
+        # Only the outermost ranges: collate's stack inside the DataLoader's range is part of its time.
+        end = rows["end"].to_numpy()
+        before = np.maximum.accumulate(np.concatenate([[-np.inf], end[:-1]]))
+        rows = rows[before < end]
         ov = np.minimum(rows["end"], b) - np.maximum(rows["ts"], a)
         agg = ov.groupby(rows["name"]).sum().sort_values(ascending=False)
         return [(n, float(v)) for n, v in agg.head(limit).items()]
