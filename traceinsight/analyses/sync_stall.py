@@ -78,7 +78,10 @@ def analyze(ctx: Context) -> list[Finding]:
         g = ctx.gpu_in_full_steps(ctx.model.gpu.loc[kernels])
         kernel_us = float(g["dur"].sum()) / ctx.n_full
         ev["data_dependent_kernels_ms_per_step"] = round(kernel_us / 1000, 3)
-        ev["data_dependent_kernels"] = g["name"].str.slice(0, 100).value_counts().head(5).to_dict()
+        ev["measured_cost_is"] = ("the stalls' GPU idle (median per full step) plus the data-dependent kernels' GPU time "
+                                  "(mean per full step): what the fix targets")
+        counts = g["name"].str.slice(0, 100).value_counts().head(5) / ctx.n_full
+        ev["data_dependent_kernels_per_step"] = counts.round(2).to_dict()
     # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
     # and the host's Python that reads a copied result. The kernels' replacements cost GPU time too: half
     # at the point. A copied result that is only read on the host goes with the advice (what is needed is
