@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 
-from .fixes import RESULT_READ_GBPS, RemoveHostWork
+from .fixes import RemoveHostWork
+from .reads import copy_reads
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -15,8 +16,17 @@ SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", es
 
 
 def analyze(ctx: Context) -> list[Finding]:
-    lost = ctx.per_step_median(ctx.per_step["host_bound"])
     gaps = ctx.gaps[ctx.gaps["host_bound"] > 0]
+    # Host work that reads a result just copied to the host (reads.py) is sync_stall's: keeping the result
+    # on the GPU removes it with the copy. The rest is this finding's.
+    reads = copy_reads(ctx, gaps)
+    per_step_idle = ctx.per_step["host_bound"]
+    if len(reads):
+        gaps = gaps.drop(index=reads["gap"])
+        per_step_idle = per_step_idle.sub(reads.groupby("step")["idle_us"].sum(), fill_value=0.0).clip(lower=0.0)
+        if gaps.empty:
+            return []
+    lost = ctx.per_step_median(per_step_idle)
     busy_ops: dict[str, float] = {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
         for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
@@ -55,13 +65,18 @@ def analyze(ctx: Context) -> list[Finding]:
              f"{where.strip()}") if per_item else f"Python outside any recorded op{where}"
     # Host work right after a copy of GPU results to the host is the program working on those results
     # (numpy argmax, metrics): the fix that keeps them on the GPU removes it with the copy's sync.
-    reads_copy = _after_copy_to_host(ctx, gaps) if not engine else None
     # Idle that a few steps hold is a stall in those steps, not work every step does.
-    per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
+    per_step = per_step_idle.reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
     few = max(1, 2 * len(per_step) // 5)
     held = float(np.sort(per_step)[-few:].sum())
     stalls = len(per_step) >= 4 and total > 0 and held >= 0.7 * total
+    # DataLoader workers take turns: the loop waits long in some steps and not at all in others (two
+    # workers: every other step). That is the pace, not a stall, and the mean per step is what it costs.
+    workers = loader and any(_WORKERS.search(n) for n, _ in top)
+    if workers and stalls:
+        stalls = False
+        lost = total / len(per_step)
     if top:
         work = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top]
     else:
@@ -77,10 +92,13 @@ def analyze(ctx: Context) -> list[Finding]:
                                                       "(its callees included)" if by_call else
                                                       "an op's ms include the ops nested in it"),
           "idle_ms_per_step": round(lost / 1000, 3)}
+    if workers and lost > ctx.per_step_median(ctx.per_step["host_bound"]):
+        ev["idle_per_step_is"] = (f"the mean over {len(per_step)} full steps: the loop waits in "
+                                  f"{int((per_step > 0.1 * per_step.max()).sum())} of them (the workers take turns)")
     if frames and loader:
         # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
         ev["python_calls_during_idle"] = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in frames[:6]]
-    if loader and any(_WORKERS.search(n) for n, _ in top):
+    if workers:
         # The batches come from worker processes already: they are too few or too slow, and the
         # trace (main process only) cannot show which transform costs the time.
         fix = ("The training loop waits for batches from the DataLoader's worker processes "
@@ -119,12 +137,10 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
                f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
-    if reads_copy:
-        ev["after_copy_to_host"] = (f"{reads_copy[1]:.0%} of this idle starts as {reads_copy[0]} returns a "
-                                    "copy of GPU results to the host")
-        fix = (f"This CPU work runs on GPU results just copied to the host ({reads_copy[0]}): compute them on "
-               "the GPU (argmax, top-k, accuracy, sums) and copy only the small result, which removes this "
-               "host work, the copy and its wait together; failing that: ") + fix[0].lower() + fix[1:]
+    if len(reads):
+        ev["reads_of_copied_results_ms"] = round(float(reads["idle_us"].sum()) / 1000, 3)
+        ev["reads_of_copied_results"] = ("host work right after a copy of GPU results to the host, reading "
+                                         "them: counted under sync_stall, whose fix (keep them on the GPU) removes it")
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
@@ -133,51 +149,10 @@ def analyze(ctx: Context) -> list[Finding]:
     return [Finding(
         kind="host_bound",
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
-              f"{', data loading' if loader else ''}{'; on results copied to the host' if reads_copy else ''}"
+              f"{', data loading' if loader else ''}"
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
-
-
-# A gap "starts as a copy returns" when the copy call ends no earlier than this before the GPU went idle,
-# and the copy is big enough that reading it could take a tenth of the gap (a scalar's .item() before
-# unrelated numpy work is not that: sync_then_host_work).
-AFTER_COPY_US = 50.0
-AFTER_COPY_READ_SHARE = 0.1
-AFTER_COPY_SHARE = 0.5
-
-
-def _after_copy_to_host(ctx: Context, gaps) -> tuple[str, float] | None:
-    """(the op that copied, share of the host-bound idle) when most of that idle (over the 50 largest
-    gaps) starts as a blocking call copying GPU results to the host returns on the gap's thread."""
-    m = ctx.model
-    g = m.gpu
-    own = (g["copy_dir"] == "DtoH").to_numpy() & (g["launcher"] >= 0).to_numpy()
-    if not own.any() or gaps.empty:
-        return None
-    cpu = m.cpu
-    copied = g[own].groupby("launcher")["bytes"].sum()
-    calls = cpu.loc[copied.index].assign(bytes=copied.to_numpy())
-    by_thread = {th: grp.sort_values("end") for th, grp in calls.groupby("thread")}
-    total = hit = 0.0
-    names: dict[str, float] = {}
-    for row in gaps.nlargest(50, "host_bound").itertuples():
-        total += row.host_bound
-        c = by_thread.get(row.thread)
-        if c is None:
-            continue
-        k = int(np.searchsorted(c["end"].to_numpy(), row.end)) - 1
-        if k < 0 or c["end"].iat[k] < row.start - AFTER_COPY_US:
-            continue
-        if c["bytes"].iat[k] / (RESULT_READ_GBPS * 1e3) < AFTER_COPY_READ_SHARE * row.host_bound:
-            continue
-        hit += row.host_bound
-        top = int(c["top_op"].iat[k])
-        name = str(cpu.at[top, "name"]) if top >= 0 else str(c["name"].iat[k])
-        names[name] = names.get(name, 0.0) + row.host_bound
-    if total <= 0 or hit < AFTER_COPY_SHARE * total:
-        return None
-    return max(names, key=names.get), hit / total
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

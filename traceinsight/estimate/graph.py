@@ -29,7 +29,7 @@ from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
 WAKE_US = 100.0   # a helper thread idle (in no op) this long between calls was parked, then woken
-JOIN_COVER = 0.5  # helper calls spanning this share of a loop-thread stretch: the loop waited for them
+JOIN_COVER = 0.5  # a helper busy over this share of a loop-thread stretch: the loop waited for it
 
 
 def step_window(model: TraceModel, max_steps: int = 6) -> pd.DataFrame:
@@ -128,20 +128,22 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
             G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
                        input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)),
                        compiled_us=float(min(comp[k], gap - h)))
-    _joins(G, by_thread, loop_thread)
+    _joins(G, by_thread, loop_thread, host)
 
 
-def _joins(G: nx.DiGraph, by_thread: dict, loop_thread: str) -> None:
+def _joins(G: nx.DiGraph, by_thread: dict, loop_thread: str, host: HostActivity) -> None:
     """The loop thread blocked while a helper thread worked (loss.backward() waits for autograd's device
     thread): its next call follows the helper's last call, not its own previous one, so a fix that
     shortens the helper's work (the backward of a boolean index) also shortens the step. A stretch counts
-    as a wait when helper calls span JOIN_COVER of it (the loop resumes some 200 us after the last call:
-    autograd's own work after it, which the join edge keeps)."""
+    as a wait when the helper was in its ops for JOIN_COVER of it (the loop resumes some 200 us after
+    the last call: autograd's own work after it, which the join edge keeps). A helper that only made a
+    few calls in it (the pin-memory thread while the loop waits for a DataLoader worker) is not waited on."""
     helpers = sorted((r for th, rs in by_thread.items() if th != loop_thread for r in rs), key=lambda r: r[1])
     loop = by_thread.get(loop_thread, [])
     if not helpers or len(loop) < 2:
         return
     h_ts = np.array([r[1] for r in helpers])
+    has_ops = any(len(a.s) for a in host.cover.values())
     for p, r in zip(loop[:-1], loop[1:]):
         gap = r[1] - p[2]
         if gap < WAKE_US:
@@ -152,6 +154,9 @@ def _joins(G: nx.DiGraph, by_thread: dict, loop_thread: str) -> None:
             continue
         last = max(inside, key=lambda h: h[2])
         if last[2] - inside[0][1] < JOIN_COVER * gap:
+            continue
+        # (A trace without CPU ops cannot say how busy the helper was: its calls' span decides.)
+        if has_ops and host.covered_time(last[0], np.array([p[2]]), np.array([r[1]]))[0] < JOIN_COVER * gap:
             continue
         G.remove_edge(p[3], r[3])
         G.add_edge(last[3], r[3], kind="cpu_order", host_us=0.0, input_us=0.0, feed_us=r[1] - last[2],

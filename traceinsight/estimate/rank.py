@@ -14,7 +14,7 @@ from ..analyses import spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import RemoveHostWork, combine
 from . import replay
-from ..trace.facts import worker_wait_us
+from ..trace.facts import mean_step_us, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import calibration_scale, profiler_cuts, unprofiled_method, unprofiled_range_us
 from .plan import fix_plan
@@ -68,8 +68,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # The measured step less what the profiler's cost took in the replay (a replay that misses
             # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), or the
             # cost model's own figure; no step shorter than its GPU work.
-            # The loop's wait for DataLoader workers (outside the profiler) absorbs what comes off its work.
+            # The loop's wait for DataLoader workers (outside the profiler) absorbs what comes off its work;
+            # they take turns, so the pace is the mean step, not the median (a step that found its batch ready).
             wait = worker_wait_us(ctx.model)
+            if wait:
+                act = max(act, mean_step_us(ctx.model))
             moved = act - max(0.0, profiled.median_us - base.median_us - wait)
             unprof = max(target if target is not None else moved, busy)
             info["unprofiled_step_ms"] = round(unprof / 1000, 3)
@@ -239,8 +242,9 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             f.savings_bound_us = (min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1]))
 
 
-# Fixes that change GPU work itself (the others only remove idle time).
-GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "FuseChains"}
+# Fixes that change GPU work itself (the others only remove idle time). Unblock can: a result kept on the
+# GPU is not copied whole, the data-dependent kernels of a boolean index go.
+GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "FuseChains", "Unblock"}
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
 OVERLAP_FIXES = {"PinCopies"}
@@ -260,9 +264,10 @@ def _floor(plan, info: dict) -> float:
     """The shortest step a plan can reach (us): its GPU busy time, or only the kernels' once a fix moves
     the copies off the critical path; no floor once a fix changes the kernels themselves."""
     names = {type(fx).__name__ for fx in plan}
-    if names & (GPU_FIXES - OVERLAP_FIXES):
+    if names & (GPU_FIXES - OVERLAP_FIXES - {"Unblock"}):
         return 0.0
-    key = "kernel_busy_ms" if names & OVERLAP_FIXES else "gpu_busy_ms"
+    # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
+    key = "kernel_busy_ms" if names & (OVERLAP_FIXES | {"Unblock"}) else "gpu_busy_ms"
     return (info.get(key) or 0.0) * 1000
 
 

@@ -44,7 +44,7 @@ UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a l
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
 # The Python that reads a copy to the host runs right after the copy returns; data kept on the GPU takes
-# it along, bounded by the bytes copied at fixes.RESULT_READ_GBPS.
+# it along, as long as reading the bytes copied at fixes.RESULT_READ_GBPS takes.
 CONSUMER_GBPS = fixes.RESULT_READ_GBPS
 
 
@@ -178,14 +178,16 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             if i is not None:
                 s.dur[i] = c.dur[i] * (1.0 - fx.share)
                 s.min_gap[i] = s.min_gap[i] * (1.0 - fx.share)
-        # Kept on the GPU, a copy's result is not read by the host's Python either: that Python (bare,
-        # outside any op, up to the next call) goes with `share`, as much as the copy's bytes explain.
+        # Kept on the GPU, a copy's result is neither copied whole nor read by the host's Python: the copy
+        # and that Python (bare, outside any op, up to the next call) go with `share`, the Python as far as
+        # reading the copy's bytes explains it.
         rows = set(fx.rows)
         for r in rows:
             i = c.cpu_pos.get(r)
             j = c.own[i] if i is not None else -1
             if j < 0 or c.to_device[j] or c.bytes[j] <= 0:
                 continue
+            s.dur[j] = c.dur[j] * (1.0 - fx.share)     # only the small result is copied
             k = c.csucc[i]              # the first call after the copy's own blocking calls
             while k >= 0 and c.nodes[k][0] == "cpu" and c.nodes[k][1] in rows:
                 k = c.csucc[k]

@@ -245,9 +245,11 @@ WORKER_WAIT = r"_MultiProcessingDataLoaderIter\.__next__"
 
 
 def worker_wait_us(model: TraceModel) -> float:
-    """Median per full step of the time the step's thread waits in a multi-process DataLoader's __next__
+    """Mean per full step of the time the step's thread waits in a multi-process DataLoader's __next__
     (0 without one). The workers run outside the profiler: while the loop waits for them, the profiler's
-    cost on the loop's own work is absorbed by a longer wait, not saved."""
+    cost on the loop's own work is absorbed by a longer wait, not saved. A mean, not a median: workers
+    take turns, so the loop waits long in some steps and not at all in others (two workers: every other
+    step), and the mean is what sets the pace."""
     return model.memo("worker_wait_us", lambda: _worker_wait_us(model))
 
 
@@ -260,4 +262,11 @@ def _worker_wait_us(model: TraceModel) -> float:
     w = cpu[hit]
     per = [float((np.minimum(w["end"], s.cpu_end) - np.maximum(w["ts"], s.cpu_start)).clip(lower=0).sum())
            for s in full.itertuples()]
-    return float(np.median(per))
+    return float(np.mean(per))
+
+
+def mean_step_us(model: TraceModel) -> float:
+    """Mean duration of the full steps (the pace a loop that waits for DataLoader workers keeps)."""
+    st = model.steps
+    full = st[~st["partial"]] if len(st) else st
+    return float(full["dur"].mean()) if len(full) else float("nan")

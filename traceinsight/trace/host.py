@@ -81,8 +81,10 @@ class HostActivity:
         step_scale = float(steps["dur"].median()) if len(steps) else np.inf
         is_aten = (cpu["kind"] == "op").to_numpy()
         is_ann = (cpu["kind"] == "annotation").to_numpy()
-        # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran.
-        big = cpu["is_step"].to_numpy() | (is_ann & (cpu["dur"].to_numpy() >= 0.9 * step_scale))
+        # Step-scale annotations (ProfilerStep#N, whole-run ranges) say nothing about what ran; the input
+        # pipeline's ranges do, however long (a wait for DataLoader workers in every other step).
+        big = cpu["is_step"].to_numpy() | (is_ann & (cpu["dur"].to_numpy() >= 0.9 * step_scale)
+                                           & ~model.cpu_match(INPUT_NAMES))
         is_ann = is_ann & ~big
         levels = depth_levels(cpu["depth"].to_numpy())
         self.launching = mark_launching(cpu, levels)
