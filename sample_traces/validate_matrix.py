@@ -231,6 +231,8 @@ def compact(rs: list[dict]) -> str:
     for r in rs:
         if r["kind"] != "healthy":
             run = {"_graph": " [2nd run]", "_graph2": " [3rd run]", "_rerun": " [new host]", "_rerun2": " [new host 2]"}.get(r["run"][4:], "")
+            if r["run"].startswith("h100b"):
+                run = " [2nd H100 host]"       # the eleventh set: two H100 leases, no H200
             for n in ("8", "10"):
                 if r["run"].endswith(f"_holdout{n}") and not r["workload"].startswith(f"holdout{n}_"):
                     run = f" [{n}th run]"      # an earlier pair, re-recorded with a new variant
