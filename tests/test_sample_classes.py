@@ -72,10 +72,10 @@ def test_host_work_on_results_copied_to_the_host_is_told_to_stay_on_the_gpu(gpu)
     assert "works on the copied result" in f["title"]
     h = [x for x in d["findings"] + d["minor_findings"] if x["kind"] == "host_bound"]
     assert all(x["estimated_savings_ms"] < 0.5 * f["estimated_savings_ms"] for x in h)
-    assert all(x["evidence"]["reads_of_copied_results_ms"] > 0 for x in h)
+    assert all("argmax" not in w["name"] for x in h for w in x["evidence"]["cpu_work_during_idle"])
     # A scalar read (loss.item()) before unrelated numpy work is not that.
-    g = doc(gpu, "sync_then_host_work__before", "default")["findings"][0]
-    assert g["kind"] == "host_bound" and "reads_of_copied_results_ms" not in g["evidence"]
+    g = doc(gpu, "sync_then_host_work__before", "default")
+    assert g["findings"][0]["kind"] == "host_bound" and g["summary"]["idle_by_cause_ms_median_per_step"]["sync_stall"] < 1
 
 
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
@@ -229,7 +229,7 @@ def test_a_large_copy_to_the_host_is_named_as_a_copy_with_the_call_that_made_it(
     assert site["per_step"] == 1.0 and site["blocked_ms_per_step"] > 0.2
     if setting == "stack":
         # The trace records the function's first line (its def, 64), and the built-in it called.
-        assert site["source"] == "Tensor.cpu() in step(), workloads/eval_to_numpy.py:64"
+        assert site["source"] == "Tensor.cpu() in step(), def at workloads/eval_to_numpy.py:64"
         # The host work left after the reads of the copy: the next step's Python and the profiler's own step.
         h = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "host_bound")
         assert any("the profiler's own" in w["name"] for w in h["evidence"]["cpu_work_during_idle"])
@@ -240,7 +240,7 @@ def test_a_masked_loss_waits_for_queued_work_and_names_torch_functions(gpu):
     f = doc(gpu, "sync_mask_loss__before", "stack")["findings"]
     sites = next(x for x in f if x["kind"] == "sync_stall")["evidence"]["sync_sites"]
     by_op = {s["op"]: s for s in sites}
-    assert by_op["aten::item"]["source"].startswith("Tensor.item() in loss_before(), workloads/sync_mask_loss.py:")
+    assert by_op["aten::item"]["source"].startswith("Tensor.item() in loss_before(), def at workloads/sync_mask_loss.py:")
     assert by_op["aten::nonzero"]["source"].startswith("nonzero() in loss_before()")
     assert by_op["aten::item"]["waits_for"] == "queued GPU work"
     # The index's backward runs on autograd's thread: no user frame there, and the trace has stacks.
@@ -260,5 +260,41 @@ def test_inside_the_dataloader_the_datasets_getitem_is_named(gpu):
     ops = dict(HostActivity(a.model).host_ops_in(loader["thread"], loader["ts"], loader["end"]))
     assert "DataLoader" in next(iter(ops)) and not {"aten::stack", "aten::cat"} & set(ops), ops
     calls = f["evidence"]["python_calls_during_idle"]
-    assert calls[0]["name"].startswith("__getitem__() itself, workloads/host_preprocess.py:")
+    assert calls[0]["name"].startswith("__getitem__() itself, def at workloads/host_preprocess.py:")
     assert "__getitem__()" in f["fix"] and "checkpoint" not in f["fix"]
+
+
+def test_reads_of_a_copied_result_are_the_syncs_idle_everywhere():
+    # The segmentation eval (22 MB of logits to numpy each batch, 19 ms of numpy on them): the idle by cause,
+    # the finding and the longest gaps tell one story, and the host-bound total does not count it again.
+    d = doc("h100_holdout11", "holdout11_seg_eval_numpy__before", "default")
+    idle = d["summary"]["idle_by_cause_ms_median_per_step"]
+    f = d["findings"][0]
+    assert f["kind"] == "sync_stall" and idle["sync_stall"] > 15 and idle["host_bound"] < 1
+    assert f["estimated_savings_ms"] <= idle["sync_stall"] + d["whatif"]["gpu_busy_ms"] + 1e-3
+    assert d["longest_gaps"][0]["cpu_was_in"][0].startswith("working on the result cudaMemcpyAsync (aten::to)")
+    h = [x for x in d["findings"] + d["minor_findings"] if x["kind"] == "host_bound"]
+    assert all(x["measured_cost_ms_total"] < 5 * x["measured_cost_ms_per_step"] + 1 for x in h)
+    # A plan's cumulative saving never falls (a pinned copy after the result stayed on the GPU).
+    saves = [r["cumulative_saves_ms"] for r in d["whatif"]["plan"]]
+    assert saves == sorted(saves)
+
+
+def test_a_fix_that_needs_another_first_says_so_in_the_verdict():
+    d = doc("h200_holdout4", "holdout4_masked_seq_loss__before", "default")
+    assert d["findings"][0]["kind"] == "launch_overhead"
+    assert "It needs sync_stall fixed first" in d["verdict"], d["verdict"]
+    # The boolean index feeds the loss: the advice names ignore_index (the fix measured).
+    sync = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "sync_stall")
+    assert "ignore_index" in sync["fix"]
+
+
+def test_one_dimensional_convolutions_are_not_told_to_use_channels_last():
+    d = doc("h100b_holdout11", "holdout11_loader_two_workers__before", "default")
+    f = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "layout_permute")
+    assert "1-D convolutions" in f["title"] and "does not apply to 3-D tensors" in f["fix"]
+    assert "model.to(memory_format" not in f["fix"]
+    # Elsewhere (2-D convolutions) the advice stands.
+    g = next(x for x in (lambda e: e["findings"] + e["minor_findings"])(doc("h100", "layout_nchw_fp16__before", "default"))
+             if x["kind"] == "layout_permute")
+    assert "channels_last" in g["fix"] and "1-D" not in g["title"]

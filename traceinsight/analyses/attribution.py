@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .base import KindSpec
+from .reads import copy_reads
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
@@ -184,6 +185,15 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         res["launch_overhead"][rest[m]] += feed[m]
     for c in CAUSES:
         gaps[c] = res[c]
+    # Host work that reads a result just copied to the host is the sync's (reads.py).
+    gaps["reads_copy"] = False
+    reads = copy_reads(model, gaps[gaps["host_bound"] > 0])
+    if len(reads):
+        i = reads["gap"].to_numpy()
+        gaps.loc[i, "sync_stall"] += gaps.loc[i, "host_bound"]
+        gaps.loc[i, "host_bound"] = 0.0
+        gaps.loc[i, "blocker"] = reads["call"].to_numpy()
+        gaps.loc[i, "reads_copy"] = True
     return gaps
 
 

@@ -8,7 +8,6 @@ import re
 import numpy as np
 
 from .fixes import RemoveHostWork
-from .reads import copy_reads
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -16,16 +15,10 @@ SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", es
 
 
 def analyze(ctx: Context) -> list[Finding]:
+    # (Host work that reads a result just copied to the host is not here: attribution gave it to the sync,
+    # whose fix removes it with the copy, reads.py.)
     gaps = ctx.gaps[ctx.gaps["host_bound"] > 0]
-    # Host work that reads a result just copied to the host (reads.py) is sync_stall's: keeping the result
-    # on the GPU removes it with the copy. The rest is this finding's.
-    reads = copy_reads(ctx, gaps)
     per_step_idle = ctx.per_step["host_bound"]
-    if len(reads):
-        gaps = gaps.drop(index=reads["gap"])
-        per_step_idle = per_step_idle.sub(reads.groupby("step")["idle_us"].sum(), fill_value=0.0).clip(lower=0.0)
-        if gaps.empty:
-            return []
     lost = ctx.per_step_median(per_step_idle)
     busy_ops: dict[str, float] = {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
@@ -49,7 +42,7 @@ def analyze(ctx: Context) -> list[Finding]:
     if bare is not None and bare[0] > 2 * sum(v for _, v in top):
         top = []
     loader = any(_is_loader(n) for n, _ in top)
-    what = top[0][0] if top else "Python code outside any profiled op"
+    what = _programs(top)[0][0] if top else "Python code outside any profiled op"
     where = f" between {bare[1][:70]} and {bare[2][:70]}" if not top and bare is not None else ""
     # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
     # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
@@ -128,19 +121,15 @@ def analyze(ctx: Context) -> list[Finding]:
                "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
     elif all(FRAMEWORK_STEP.search(n) for n, _ in top[:3]):
         # The optimizer's own Python (zero_grad's loop over parameters): it cannot be skipped or moved.
-        names = ", ".join(n for n, _ in top[:3])
+        names = ", ".join(n for n, _ in _programs(top)[:3])
         fix = (f"The idle CPU time is the optimizer's own Python ({names[:200]}), a loop over its parameter "
                "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
                "when the whole step is captured in a CUDA graph.")
     else:
-        names = ", ".join(n for n, _ in top[:3])
+        names = ", ".join(n for n, _ in _programs(top)[:3])
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
                f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
-    if len(reads):
-        ev["reads_of_copied_results_ms"] = round(float(reads["idle_us"].sum()) / 1000, 3)
-        ev["reads_of_copied_results"] = ("host work right after a copy of GPU results to the host, reading "
-                                         "them: counted under sync_stall, whose fix (keep them on the GPU) removes it")
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
@@ -226,6 +215,11 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
         return None
     (before, after), (_, n) = max(pairs.items(), key=lambda kv: kv[1][0])
     return total, before, after, n
+
+
+def _programs(top: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The entries the program can act on: not the profiler's own Python (absent un-profiled)."""
+    return [(n, v) for n, v in top if "(the profiler's own)" not in n] or top
 
 
 def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:

@@ -45,6 +45,19 @@ def analyze(ctx: Context) -> list[Finding]:
         "kernels": full["name"].str.slice(0, 120).value_counts().head(4).to_dict(),
         "launched_by": {n: round(v / ctx.n_full / 1000, 3) for n, v in ops.head(5).items()},
     }
+    # 1-D convolutions (3-D tensors): cuDNN runs them as 2-D ones and transposes inside; channels_last
+    # does not apply to a 3-D tensor (x.to(memory_format=torch.channels_last) raises).
+    forward = [n for n in ops.index if not n.startswith("autograd::")]     # the backward's name is generic
+    if forward and all("conv1d" in n for n in forward):
+        return [Finding(
+            kind="layout_permute",
+            title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC inside 1-D "
+                  "convolutions",
+            lost_per_step_us=lost, lost_total_us=float(per_step.sum()),
+            fix="These transposes are cuDNN's own, around 1-D convolutions run as 2-D ones: channels_last does "
+                "not apply to 3-D tensors. Writing the layer as a Conv2d over (N, C, 1, L) inputs in "
+                "channels_last can remove them; time it both ways, or leave them if they are a small share.",
+            confidence="medium", evidence=ev, fixes=(DropKernels(PERMUTE),))]
     return [Finding(
         kind="layout_permute",
         title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC around "

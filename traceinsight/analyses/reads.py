@@ -1,15 +1,15 @@
 """Host work that reads a result just copied to the host: a gap in GPU work that starts as a blocking
 copy of GPU results to the host returns, on the thread that made the copy (numpy's argmax, metrics).
 
-Read by host_bound (the work is named as work on copied results) and sync_stall (its fix, keeping the
-results on the GPU, removes that work with the copy's wait): one rule for both.
+Attribution moves that idle from host_bound to sync_stall (its fix, keeping the results on the GPU,
+removes the work with the copy and its wait), with the copy call as its blocker.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .base import Context
+from ..trace.model import TraceModel
 from .fixes import RESULT_READ_GBPS
 
 # A gap "starts as a copy returns" when the copy call ends no earlier than this before the GPU went idle,
@@ -18,10 +18,9 @@ from .fixes import RESULT_READ_GBPS
 AFTER_COPY_US = 50.0
 
 
-def copy_reads(ctx: Context, gaps: pd.DataFrame) -> pd.DataFrame:
+def copy_reads(m: TraceModel, gaps: pd.DataFrame) -> pd.DataFrame:
     """Of the host-bound gaps given, those that read a copy: the gap's index, its host-bound idle (us), its
     step, and the copy call (cpu row) that returned as it began."""
-    m = ctx.model
     g = m.gpu
     own = (g["copy_dir"] == "DtoH").to_numpy() & (g["launcher"] >= 0).to_numpy()
     out = {"gap": [], "idle_us": [], "step": [], "call": []}

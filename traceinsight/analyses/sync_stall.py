@@ -10,7 +10,6 @@ import numpy as np
 
 from ..trace.facts import blocking_calls
 from .fixes import Unblock
-from .reads import copy_reads
 from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
@@ -22,8 +21,9 @@ SYNC_FIXES = {
     "aten::_local_scalar_dense": "keep the value on the GPU; call .item()/.tolist() off the hot path",
     "aten::nonzero": "replace data-dependent shapes with fixed-size ops: torch.where(mask, x, 0), "
                      "multiply by a float mask, or pass `ignore_index` to the loss",
-    "aten::index": "boolean-mask indexing x[mask] syncs to size its output: use torch.where(mask, x, 0) "
-                   "or a float mask and a masked mean",
+    "aten::index": "boolean-mask indexing x[mask] syncs to size its output: when the selected values feed a "
+                   "loss, keep the full tensors and pass ignore_index (labels set to -100 where masked) or use "
+                   "reduction='none' times a float mask; elsewhere torch.where(mask, x, 0)",
     "aten::masked_select": "masked_select has a data-dependent size: use torch.where or a float mask",
     "aten::unique": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
                     "move it off the hot path",
@@ -48,17 +48,13 @@ def analyze(ctx: Context) -> list[Finding]:
     rows = []
     for blk, grp in gaps.groupby("blocker"):
         rows.append((int(blk), float(grp[cause].sum())))
-    # Copies of GPU results that host work then reads (reads.py): keeping the results on the GPU removes
-    # that work with the copy, however short the copy's own wait (a segmentation eval's numpy scoring).
-    reads = copy_reads(ctx, ctx.gaps[ctx.gaps["host_bound"] > 0])
-    read_calls = set(reads["call"].tolist()) if len(reads) else set()
     # The fix removes the sync from the op, every time it runs: unblock every blocking call made under
-    # the ops that stalled the GPU, not only the ones that happened to drain the queue.
-    site_ops = {top_op(cpu, b) for b, _ in rows} | {top_op(cpu, b) for b in read_calls}
+    # the ops that stalled the GPU, not only the ones that happened to drain the queue. (A copy whose result
+    # host work then read is one of them: attribution gave that idle to the sync, reads.py.)
+    site_ops = {top_op(cpu, b) for b, _ in rows}
     blocks = blocking_calls(ctx.model)
-    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows}
-                      | read_calls)
-    ev_sites = _sites(ctx, rows, blockers, read_calls)
+    blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
+    ev_sites = _sites(ctx, rows, blockers)
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
     for s in ev_sites[:4]:
@@ -90,7 +86,8 @@ def analyze(ctx: Context) -> list[Finding]:
         ev["data_dependent_kernels_per_step"] = counts.round(2).to_dict()
     # The host work that reads a copy these calls made (reads.py) is what keeping the result on the GPU
     # removes with the wait: its idle is part of the sync's cost (a segmentation eval's numpy scoring).
-    read_us = ctx.per_step_median(reads.groupby("step")["idle_us"].sum()) if len(reads) else 0.0
+    reads = gaps[gaps["reads_copy"]] if "reads_copy" in gaps else gaps.iloc[:0]
+    read_us = ctx.per_step_median(reads.groupby("step")[cause].sum()) if len(reads) else 0.0
     if read_us:
         ev["host_reads_the_copy_ms_per_step"] = round(read_us / 1000, 3)
         title += f"; the host then works on the copied result for {read_us / 1000:.2f} ms per step"
@@ -104,14 +101,12 @@ def analyze(ctx: Context) -> list[Finding]:
                     calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls))),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
-    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us + read_us,
-                    lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full + float(reads["idle_us"].sum()
-                                                                                               if len(reads) else 0.0),
-                    fix=fix,
+    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
+                    lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us)]
 
 
-def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int], read_calls: set) -> list[dict]:
+def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:
     """Per sync site (the outermost op and where user code called it): how often it runs per full step,
     how often it stalled the GPU and the idle that cost, the blocking call that took the time, and what
     the calls waited for: queued GPU work, or their own copy (nothing else was queued, and the copy took
@@ -130,8 +125,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int], rea
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
         d = by_site.setdefault(site, {"idle_us": 0.0, "stalls": 0, "ops": set(), "calls": {}, "copy": 0.0,
-                                      "blocked": 0.0, "read": False})
-        d["read"] |= int(b) in read_calls
+                                      "blocked": 0.0})
         d["idle_us"] += stalled.get(int(b), 0.0)
         d["stalls"] += int(b in stalled and full[k])
         if full[k]:
@@ -144,7 +138,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int], rea
                  if (cpu["kind"] == "python").any() else "(record with with_stack=True to get the source line)")
     out = []
     for (op, src), d in sorted(by_site.items(), key=lambda kv: -kv[1]["idle_us"])[:8]:
-        if not d["idle_us"] and not d["read"]:
+        if not d["idle_us"]:
             continue
         call = max(d["calls"], key=d["calls"].get)
         out.append({"op": op, "source": src or no_source,

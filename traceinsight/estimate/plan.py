@@ -58,7 +58,10 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         if not kinds & set(spec(f.kind).prerequisites):
             saved = min(saved, saved_before + (f.savings_bound_us[1] if f.savings_bound_us
                                                else f.estimated_savings_us))
-        saved_before, kinds = max(saved_before, saved), kinds | {f.kind}
+        # A later fix never takes back what the ones before it saved (a pinned copy after the result was
+        # kept on the GPU): the plan's cumulative saving only grows.
+        saved = max(saved, saved_before)
+        saved_before, kinds = saved, kinds | {f.kind}
         t = max(step - saved, floor(applied), 0.0)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),

@@ -227,7 +227,8 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
     gpu_idx = c.gpu_idx
     ops = set()
     for i in gpu_idx[c.pageable[gpu_idx]]:
-        s.dur[i] = c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2
+        # (never longer than a fix before made it: a result kept on the GPU is not copied whole)
+        s.dur[i] = min(s.dur[i], c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2)
         if c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]:
             continue
         s.detach_from_stream(int(i))

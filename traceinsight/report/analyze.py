@@ -282,6 +282,15 @@ def verdict(a: Analysis) -> str:
            f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) would save "
            f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}% of the "
            f"{'un-profiled' if a.whatif.get('unprofiled_step_ms') else 'profiled'} step).")
+    # A fix that needs others first (a CUDA graph cannot capture a sync) cannot be applied alone: say what
+    # the plan gives it with those before it.
+    plan = a.whatif.get("plan") or []
+    at = next((i for i, r in enumerate(plan) if r["kind"] == top.kind), None)
+    pre = [r["kind"] for r in plan[:at or 0] if r["kind"] in spec(top.kind).prerequisites]
+    if pre:
+        out += (f" It needs {', '.join(pre)} fixed first (see the plan); with "
+                f"{'that the two' if len(pre) == 1 else 'those they'} save about "
+                f"{plan[at]['cumulative_saves_ms']:.2f} ms per step.")
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
     big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
     if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us):

@@ -77,7 +77,10 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         causes = {c: getattr(r, c) for c in CAUSES if getattr(r, c) > 0}
         stream = int(gpu.at[r.next_gpu, "stream"]) if r.next_gpu >= 0 else None
         doing: list[str] = []
-        if r.blocker >= 0:
+        if r.blocker >= 0 and getattr(r, "reads_copy", False):
+            doing = [f"working on the result {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))}) copied "
+                     "to the host"]
+        elif r.blocker >= 0:
             doing = [f"blocked in {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))})"]
         elif r.thread in by_thread:
             tts, tend, tdepth, tname = by_thread[r.thread]
@@ -86,7 +89,9 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
             hi = np.searchsorted(tts, b, side="left")
             cand = lo + np.flatnonzero(tend[lo:hi] > r.start)
             if len(cand):
-                cand = cand[tdepth[cand] == tdepth[cand].min()]
+                # The ranges that cover most of the gap (the DataLoader's __next__ over the .to() after it).
+                ov = np.minimum(tend[cand], r.end) - np.maximum(tts[cand], r.start)
+                cand = cand[np.argsort(-ov, kind="stable")]
                 doing = list(dict.fromkeys(tname[cand].tolist()))[:3]
         out.append({"step": int(r.step), "device": int(r.device), "start_ms": num(r.start / 1000),
                     "duration_ms": num(r.dur / 1000), "resumed_on_stream": stream,

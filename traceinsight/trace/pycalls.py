@@ -42,10 +42,11 @@ def is_user_frame(name: str) -> bool:
 
 
 def frame_label(name: str) -> str:
-    """"step(), train.py:64" for a frame; "ndarray.argmax()" / "torch.nonzero()" for a built-in."""
+    """"step(), def at train.py:64" for a frame (the profiler records the `def` line, not the calling one);
+    "ndarray.argmax()" / "nonzero()" for a built-in."""
     m = PY_FRAME.match(name)
     if m:
-        return f"{m.group('func')}(), {m.group('file')}:{m.group('line')}"
+        return f"{m.group('func')}(), def at {m.group('file')}:{m.group('line')}"
     b = BUILTIN.match(name)
     if b:
         # A method of a type object (torch.nonzero: torch's function table, dict.fromkeys) or a plain
