@@ -63,19 +63,27 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     linked = launcher >= 0
     lsafe = np.where(linked, launcher, 0)
     lt = np.where(linked, cpu["ts"].to_numpy()[lsafe], np.nan)
-    thread = np.where(linked, cpu["thread"].to_numpy()[lsafe], "")
+    thread = np.where(linked, cpu["thread"].to_numpy()[lsafe], "").astype(object)
+    lt_end = np.where(linked, cpu["end"].to_numpy()[lsafe], np.nan)
+    # The trace's last step: no GPU work follows its final gap, which ends where the loop thread's step
+    # ends. The next step's first launch would come then: the gap is the CPU's, split as a late launch's
+    # (the numpy after an eval batch's last copy, not "unattributed").
+    trail = _trailing(model, gaps, ~linked & ~coll)
+    if trail.any():
+        lt[trail] = e[trail]
+        lt_end[trail] = e[trail]
+        thread[trail] = _loop_thread(model)
     gaps["thread"] = thread
     gaps["launch_ts"] = lt
 
     res = {c: np.zeros(len(gaps)) for c in CAUSES}
     # 1. No launch in the trace.
-    unl = ~linked
+    unl = ~linked & ~trail
     res["collective_wait"][unl & coll] = dur[unl & coll]
     res["unattributed"][unl & ~coll] = dur[unl & ~coll]
     # 2. Issued before the GPU went idle. A launch call still running when the GPU went idle, whose
     # kernel started as soon as it returned, was a slow launch (a cold first launch: module load, JIT),
     # not a dependency.
-    lt_end = np.where(linked, cpu["end"].to_numpy()[lsafe], np.nan)
     early = linked & (lt <= s)
     just_in_time = early & (((e - lt) <= lat) | ((lt_end > s) & ((e - lt_end) <= lat)))
     res["launch_overhead"][just_in_time] = dur[just_in_time]
@@ -92,7 +100,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     # 3. Issued after the GPU went idle: the CPU was late. The activity may also have waited after its
     # launch call returned (behind an event or another stream): what exceeds the launch latency is that
     # wait's, not the CPU's, so launch overhead is bounded by how late the launch call itself was.
-    late = linked & (lt > s)
+    late = (linked | trail) & (lt > s)
     cpu_end = np.where(late, np.minimum(lt, e), s)           # the CPU's own part ends at the launch
     call_end = np.where(late, np.minimum(np.maximum(lt_end, cpu_end), e), s)
     waited_after = np.where(late, np.maximum(0.0, (e - call_end) - lat), 0.0)
@@ -195,6 +203,25 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         gaps.loc[i, "blocker"] = reads["call"].to_numpy()
         gaps.loc[i, "reads_copy"] = True
     return gaps
+
+
+def _loop_thread(model: TraceModel) -> str:
+    """The thread that owns the ProfilerStep ranges (the training loop's)."""
+    cpu = model.cpu
+    st = cpu[cpu["is_step"].to_numpy()]
+    return str(st["thread"].mode().iloc[0]) if len(st) else ""
+
+
+def _trailing(model: TraceModel, gaps: pd.DataFrame, unlinked: np.ndarray) -> np.ndarray:
+    """Gaps with no GPU work after them that end where their ProfilerStep's CPU range ends."""
+    out = np.zeros(len(gaps), dtype=bool)
+    st = model.steps
+    if model.step_source != "ProfilerStep" or not unlinked.any() or "cpu_end" not in st:
+        return out
+    cpu_end = st.set_index("step")["cpu_end"].reindex(gaps["step"].to_numpy()).to_numpy()
+    e = gaps["end"].to_numpy()
+    return unlinked & (gaps["next_gpu"].to_numpy() < 0) & (np.abs(e - cpu_end) <= 1.0) & \
+        (e > gaps["start"].to_numpy())
 
 
 def _chain_start(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
