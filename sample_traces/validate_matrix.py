@@ -109,7 +109,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # An eleventh (18:21Z / 18:23Z), committed (4a1bd9a) before it was recorded: two H100 hosts (the lease
         # for an H200 gave H100s): a masked_select loss, a segmentation eval scored in numpy, two DataLoader
         # workers that cannot keep up, and a GPU-bound net its eight workers keep fed.
-        "h100_holdout11": "h100", "h100b_holdout11": "h100"}
+        "h100_holdout11": "h100", "h100b_holdout11": "h100",
+        # The eleventh set again on a third H100 host (19:23Z), with the tool at e6e5f17, after the fixes it
+        # prompted and nothing changed after: their out-of-sample check on a new host.
+        "h100c_holdout11": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -231,8 +234,8 @@ def compact(rs: list[dict]) -> str:
     for r in rs:
         if r["kind"] != "healthy":
             run = {"_graph": " [2nd run]", "_graph2": " [3rd run]", "_rerun": " [new host]", "_rerun2": " [new host 2]"}.get(r["run"][4:], "")
-            if r["run"].startswith("h100b"):
-                run = " [2nd H100 host]"       # the eleventh set: two H100 leases, no H200
+            if r["run"].startswith(("h100b", "h100c")):
+                run = f" [{'2nd' if r['run'][4] == 'b' else '3rd'} H100 host]"   # the eleventh set: H100 leases only
             for n in ("8", "10"):
                 if r["run"].endswith(f"_holdout{n}") and not r["workload"].startswith(f"holdout{n}_"):
                     run = f" [{n}th run]"      # an earlier pair, re-recorded with a new variant

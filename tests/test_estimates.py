@@ -146,8 +146,8 @@ def test_the_top_finding_misses_only_where_the_readme_says_why(rows):
     assert misses <= {("h100_holdout2", "holdout2_tokenize_main", "stack"),
                       ("h200_holdout2", "holdout2_tokenize_main", "stack"),
                       ("h100_holdout11", "holdout11_loader_two_workers", "stack"),
-                      *((run, "holdout11_masked_select_loss", s) for run in ("h100_holdout11", "h100b_holdout11")
-                        for s in ("default", "stack"))}, misses
+                      *((run, "holdout11_masked_select_loss", s)
+                        for run in ("h100_holdout11", "h100b_holdout11", "h100c_holdout11") for s in ("default", "stack"))}, misses
 
 
 def test_tenth_held_out_set(rows):
@@ -591,17 +591,21 @@ def test_eleventh_held_out_set(rows):
     # and a pin-memory thread the replay took as autograd's). Since: the reads of a copied result are the
     # sync's (analyses/reads.py), a loop fed by workers keeps its mean step, and a helper thread is waited
     # on only while it is busy in ops.
+    # A third H100 host (h100c, 19:23Z) recorded the set again with the tool at e6e5f17, nothing changed after:
+    # loader -3%/-11%, segmentation eval -32%/-45% (top right), masked_select +22%/+23% (measured 0.88x).
     seg = _rows_of(rows, "holdout11_seg_eval_numpy", "after")
-    assert len(seg) == 4 and all(r["top"] == "sync_stall" for r in seg)
-    assert all(r["pred_speedup"] > 10 for r in seg), [r["pred_speedup"] for r in seg]   # measured 22-29x
+    assert len(seg) == 6 and all(r["top"] == "sync_stall" for r in seg)
+    assert all(r["pred_speedup"] > 10 for r in seg), [r["pred_speedup"] for r in seg]   # measured 22-31x
     loader = _rows_of(rows, "holdout11_loader_two_workers", "after")
-    assert len(loader) == 4 and sum(r["top"] == "host_bound" for r in loader) >= 3
+    assert len(loader) == 6 and sum(r["top"] == "host_bound" for r in loader) >= 5
     # (-25..+17% until the last step's trailing gap was attributed; that moved one with_stack row to -35%.)
     assert all(abs(r["err_pct"]) <= 40 for r in loader), [r["err_pct"] for r in loader]
-    # The masked_select fix measured slower (0.77x / 0.82x): the tool's sync estimate is small (< 1.1x) and
-    # its top finding is the launch fix the sync blocks.
+    new_host = [r for r in loader if r["run"] == "h100c_holdout11"]
+    assert len(new_host) == 2 and all(abs(r["err_pct"]) <= 25 for r in new_host)
+    # The masked_select fix measured slower (0.77x / 0.82x / 0.88x): the tool's sync estimate is small (< 1.1x)
+    # and its top finding is the launch fix the sync blocks.
     masked = _rows_of(rows, "holdout11_masked_select_loss", "after")
-    assert len(masked) == 4 and all(r["pred_speedup"] < 1.1 and r["top"] == "launch_overhead" for r in masked)
+    assert len(masked) == 6 and all(r["pred_speedup"] < 1.1 and r["top"] == "launch_overhead" for r in masked)
     # The conv net meant to be fed in time was not (19-41% idle measured): not called healthy.
     fed = [r for r in rows if r["workload"] == "holdout11_healthy_fed_convnet"]
-    assert len(fed) == 4 and all(r["ok_top"] and not r["healthy"] for r in fed)
+    assert len(fed) == 6 and all(r["ok_top"] and not r["healthy"] for r in fed)
