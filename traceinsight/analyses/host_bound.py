@@ -18,16 +18,14 @@ def analyze(ctx: Context) -> list[Finding]:
     # (Host work that reads a result just copied to the host is not here: attribution gave it to the sync,
     # whose fix removes it with the copy, reads.py.)
     gaps = ctx.gaps[ctx.gaps["host_bound"] > 0]
-    per_step_idle = ctx.per_step["host_bound"]
-    lost = ctx.per_step_median(per_step_idle)
+    lost = median = ctx.per_step_median(ctx.per_step["host_bound"])
     busy_ops: dict[str, float] = {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
         for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
             busy_ops[name] = busy_ops.get(name, 0.0) + us
-    # With stacks recorded, the user's own Python functions say more than a short op that happened to run;
-    # but not more than the DataLoader's range, which a frame around it (the training step) encloses.
     # With stacks, the gaps' time split by the call the user's code made (numpy's argmax, the Dataset's
-    # __getitem__, the profiler's own step) says more than the ops that happened to run.
+    # __getitem__, the profiler's own step) says more than the ops that happened to run; but not more than
+    # the DataLoader's range, which a frame around it (the training step) encloses.
     frames = _python_calls(ctx, gaps)
     in_loader = sum(v for n, v in busy_ops.items() if _is_loader(n))
     by_call = bool(frames) and in_loader < 0.25 * frames[0][1]
@@ -56,10 +54,8 @@ def analyze(ctx: Context) -> list[Finding]:
         what = f"time on the backward pass's thread that no op covers{where}" if engine else \
             (f"a Python loop that builds tensors item by item: {bare[3] / ctx.n_full:.0f} stretches per step "
              f"{where.strip()}") if per_item else f"Python outside any recorded op{where}"
-    # Host work right after a copy of GPU results to the host is the program working on those results
-    # (numpy argmax, metrics): the fix that keeps them on the GPU removes it with the copy's sync.
     # Idle that a few steps hold is a stall in those steps, not work every step does.
-    per_step = per_step_idle.reindex(ctx.full_steps).fillna(0.0).to_numpy()
+    per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
     few = max(1, 2 * len(per_step) // 5)
     held = float(np.sort(per_step)[-few:].sum())
@@ -85,7 +81,7 @@ def analyze(ctx: Context) -> list[Finding]:
                                                       "(its callees included)" if by_call else
                                                       "an op's ms include the ops nested in it"),
           "idle_ms_per_step": round(lost / 1000, 3)}
-    if workers and lost > ctx.per_step_median(ctx.per_step["host_bound"]):
+    if workers and lost > median:
         ev["idle_per_step_is"] = (f"the mean over {len(per_step)} full steps: the loop waits in "
                                   f"{int((per_step > 0.1 * per_step.max()).sum())} of them (the workers take turns)")
     if frames and loader:

@@ -49,23 +49,19 @@ def analyze(ctx: Context) -> list[Finding]:
     # does not apply to a 3-D tensor (x.to(memory_format=torch.channels_last) raises).
     forward = [n for n in ops.index if not n.startswith("autograd::")]     # the backward's name is generic
     if forward and all("conv1d" in n for n in forward):
-        return [Finding(
-            kind="layout_permute",
-            title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC inside 1-D "
-                  "convolutions",
-            lost_per_step_us=lost, lost_total_us=float(per_step.sum()),
-            fix="These transposes are cuDNN's own, around 1-D convolutions run as 2-D ones: channels_last does "
-                "not apply to 3-D tensors. Writing the layer as a Conv2d over (N, C, 1, L) inputs in "
-                "channels_last can remove them; time it both ways, or leave them if they are a small share.",
-            confidence="medium", evidence=ev, fixes=(DropKernels(PERMUTE),))]
+        where, confidence = "inside 1-D convolutions", "medium"
+        fix = ("These transposes are cuDNN's own, around 1-D convolutions run as 2-D ones: channels_last does "
+               "not apply to 3-D tensors. Writing the layer as a Conv2d over (N, C, 1, L) inputs in "
+               "channels_last can remove them; time it both ways, or leave them if they are a small share.")
+    else:
+        where, confidence = "around convolutions", "high"
+        fix = ("Use channels_last end to end: model = model.to(memory_format=torch.channels_last) and "
+               "x = x.to(memory_format=torch.channels_last) (with autocast/bf16 or fp16), so cuDNN runs NHWC "
+               "kernels without transposes. Time a few steps both ways before keeping it: cuDNN may pick "
+               "slower NHWC convolution kernels for some shapes (a VGG-style fp16 net measured 0.8-0.86x on "
+               "H100 and H200), and in a launch-bound step the transposes cost little.")
     return [Finding(
         kind="layout_permute",
-        title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC around "
-              "convolutions",
-        lost_per_step_us=lost, lost_total_us=float(per_step.sum()),
-        fix="Use channels_last end to end: model = model.to(memory_format=torch.channels_last) and "
-            "x = x.to(memory_format=torch.channels_last) (with autocast/bf16 or fp16), so cuDNN runs NHWC "
-            "kernels without transposes. Time a few steps both ways before keeping it: cuDNN may pick "
-            "slower NHWC convolution kernels for some shapes (a VGG-style fp16 net measured 0.8-0.86x on "
-            "H100 and H200), and in a launch-bound step the transposes cost little.",
-        confidence="high", evidence=ev, fixes=(DropKernels(PERMUTE),))]
+        title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC {where}",
+        lost_per_step_us=lost, lost_total_us=float(per_step.sum()), fix=fix,
+        confidence=confidence, evidence=ev, fixes=(DropKernels(PERMUTE),))]

@@ -50,6 +50,10 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     info = {"baseline_replay_ms": None, "replay_error_pct": None, "combined": None,
             "replayed_steps": [], "pinned_gbps": round(bw, 1), "unprofiled_step_ms": None}
     base = cuts = None
+    # The loop's wait for DataLoader workers (outside the profiler): it absorbs what comes off the loop's
+    # own work, and the workers take turns, so the pace is the mean step, not the median (a step that
+    # found its batch ready).
+    wait = worker_wait_us(ctx.model)
     if compiled is not None:
         # The profiled replay checks the replay against the trace; every estimate is made on the
         # de-inflated one (the profiler's own CPU cost taken out): what the un-profiled program saves.
@@ -68,9 +72,6 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # The measured step less what the profiler's cost took in the replay (a replay that misses
             # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), or the
             # cost model's own figure; no step shorter than its GPU work.
-            # The loop's wait for DataLoader workers (outside the profiler) absorbs what comes off its work;
-            # they take turns, so the pace is the mean step, not the median (a step that found its batch ready).
-            wait = worker_wait_us(ctx.model)
             if wait:
                 act = max(act, mean_step_us(ctx.model))
             moved = act - max(0.0, profiled.median_us - base.median_us - wait)
@@ -87,8 +88,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     # The profiler's cost a DataLoader-worker wait absorbed (the un-profiled step above the de-inflated
     # replay): a fix that removes the wait saves it too, the loop then running at its own pace.
-    absorbed = max(0.0, median_step - base.median_us) if base is not None and base.step_us and \
-        worker_wait_us(ctx.model) else 0.0
+    absorbed = max(0.0, median_step - base.median_us) if base is not None and base.step_us and wait else 0.0
 
     def extra(applied) -> float:
         return absorbed if any(isinstance(fx, RemoveHostWork) for fx in applied) else 0.0
@@ -130,8 +130,9 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         elif how == "idle_floor" and saved > f.lost_per_step_us + extra(f.fixes):
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
-            f.savings_bound_us = (f.lost_per_step_us + extra(f.fixes), saved)
-            f.estimated_savings_us = f.lost_per_step_us + extra(f.fixes)
+            floor_us = f.lost_per_step_us + extra(f.fixes)
+            f.savings_bound_us = (floor_us, saved)
+            f.estimated_savings_us = floor_us
             f.estimate_note = ("measured idle during host work; replaying with all host work removed "
                                "gives the upper end of the range")
         elif how == "upper_bound":
