@@ -97,8 +97,14 @@ def analyze(ctx: Context) -> list[Finding]:
                "move augmentation onto the GPU; keep pin_memory=True and persistent_workers=True.")
     elif loader:
         inside = f" (most of it in {frames[0][0]})" if frames else ""
+        # Workers run the loader's work in parallel with the step: N of them keep up only when the work
+        # per batch, N ways, fits in the rest of the step. That rest is profiled, longer than it runs
+        # without the profiler: the N it gives is the least that can keep up.
+        rest = ctx.median_step_us - lost
+        need = (f" ({lost / 1000:.1f} ms of loading per batch against {rest / 1000:.1f} ms for the rest of the "
+                f"step, profiled: at least {int(np.ceil(lost / rest))} workers to keep up)") if rest > 0 < lost else ""
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
-               "pin_memory=True, persistent_workers=True, prefetch_factor=2), and do augmentation/"
+               f"pin_memory=True, persistent_workers=True, prefetch_factor=2){need}, and do augmentation/"
                f"preprocessing on the GPU or in the workers{inside}.")
     elif engine:
         fix = (f"The backward pass's CPU thread spends this time{where} with no op recorded: the autograd "

@@ -52,6 +52,10 @@ class Compiled:
         self.sgap = np.zeros(n)
         self.syncs: list[list[int]] = [[] for _ in range(n)]
         self.own = np.array([pos.get(G.nodes[x].get("own_copy"), -1) for x in order], dtype=np.int64)
+        # A blocking copy to pageable host memory: how long its call ran on after the DMA (replay.py).
+        j = np.maximum(self.own, 0)
+        self.staged_tail = np.where((self.own >= 0) & self.pageable[j] & ~self.to_device[j],
+                                    np.maximum(self.end - self.end[j], 0.0), 0.0)
         for u, v, d in G.edges(data=True):
             if u not in pos or v not in pos:
                 continue

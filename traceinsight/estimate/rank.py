@@ -96,9 +96,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         _settle_profiler_note(findings, ctx.median_step_us, median_step)
     gpu_removed: dict[int, float] = {}
     gpu_removed_ends: dict[int, tuple[float, float]] = {}
+    measured: set[int] = set()      # findings whose estimate is their measured (profiled) cost
     for f in findings:
         how = spec(f.kind).estimate
         if base is None or not base.step_us or how == "measured" or not f.fixes:
+            measured.add(id(f))
             # An analysis may know a tighter bound than its measured cost (overlap cannot hide more
             # communication than there is compute to hide it behind).
             pre = f.estimated_savings_us
@@ -122,15 +124,18 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             lo, hi = min(ends), max(ends)
             # A range whose ends agree (the uncertain part is not in this trace) is no range.
             if hi[0] - lo[0] >= 1.0:
-                f.savings_bound_us = (lo[0], hi[0])
+                # (The median step of a replay need not move monotonically with the fix's strength: the
+                # range holds the point.)
+                f.savings_bound_us = (min(lo[0], saved), max(hi[0], saved))
                 gpu_removed_ends[id(f)] = (lo[1], hi[1])
                 f.estimate_note += "; " + "; ".join(dict.fromkeys(
                     getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
                     for fx in ranged))
-        elif how == "idle_floor" and saved > f.lost_per_step_us + extra(f.fixes):
+        elif how == "idle_floor" and saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
-            floor_us = f.lost_per_step_us + extra(f.fixes)
+            # (Not scaled to the un-profiled step's idle as measured costs are: Python and numpy outside
+            # any recorded event cost the profiler nothing, and the traced part is the replay's.)
             f.savings_bound_us = (floor_us, saved)
             f.estimated_savings_us = floor_us
             f.estimate_note = ("measured idle during host work; replaying with all host work removed "
@@ -139,7 +144,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, saved)
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
-    _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends)
+    _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
@@ -194,18 +199,12 @@ RELIABLE_REPLAY_PCT = 15.0
 
 
 def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
-             gpu_removed: dict[int, float], gpu_removed_ends: dict[int, tuple[float, float]]) -> None:
+             gpu_removed: dict[int, float], gpu_removed_ends: dict[int, tuple[float, float]],
+             measured: set[int]) -> None:
     """No saving above what the step can give: a fix saves at most the un-profiled step's idle plus
     the GPU work it removes (a fix of idle time removes none); an unreliable replay falls back to the
     measured cost as the bound."""
-    st = ctx.model.steps
-    full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
-    profiled_idle = idle = float(full["gpu_idle"].median()) if len(full) else 0.0
-    if info.get("gpu_busy_ms") is not None:
-        # The idle the un-profiled step has: what no fix of idle time can exceed.
-        idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
-    # A measured idle cost is profiled idle; without the profiler the step's idle shrinks by this much.
-    idle_scale = idle / profiled_idle if profiled_idle > 0 else 1.0
+    idle, idle_scale = _unprofiled_idle(ctx, info, step_us)
     err = info.get("replay_error_pct")
     unreliable = err is not None and abs(err) > RELIABLE_REPLAY_PCT
     info["replay_reliable"] = not unreliable
@@ -216,11 +215,12 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
         if unreliable and f.fixes and sp.estimate != "measured" and f.estimated_savings_us > f.lost_per_step_us:
             f.savings_bound_us = (0.0, f.estimated_savings_us)
             f.estimated_savings_us = f.lost_per_step_us
+            measured.add(id(f))
             f.confidence = "low"
             f.estimate_note = (f"the replay of the unchanged trace misses the measured step by {err:+.0f}%, so "
                                "the replayed saving is not trusted: the measured cost is the estimate, the "
                                "replay the top of the range")
-        if sp.idle_cause and f.estimated_savings_us == f.lost_per_step_us and idle_scale < 1.0:
+        if sp.idle_cause and id(f) in measured and idle_scale < 1.0:
             f.estimated_savings_us = (f.estimated_savings_us - f.beyond_idle_us) * idle_scale + f.beyond_idle_us
             if f.savings_bound_us:
                 f.savings_bound_us = tuple(x * idle_scale for x in f.savings_bound_us)
@@ -249,6 +249,17 @@ GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "Fuse
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
 OVERLAP_FIXES = {"PinCopies"}
+
+
+def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
+    """The un-profiled step's GPU idle (us; what no fix of idle time can exceed) and its share of the
+    profiled idle: a measured idle cost is profiled idle, and shrinks by that share without the profiler."""
+    st = ctx.model.steps
+    full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
+    profiled_idle = idle = float(full["gpu_idle"].median()) if len(full) else 0.0
+    if info.get("gpu_busy_ms") is not None:
+        idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
+    return idle, (idle / profiled_idle if profiled_idle > 0 else 1.0)
 
 
 def _saving(compiled, base, plan, bw, cuts) -> float:
