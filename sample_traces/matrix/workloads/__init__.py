@@ -91,4 +91,11 @@ ALL = [
     "holdout11_seg_eval_numpy",
     "holdout11_loader_two_workers",
     "holdout11_healthy_fed_convnet",
+    # twelfth held-out set: after blocking pageable copies kept their staging tail, a replayed step ended
+    # when its CPU part and its GPU work were both done, and host_bound said how many workers keep up
+    # (the *_holdout12 runs)
+    "holdout12_embed_numpy_search",
+    "holdout12_loader_workers0_resize",
+    "holdout12_multi_item_metrics",
+    "holdout12_healthy_bf16_mlp",
 ]
