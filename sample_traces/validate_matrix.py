@@ -112,7 +112,14 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_holdout11": "h100", "h100b_holdout11": "h100",
         # The eleventh set again on a third H100 host (19:23Z), with the tool at e6e5f17, after the fixes it
         # prompted and nothing changed after: their out-of-sample check on a new host.
-        "h100c_holdout11": "h100"}
+        "h100c_holdout11": "h100",
+        # A twelfth (20:48Z / 20:50Z), committed (1963c5c) before it was recorded, the tool at 3ee1065: two H100
+        # hosts (both leases for an H200 gave H100s): a retrieval eval searching its embeddings in numpy, numpy
+        # resizing in DataLoader(num_workers=0), four .item() metric reads a step, a GPU-bound bf16 MLP.
+        "h100_holdout12": "h100", "h100b_holdout12": "h100",
+        # The twelfth set's metrics loop again on a third H100 host (20:53Z), the tool unchanged, with the
+        # after_graph variant added after recording: the tool's unmeasured top finding (launch_overhead).
+        "h100c_holdout12": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

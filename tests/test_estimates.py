@@ -613,3 +613,39 @@ def test_eleventh_held_out_set(rows):
     # The conv net meant to be fed in time was not (19-41% idle measured): not called healthy.
     fed = [r for r in rows if r["workload"] == "holdout11_healthy_fed_convnet"]
     assert len(fed) == 6 and all(r["ok_top"] and not r["healthy"] for r in fed)
+
+
+def test_twelfth_held_out_set(rows):
+    # Committed (1963c5c) before it was recorded on two H100 hosts with the tool at 3ee1065. As recorded: top
+    # finding right on 8 of 12 rows, within 25% on 7, within 50% on 10, healthy 4 of 4. The misses: the
+    # retrieval eval's numpy search (-48..-71%: its 4 MB read at 0.16 GB/s, slower than the 0.2 GB/s the
+    # reads rule allowed, and the step left after it replayed 1.5x too slow) and the metrics loop, whose top
+    # finding (launch_overhead, the syncs its prerequisite) was not measured: a third host measured it at
+    # 4.49x (the CUDA graph) against 0.82-1.24x for removing the syncs alone.
+    embed = _rows_of(rows, "holdout12_embed_numpy_search", "after")
+    assert len(embed) == 4 and all(r["top"] == "sync_stall" for r in embed)
+    # Since: the reads rule's floor is 0.05 GB/s and the step left after >= 2 ms of host work that leaves
+    # the CPU runs warm (fixes.WARM_CPU): -22..-9%.
+    assert all(abs(r["err_pct"]) <= 25 for r in embed), [r["err_pct"] for r in embed]
+    metrics = [r for r in pairs(rows) if r["workload"] == "holdout12_multi_item_metrics"]
+    assert len(metrics) == 8 and all(r["top"] == "launch_overhead" and r["ok_top"] for r in metrics)
+    graph = [r for r in metrics if r["variant"] == "after_graph"]
+    assert len(graph) == 2 and all(abs(r["err_pct"]) <= 30 for r in graph), [r["err_pct"] for r in graph]
+    loader = _rows_of(rows, "holdout12_loader_workers0_resize", "after")
+    assert len(loader) == 4 and all(r["top"] == "host_bound" for r in loader)
+    assert all(abs(r["err_pct"]) <= 50 for r in loader), [r["err_pct"] for r in loader]
+    healthy = [r for r in rows if r["workload"] == "holdout12_healthy_bf16_mlp"]
+    assert len(healthy) == 4 and all(r["healthy"] for r in healthy)
+
+
+def test_a_disturbed_host_is_said(rows):
+    # The metrics loop on its third host: profiled steps of 10.7, 64.5, 20.3, 12.9 and 10.8 ms around the same
+    # 0.96 ms of GPU work, measured 4.5 ms un-profiled: the trace cannot tell the program from the host,
+    # so the report says its steps vary; one slow step (a median it leaves alone) is not flagged.
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    noisy = document(analyze_file(ROOT / "sample_traces/matrix/h100c_holdout12/"
+                                         "holdout12_multi_item_metrics__before__default.json.gz"))
+    assert any(x.startswith("Step times vary widely (10.7-64.5 ms over 5 steps)") for x in noisy["trace"]["limits"])
+    one = document(analyze_file(ROOT / "sample_traces/matrix/h200/dataloader_workers0__before__default.json.gz"))
+    assert not any(x.startswith("Step times vary") for x in one["trace"]["limits"])

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from .fixes import RemoveHostWork
+from .fixes import WARM_AFTER_HOST_US, RemoveHostWork
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -132,6 +132,10 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
                f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
+    # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
+    # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
+    framework = bool(top) and all(FRAMEWORK_STEP.search(n) for n, _ in top[:3])
+    warm = not (loader or workers or engine or per_item or framework or stalls) and lost >= WARM_AFTER_HOST_US
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
@@ -143,7 +147,7 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{', data loading' if loader else ''}"
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
-        confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(),))]
+        confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(warm=warm),))]
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

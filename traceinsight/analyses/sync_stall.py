@@ -9,7 +9,7 @@ import numpy as np
 
 
 from ..trace.facts import blocking_calls
-from .fixes import Unblock
+from .fixes import WARM_AFTER_HOST_US, Unblock
 from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
@@ -98,7 +98,8 @@ def analyze(ctx: Context) -> list[Finding]:
     calls, spans = _data_dependent_ops(ctx, kernels)
     plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5 if len(kernels) else 1.0,
                     bounds=(0.0, 1.0),
-                    calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls))),) \
+                    calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls)),
+                    warm=read_us >= WARM_AFTER_HOST_US),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,

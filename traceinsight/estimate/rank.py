@@ -131,9 +131,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 f.estimate_note += "; " + "; ".join(dict.fromkeys(
                     getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
                     for fx in ranged))
-        elif how == "idle_floor" and saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
+        elif how == "idle_floor" and not any(getattr(fx, "warm", False) for fx in f.fixes) and \
+                saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
+            # (Work that leaves the machine's CPU altogether is all of it, and the rest of the step runs
+            # warm after it: the replay is the estimate.)
             # (Not scaled to the un-profiled step's idle as measured costs are: Python and numpy outside
             # any recorded event cost the profiler nothing, and the traced part is the replay's.)
             f.savings_bound_us = (floor_us, saved)

@@ -114,7 +114,21 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
         except KeyError:
             raise TypeError(f"the replay cannot apply a {type(fx).__name__}") from None
         how(c, s, fx, pinned_gbps)
+    warm = min((_warm_factor(fx) for fx in fixes), default=1.0)
+    if warm < 1.0:
+        cpu = c.cpu_idx
+        s.dur[cpu] = s.dur[cpu] * warm
+        s.feed[cpu] = s.feed[cpu] * warm
     return s
+
+
+def _warm_factor(fx) -> float:
+    """What the rest of the step's CPU work costs once host work that evicted it from the caches is gone
+    (fixes.WARM_CPU; a result kept on the GPU in `share` of the cases)."""
+    if not getattr(fx, "warm", False):
+        return 1.0
+    share = fx.share if isinstance(fx, fixes.Unblock) else 1.0
+    return 1.0 - (1.0 - fixes.WARM_CPU) * share
 
 
 def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:

@@ -187,6 +187,12 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
                    "steady state, so the medians may understate the steady step; record a later window or "
                    "more steps.")
+    erratic = None if rising or worker_wait_us(model) else _erratic_steps(steps)
+    if erratic:
+        out.append(f"Step times vary widely ({erratic}) while the GPU's work per step stays the same: the host was "
+                   "disturbed in the profiled window (other processes, paging, the profiler's own buffers), so "
+                   "the median step, the un-profiled estimate and the savings built on them may be off; record "
+                   "again, or more steps.")
     world = (meta.get("distributed") or {}).get("world_size")
     if isinstance(world, int) and world > 1 and not in_job:
         out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
@@ -200,6 +206,21 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
 
 RISING_CORR = 0.8     # rank correlation of step time with step order
 RISING_RATIO = 1.2    # last step over first
+
+
+ERRATIC_RATIO = 1.5   # the second-slowest full step over the fastest (one slow step leaves the median alone)
+BUSY_STABLE = 1.1     # the GPU's work per step, most over least
+
+
+def _erratic_steps(steps) -> str | None:
+    """"10.7-64.5 ms over 5 steps" when at least two full steps run far slower than the fastest though the
+    GPU's work per step is the same (a disturbed host, not a different step), else None."""
+    full = steps[~steps["partial"]] if len(steps) else steps
+    d = np.sort(full["dur"].to_numpy())
+    busy = full["gpu_busy"].to_numpy()
+    if len(d) < 4 or d[0] <= 0 or d[-2] < ERRATIC_RATIO * d[0] or busy.max() > BUSY_STABLE * max(busy.min(), 1.0):
+        return None
+    return f"{d[0] / 1000:.1f}-{d[-1] / 1000:.1f} ms over {len(d)} steps"
 
 
 def _rising_steps(steps) -> str | None:
