@@ -119,7 +119,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_holdout12": "h100", "h100b_holdout12": "h100",
         # The twelfth set's metrics loop again on a third H100 host (20:53Z), the tool unchanged, with the
         # after_graph variant added after recording: the tool's unmeasured top finding (launch_overhead).
-        "h100c_holdout12": "h100"}
+        "h100c_holdout12": "h100",
+        # A thirteenth (two H100 hosts again), committed (a3a6dfb) before it was recorded, the tool at 714e7c5:
+        # multi-label F1 scored in numpy every training step, a token-frequency table rebuilt with np.unique
+        # every step, a k-NN eval scored with torch ops on CPU tensors.
+        "h100_holdout13": "h100", "h100b_holdout13": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
