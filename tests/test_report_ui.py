@@ -111,10 +111,10 @@ def test_notes_and_limits_from_the_document_are_rendered_neutrally(tmp_path):
     assert v < lim < page.index("Fixes, ranked")              # the limits sit by the verdict
     assert "The profiler inflated CPU time" in page[notes:] and "a_measurement_note" not in page
     md = md_r.render([r])
-    assert "**The trace cannot show:** what the CPU did" in md
+    assert "**Limits of this trace:** what the CPU did" in md
     assert "The profiler inflated CPU time" in md.split("Notes about the measurement")[1]
     out = _text([r])
-    assert "The trace cannot show: what the CPU did" in out
+    assert "Limits of this trace: what the CPU did" in out
     assert out.index("Notes about the measurement") > out.index("Fixes, ranked")
 
 

@@ -67,8 +67,10 @@ WARM_CPU = 0.65
 class RemoveHostWork:
     """CPU work that launches nothing (preprocessing, Python, data loading) leaves the step's path;
     `warm`: it leaves the machine's CPU too (not moved to DataLoader workers), so the rest of the step's
-    CPU work runs at WARM_CPU of its time."""
+    CPU work runs at WARM_CPU of its time. `loading_us`: the DataLoader work per batch that worker
+    processes must take over (num_workers=0): the fix plan says how many keep up with each step."""
     warm: bool = False
+    loading_us: float = 0.0
 
 
 # The Python that reads a copy to the host (numpy argmax, metrics) runs right after the copy returns: it

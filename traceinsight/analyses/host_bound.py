@@ -147,7 +147,7 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{', data loading' if loader else ''}"
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
-        confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(warm=warm),))]
+        confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(warm=warm, loading_us=lost if loader and not workers else 0.0),))]
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

@@ -62,7 +62,7 @@ def analyze(ctx: Context) -> list[Finding]:
     to_host = ev["directions"].get("DtoH", 0) > ev["directions"].get("HtoD", 0)
     if to_host:
         title = (f"{ev['mb_per_step']:.1f} MB per step copied to pageable host memory at {bw:.1f} GB/s, "
-                 "blocking the CPU and serializing with compute")
+                 "the CPU blocked while it runs")
         # The replay lets the copy run without the CPU waiting in it: that needs the result read later.
         fix = ("Copy into a pinned host buffer (torch.empty(..., pin_memory=True)) with "
                "copy_(out, non_blocking=True) on a side torch.cuda.Stream after a CUDA event, and read it "
@@ -70,7 +70,7 @@ def analyze(ctx: Context) -> list[Finding]:
                "move it to the host once at the end.")
     else:
         title = (f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at {bw:.1f} GB/s, "
-                 "blocking the CPU and serializing with compute")
+                 "the CPU blocked while it runs")
         fix = ("Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) or "
                "tensor.pin_memory(), then .to('cuda', non_blocking=True); prefetch the next batch on a "
                "side torch.cuda.Stream so the copy overlaps compute.")

@@ -69,8 +69,9 @@ def analyze(ctx: Context) -> list[Finding]:
         title = (f"A blocking copy to the host in {first['op']}{where}, {first['per_step']:g} per step: with "
                  f"nothing else queued, the CPU waits for the copy itself and the GPU idles until it returns")
     else:
+        drains = sum(s['stalls_per_step'] for s in ev_sites)
         title = (f"The CPU waits for the GPU in {first['op']}{where}; the GPU queue drains "
-                 f"{sum(s['stalls_per_step'] for s in ev_sites):.0f} times per step")
+                 + ("once per step" if round(drains) == 1 else f"{drains:.0f} times per step"))
     kernels = _data_dependent_kernels(ctx, site_ops)
     ev = {"sync_sites": ev_sites, "idle_ms_per_step": round(lost / 1000, 3)}
     # The data-dependent ops' kernels go with the sync (torch.where, ignore_index): their GPU time is part
@@ -91,6 +92,9 @@ def analyze(ctx: Context) -> list[Finding]:
     if read_us:
         ev["host_reads_the_copy_ms_per_step"] = round(read_us / 1000, 3)
         title += f"; the host then works on the copied result for {read_us / 1000:.2f} ms per step"
+        fix += (f" Here the host then works on the copied result for {read_us / 1000:.2f} ms per step: computing "
+                "what it needs on the GPU removes that work with the wait (the top of the range); a pinned "
+                "copy read a step later only hides the wait (the bottom).")
     # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
     # and the host's Python that reads a copied result. The kernels' replacements cost GPU time too: half
     # at the point. A copied result that is only read on the host goes with the advice (what is needed is
@@ -125,9 +129,10 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     by_site: dict[tuple, dict] = {}
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
-        d = by_site.setdefault(site, {"idle_us": 0.0, "stalls": 0, "ops": set(), "calls": {}, "copy": 0.0,
-                                      "blocked": 0.0})
+        d = by_site.setdefault(site, {"idle_us": 0.0, "idle_full": 0.0, "stalls": 0, "ops": set(), "calls": {},
+                                      "copy": 0.0, "blocked": 0.0})
         d["idle_us"] += stalled.get(int(b), 0.0)
+        d["idle_full"] += stalled.get(int(b), 0.0) * full[k]     # per step: the full steps' idle only
         d["stalls"] += int(b in stalled and full[k])
         if full[k]:
             d["ops"].add(int(op_row[k]))
@@ -147,7 +152,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
                     "waits_for": "its own copy" if d["copy"] >= 0.5 * d["blocked"] else "queued GPU work",
                     "per_step": round(len(d["ops"]) / ctx.n_full, 2),
                     "stalls_per_step": round(d["stalls"] / ctx.n_full, 2),
-                    "idle_ms_per_step": round(d["idle_us"] / ctx.n_full / 1000, 3)})
+                    "idle_ms_per_step": round(d["idle_full"] / ctx.n_full / 1000, 3)})
     return out
 
 

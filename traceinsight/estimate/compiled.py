@@ -83,6 +83,8 @@ class Compiled:
         self.step_starts = G.graph["step_starts"]
         self.t1 = G.graph["t1"]
         self.markers = {x[1]: pos[x] for x in order if x[0] == "step"}
+        # The steps a replay reports (all replayed ones unless set: the quiet steps of a disturbed host).
+        self.report_steps: set | None = None
         # Which step issued each GPU activity (by its launch call's original time).
         issue_t = np.where(self.lpred >= 0, self.ts[np.maximum(self.lpred, 0)], self.ts)
         bounds = np.array(list(self.step_starts) + [self.t1])

@@ -5,6 +5,8 @@ CUDA-graph capture) go before it, whatever their own saving.
 """
 from __future__ import annotations
 
+import math
+
 from ..analyses import spec
 from ..analyses.base import Finding
 from ..analyses.fixes import combine
@@ -63,9 +65,12 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         saved = max(saved, saved_before)
         saved_before, kinds = saved, kinds | {f.kind}
         t = max(step - saved, floor(applied), 0.0)
+        # Loading moved into DataLoader workers keeps up only with enough of them for the step it feeds.
+        loading = max((getattr(fx, "loading_us", 0.0) for fx in applied), default=0.0)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
-                     "prerequisite_for": [g.kind for g in everything if f.kind in spec(g.kind).prerequisites]})
+                     "prerequisite_for": [g.kind for g in everything if f.kind in spec(g.kind).prerequisites],
+                     "loader_workers_needed": math.ceil(loading / t) if loading and t > 0 else None})
         prev = min(prev, t)
     return rows

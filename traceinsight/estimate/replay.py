@@ -416,6 +416,7 @@ def _step_times(c: Compiled, start: list, end: list) -> dict[int, float]:
         if m is None:
             continue
         done = max(start[m], gpu_last.get(st, -np.inf))
-        out[st] = done - prev
+        if c.report_steps is None or st in c.report_steps:
+            out[st] = done - prev
         prev = done
     return out

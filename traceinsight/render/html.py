@@ -185,6 +185,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.fixes(d)],
         "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.notes(d)],
         "limits": S.limits(d),
+        "window": S.window(d),
         "unprofiled": S.unprofiled(d),
         "tone": S.verdict_tone(d),
         "cpu_only": S.cpu_only(d),

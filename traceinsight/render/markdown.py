@@ -75,7 +75,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     fx = S.fixes(d)
     out = [f"### traceinsight: `{_cell(Path(t['file']).name)}`{S.rank_label(t)}\n", f"**{_cell(d['verdict'])}**\n"]
     for lim in S.limits(d):
-        out.append(f"> **The trace cannot show:** {_cell(lim)}\n")
+        out.append(f"> **Limits of this trace:** {_cell(lim)}\n")
     cut = S.interrupted(d)
     if cut:
         out.append(f"> **Interrupted recording:** {_cell(cut)}\n")
@@ -105,7 +105,11 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             out.append("|---|---|---|---|")
             for i, p in enumerate(plan, 1):
                 first = f" (first: needed by {', '.join(p['prerequisite_for'])})" if p["prerequisite_for"] else ""
+                if p.get("loader_workers_needed"):
+                    first += f" (needs >= {p['loader_workers_needed']} DataLoader workers)"
                 out.append(f"| {i} | `{p['kind']}`{first} | {p['saves_ms']} ms | {p['estimated_step_ms']} ms |")
+            for kind, fix in S.prerequisite_fixes(d):
+                out.append(f"\n`{kind}`, needed first: {_cell(fix)}")
         out.append("")
         out += _details("Fixes: evidence, estimate and code change", _fix_details(fx))
     ns = S.notes(d)

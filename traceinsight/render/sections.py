@@ -106,13 +106,23 @@ def plan_rows(doc) -> list[dict]:
     return list(((doc.get("whatif") or {}).get("plan")) or ())
 
 
+def prerequisite_fixes(doc) -> list[tuple[str, str]]:
+    """(kind, fix) of the plan's prerequisites that are not among the ranked fixes (a sync that costs little
+    alone but blocks a CUDA graph): the plan needs them first, so their code change is shown with it."""
+    ranked = {f["kind"] for f in fixes(doc)}
+    minor = {f["kind"]: f.get("fix") or "" for f in doc.get("minor_findings") or ()}
+    return [(r["kind"], minor[r["kind"]]) for r in plan_rows(doc)
+            if r.get("prerequisite_for") and r["kind"] not in ranked and minor.get(r["kind"])]
+
+
 def window(doc) -> str | None:
-    """Which steps the what-if replay ran over, and that every step is summarised."""
+    """Which steps the what-if estimates read, and which steps the rest of the report covers."""
     w = doc.get("whatif") or {}
     rs = list(w.get("replayed_steps") or ())
     n = (doc.get("summary") or {}).get("steps")
     if not rs or not n:
         return None
-    span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 else str(rs[0])
-    return (f"The what-if replay ran over steps {span} ({len(rs)} of {n}); every step is in the per-step "
-            "figures and medians.")
+    contiguous = rs == list(range(rs[0], rs[-1] + 1))
+    span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 and contiguous else ", ".join(map(str, rs))
+    return (f"The what-if estimates read steps {span} ({len(rs)} of {n}); the per-step table shows every "
+            "step, and the measured medians leave out only warm-up and partial steps.")

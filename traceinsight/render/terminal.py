@@ -19,7 +19,7 @@ def _header(console: Console, d) -> None:
     console.print(Text(f"traceinsight: {t['file']}{S.rank_label(t)}", style="bold", overflow="fold"))
     console.print(Text(d["verdict"], style=TONE[S.verdict_tone(d)]))
     for lim in S.limits(d):
-        console.print(Text(f"The trace cannot show: {lim}", style="cyan"))
+        console.print(Text(f"Limits of this trace: {lim}", style="cyan"))
     cut = S.interrupted(d)
     if cut:
         console.print(Text(cut, style="yellow"))
@@ -27,7 +27,8 @@ def _header(console: Console, d) -> None:
 
 def _facts(console: Console, d) -> None:
     s, t = d["summary"], d["trace"]
-    steps = S.plural(s["steps"], "step") + f" ({t['step_source']}{', last one partial' if t['partial_steps'] else ''})"
+    left_out = f", {t['partial_steps']} partial or warm-up, left out of the medians" if t["partial_steps"] else ""
+    steps = S.plural(s["steps"], "step") + f" ({t['step_source']}{left_out})"
     step = f"median step {s['median_step_ms']} ms (min {s['min_step_ms']}, max {s['max_step_ms']})"
     if S.cpu_only(d):
         console.print(Text(f"CPU only: no GPU activity was recorded | {steps} | {step}"))
@@ -97,8 +98,12 @@ def _plan(console: Console, d) -> None:
         tab.add_column(c, justify=j)
     for i, r in enumerate(rows, 1):
         pre = ("first: needed by " + ", ".join(r["prerequisite_for"])) if r["prerequisite_for"] else ""
+        if r.get("loader_workers_needed"):
+            pre = "; ".join(x for x in (pre, f"needs >= {r['loader_workers_needed']} DataLoader workers") if x)
         tab.add_row(str(i), r["kind"], str(r["saves_ms"]), str(r["estimated_step_ms"]), pre)
     console.print(tab)
+    for kind, fix in S.prerequisite_fixes(d):
+        console.print(Text(f"{kind}, needed first: {fix}"))
 
 
 def show(reports: list[Report], console: Console | None = None, brief: bool = False) -> None:

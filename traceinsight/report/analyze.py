@@ -15,7 +15,7 @@ from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import estimate
-from ..trace.facts import model_has_cpu_ops, worker_wait_us
+from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, worker_wait_us
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
@@ -174,25 +174,29 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
                    "are for that window (call prof.step() once per iteration to get steps).")
     if meta.get("warmup_steps"):
-        out.append(f"Warm-up step(s) {', '.join(map(str, meta['warmup_steps']))} far slower than the rest "
-                   "(autotuning, allocator growth, lazy init or graph capture) are left out of the medians.")
+        out.append(f"Step(s) {', '.join(map(str, meta['warmup_steps']))} at the start of the window ran far slower "
+                   "than the rest and are taken as warm-up (autotuning, allocator growth, lazy init or graph capture "
+                   "are the usual causes; the trace does not say which): left out of the medians.")
     full = int((~steps["partial"]).sum()) if len(steps) else 0
     if model.step_source == "ProfilerStep" and full < 3:
         out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
                    "more active steps.")
-    rising = _rising_steps(steps)
+    rising = rising_steps(model)
     if rising:
         why = (" (the loop waits for DataLoader workers: their prefetched batches running out)"
                if worker_wait_us(model) else "")
         out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
                    "steady state, so the medians may understate the steady step; record a later window or "
                    "more steps.")
-    erratic = None if rising or worker_wait_us(model) else _erratic_steps(steps)
+    pre = _launched_before(model)
+    if pre:
+        out.append(pre)
+    erratic = erratic_steps(model)
     if erratic:
-        out.append(f"Step times vary widely ({erratic}) while the GPU's work per step stays the same: the host was "
+        out.append(f"Step times vary widely ({erratic['span']}) while the GPU's work per step stays the same: the host was "
                    "disturbed in the profiled window (other processes, paging, the profiler's own buffers), so "
-                   "the median step, the un-profiled estimate and the savings built on them may be off; record "
-                   "again, or more steps.")
+                   "the estimates use the quiet steps (within 25% of the fastest: "
+                   f"{', '.join(map(str, erratic['quiet']))}); record again, or more steps.")
     world = (meta.get("distributed") or {}).get("world_size")
     if isinstance(world, int) and world > 1 and not in_job:
         out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
@@ -204,34 +208,6 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     return out
 
 
-RISING_CORR = 0.8     # rank correlation of step time with step order
-RISING_RATIO = 1.2    # last step over first
-
-
-ERRATIC_RATIO = 1.5   # the second-slowest full step over the fastest (one slow step leaves the median alone)
-BUSY_STABLE = 1.1     # the GPU's work per step, most over least
-
-
-def _erratic_steps(steps) -> str | None:
-    """"10.7-64.5 ms over 5 steps" when at least two full steps run far slower than the fastest though the
-    GPU's work per step is the same (a disturbed host, not a different step), else None."""
-    full = steps[~steps["partial"]] if len(steps) else steps
-    d = np.sort(full["dur"].to_numpy())
-    busy = full["gpu_busy"].to_numpy()
-    if len(d) < 4 or d[0] <= 0 or d[-2] < ERRATIC_RATIO * d[0] or busy.max() > BUSY_STABLE * max(busy.min(), 1.0):
-        return None
-    return f"{d[0] / 1000:.1f}-{d[-1] / 1000:.1f} ms over {len(d)} steps"
-
-
-def _rising_steps(steps) -> str | None:
-    """"13.0 -> 19.0 ms over 5 steps" when the full steps' durations climb steadily, else None."""
-    full = steps[~steps["partial"]] if len(steps) else steps
-    d = full["dur"].to_numpy()
-    if len(d) < 4 or d[0] <= 0 or d[-1] < RISING_RATIO * d[0]:
-        return None
-    r = np.argsort(np.argsort(d))
-    corr = float(np.corrcoef(np.arange(len(d)), r)[0, 1])
-    return f"{d[0] / 1000:.1f} -> {d[-1] / 1000:.1f} ms over {len(d)} steps" if corr >= RISING_CORR else None
 
 
 def _recording_note(rec: dict) -> str | None:
@@ -258,6 +234,26 @@ def profiler_note(model: TraceModel) -> str:
                 "two per op and several per runtime call, which the estimates take out (the un-profiled step).")
     return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated; the "
             "estimates take the profiler's cost out (the un-profiled step).")
+
+
+PRELAUNCHED_MIN_SHARE = 0.1   # of the median step: GPU work from before the window worth saying
+
+
+def _launched_before(model: TraceModel) -> str | None:
+    """GPU work with no launch call in the trace that starts before the first step ends: launched before the
+    profiling window (warm-up steps still draining), it lengthens the first step."""
+    g, st = model.gpu, model.steps
+    if g.empty or st.empty or not (model.cpu["kind"] == "runtime").any():
+        return None
+    first = st.iloc[0]
+    pre = g[(g["launcher"] < 0).to_numpy() & (g["ts"] < first["end"]).to_numpy()]
+    busy = float(pre["dur"].sum())
+    if busy < PRELAUNCHED_MIN_SHARE * float(st["dur"].median()):
+        return None
+    return (f"{len(pre)} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
+            f"the profiling window (warm-up steps still draining), they run into step {int(first['step'])}, whose "
+            f"{first['dur'] / 1000:.1f} ms include them" + ("; one step does not move the medians."
+                                                            if int((~st["partial"]).sum()) >= 3 else "."))
 
 
 def representative_step(a: Analysis) -> int | None:

@@ -80,7 +80,7 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         if r.blocker >= 0 and getattr(r, "reads_copy", False):
             doing = [f"working on the result {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))}) copied "
                      "to the host"]
-        elif r.blocker >= 0:
+        elif r.blocker >= 0 and causes.get("sync_stall", 0.0) >= 0.5 * r.dur:
             doing = [f"blocked in {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))})"]
         elif r.thread in by_thread:
             tts, tend, tdepth, tname = by_thread[r.thread]
@@ -93,6 +93,15 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
                 ov = np.minimum(tend[cand], r.end) - np.maximum(tts[cand], r.start)
                 cand = cand[np.argsort(-ov, kind="stable")]
                 doing = list(dict.fromkeys(tname[cand].tolist()))[:3]
+                if ov.max() < 0.5 * r.dur:
+                    # Recorded ops cover little of it: the gap is mostly Python outside any op.
+                    doing = ["Python outside any recorded op"] + doing[:2]
+        if doing and doing[0].startswith("Python outside") and r.blocker >= 0:
+            doing[0] += f", after {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))}) returned"
+        if not doing and r.blocker >= 0:
+            # A short wait, then the rest of the gap outside any recorded op (numpy after an .item()).
+            doing = [f"Python outside any recorded op, after {cpu.at[r.blocker, 'name']} "
+                     f"({top_op(cpu, int(r.blocker))}) returned"]
         out.append({"step": int(r.step), "device": int(r.device), "start_ms": num(r.start / 1000),
                     "duration_ms": num(r.dur / 1000), "resumed_on_stream": stream,
                     "cause": max(causes, key=causes.get) if causes else None,

@@ -270,3 +270,46 @@ def mean_step_us(model: TraceModel) -> float:
     st = model.steps
     full = st[~st["partial"]] if len(st) else st
     return float(full["dur"].mean()) if len(full) else float("nan")
+
+
+RISING_CORR = 0.8     # rank correlation of step time with step order
+RISING_RATIO = 1.2    # last step over first
+
+
+def rising_steps(model: TraceModel) -> str | None:
+    """"13.0 -> 19.0 ms over 5 steps" when the full steps' durations climb steadily, else None."""
+    st = model.steps
+    full = st[~st["partial"]] if len(st) else st
+    d = full["dur"].to_numpy()
+    if len(d) < 4 or d[0] <= 0 or d[-1] < RISING_RATIO * d[0]:
+        return None
+    r = np.argsort(np.argsort(d))
+    corr = float(np.corrcoef(np.arange(len(d)), r)[0, 1])
+    return f"{d[0] / 1000:.1f} -> {d[-1] / 1000:.1f} ms over {len(d)} steps" if corr >= RISING_CORR else None
+
+
+ERRATIC_RATIO = 1.5   # the second-slowest full step over the fastest (one slow step leaves the median alone)
+BUSY_STABLE = 1.1     # the GPU's work per step, most over least
+QUIET_OF_FASTEST = 1.25
+
+
+def erratic_steps(model: TraceModel) -> dict | None:
+    """When at least two full steps run far slower than the fastest though the GPU's work per step is the
+    same, the host was disturbed in the profiled window (a disturbance only adds time): {"span": "10.7-64.5 ms
+    over 5 steps", "quiet": the full steps within QUIET_OF_FASTEST of the fastest}. None for steadily rising
+    steps and for loops that wait for DataLoader workers (their steps vary for reasons of their own)."""
+    return model.memo("erratic_steps", lambda: _erratic_steps(model))
+
+
+def _erratic_steps(model: TraceModel) -> dict | None:
+    st = model.steps
+    full = st[~st["partial"]] if len(st) else st
+    d = full["dur"].to_numpy()
+    busy = full["gpu_busy"].to_numpy()
+    s = np.sort(d)
+    if len(s) < 4 or s[0] <= 0 or s[-2] < ERRATIC_RATIO * s[0] or busy.max() > BUSY_STABLE * max(busy.min(), 1.0):
+        return None
+    if rising_steps(model) or worker_wait_us(model):
+        return None
+    quiet = full["step"].to_numpy()[d <= QUIET_OF_FASTEST * s[0]]
+    return {"span": f"{s[0] / 1000:.1f}-{s[-1] / 1000:.1f} ms over {len(s)} steps", "quiet": [int(x) for x in quiet]}
