@@ -628,7 +628,7 @@ def test_twelfth_held_out_set(rows):
     # Since: the reads rule's floor is 0.05 GB/s and the step left after >= 2 ms of host work that leaves
     # the CPU runs warm (fixes.WARM_CPU): -22..-9%.
     assert all(abs(r["err_pct"]) <= 25 for r in embed), [r["err_pct"] for r in embed]
-    metrics = [r for r in pairs(rows) if r["workload"] == "holdout12_multi_item_metrics"]
+    metrics = [r for r in pairs(rows) if r["workload"] == "holdout12_multi_item_metrics" and "_rerun" not in r["run"]]
     assert len(metrics) == 8 and all(r["top"] == "launch_overhead" and r["ok_top"] for r in metrics)
     # The graph's step is right (1.12 ms replayed, 1.01 ms measured); on that disturbed host (profiled steps
     # 10.7-64.5 ms, 4.5 ms un-profiled) even the quiet steps put the un-profiled step at 8.8 ms (default
@@ -640,7 +640,7 @@ def test_twelfth_held_out_set(rows):
     assert len(loader) == 4 and all(r["top"] == "host_bound" for r in loader)
     assert all(abs(r["err_pct"]) <= 50 for r in loader), [r["err_pct"] for r in loader]
     healthy = [r for r in rows if r["workload"] == "holdout12_healthy_bf16_mlp"]
-    assert len(healthy) == 4 and all(r["healthy"] for r in healthy)
+    assert len(healthy) == 8 and all(r["healthy"] for r in healthy)      # (4 of them on the rerun3 hosts)
 
 
 def test_thirteenth_held_out_set(rows):
@@ -661,6 +661,23 @@ def test_thirteenth_held_out_set(rows):
     knn = _rows_of(rows, "holdout13_knn_eval_cpu_torch", "after")
     assert len(knn) == 4 and all(r["top"] == "sync_stall" for r in knn)
     assert all(r["pred_range"][0] <= r["meas_speedup"] <= r["pred_range"][1] for r in knn)
+
+
+def test_the_twelfth_and_thirteenth_sets_on_two_more_hosts(rows):
+    # Their seven workloads re-recorded on two more H100 hosts (21:46Z / 21:48Z) with the tool at 389e372,
+    # after the changes those sets prompted, nothing changed after: 28 pair rows, 16 within 25%, 22 within
+    # 50%, top finding 28 of 28, healthy 4 of 4; the un-profiled step within 15% on 20 of 28 traces, inside
+    # its band on only 11 (these hosts ran the loops 13-21% slower than the estimate). Out of sample the
+    # warm rest held for the np.unique table (-19..-12%) and not for the F1 scoring, a training step
+    # (+44..+61%: without the rule -2..+8%); the k-NN eval's free GPU replacement stays the worst (+113..+243%).
+    got = [r for r in pairs(rows) if r["run"].endswith("_rerun3")]
+    assert len(got) == 28 and all(r["ok_top"] for r in got)
+    errs = [abs(r["err_pct"]) for r in got]
+    assert sum(e <= 25 for e in errs) >= 16 and sum(e <= 50 for e in errs) >= 22
+    vocab = [r for r in got if r["workload"] == "holdout13_vocab_unique_numpy"]
+    assert len(vocab) == 4 and all(abs(r["err_pct"]) <= 25 for r in vocab)
+    healthy = [r for r in rows if r["run"].endswith("_rerun3") and r["kind"] == "healthy"]
+    assert len(healthy) == 4 and all(r["ok_top"] for r in healthy)
 
 
 def test_a_disturbed_host_is_said(rows):
