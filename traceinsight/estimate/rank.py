@@ -84,7 +84,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["unprofiled_step_method"] = unprofiled_method(ctx.model) + (
                 f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers, which the profiler does "
                 "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else "")
-            band = unprofiled_range_us(ctx.model, unprof, busy, act)
+            band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else _host_work_us(ctx))
             if band and erratic:
                 # Even the quiet steps of a disturbed host may run long: the band reaches down to half the
                 # estimate (a host measured at 4.5 ms un-profiled gave quiet steps of 10.7-12.9 ms).
@@ -271,6 +271,15 @@ GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "Fuse
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
 OVERLAP_FIXES = {"PinCopies"}
+
+
+def _host_work_us(ctx: Context) -> float:
+    """The step's host work outside the GPU's reach (median per full step): host_bound's idle and the host's
+    reading of a copied result (sync_stall's gaps marked reads_copy)."""
+    g = ctx.gaps
+    reads = g[g["reads_copy"]] if "reads_copy" in g else g.iloc[:0]
+    read_us = ctx.per_step_median(reads.groupby("step")["sync_stall"].sum()) if len(reads) else 0.0
+    return ctx.per_step_median(ctx.per_step["host_bound"]) + read_us
 
 
 def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
