@@ -66,6 +66,8 @@ def analyze(ctx: Context) -> list[Finding]:
     if workers and stalls:
         stalls = False
         lost = total / len(per_step)
+    # The optimizer's own Python (zero_grad's loop over parameters): it cannot be skipped or moved.
+    framework = bool(top) and all(FRAMEWORK_STEP.search(n) for n, _ in top[:3])
     if top:
         work = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top]
     else:
@@ -121,8 +123,7 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"The CPU runs Python that the trace does not name (no op covers it{where}): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
                "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
-    elif all(FRAMEWORK_STEP.search(n) for n, _ in top[:3]):
-        # The optimizer's own Python (zero_grad's loop over parameters): it cannot be skipped or moved.
+    elif framework:
         names = ", ".join(n for n, _ in _programs(top)[:3])
         fix = (f"The idle CPU time is the optimizer's own Python ({names[:200]}), a loop over its parameter "
                "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
@@ -134,7 +135,6 @@ def analyze(ctx: Context) -> list[Finding]:
                "or on the GPU.")
     # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
     # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
-    framework = bool(top) and all(FRAMEWORK_STEP.search(n) for n, _ in top[:3])
     warm = not (loader or workers or engine or per_item or framework or stalls) and lost >= WARM_AFTER_HOST_US
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
@@ -147,7 +147,8 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{', data loading' if loader else ''}"
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
-        confidence="high" if loader else "medium", evidence=ev, fixes=(RemoveHostWork(warm=warm, loading_us=lost if loader and not workers else 0.0),))]
+        confidence="high" if loader else "medium", evidence=ev,
+        fixes=(RemoveHostWork(warm=warm, loading_us=lost if loader and not workers else 0.0),))]
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

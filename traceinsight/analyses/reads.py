@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import TraceModel
+from .base import Context
 from .fixes import RESULT_READ_GBPS
 
 # A gap "starts as a copy returns" when the copy call ends no earlier than this before the GPU went idle,
@@ -42,3 +43,17 @@ def copy_reads(m: TraceModel, gaps: pd.DataFrame) -> pd.DataFrame:
             out["step"].append(row.step)
             out["call"].append(int(c.index[k]))
     return pd.DataFrame(out)
+
+
+def read_idle_us(ctx: Context) -> float:
+    """The idle per step (median over full steps) that the host's reading of copied results holds: the
+    gaps attribution marked reads_copy, counted under sync_stall."""
+    g = ctx.gaps
+    reads = g[g["reads_copy"]] if "reads_copy" in g else g.iloc[:0]
+    return ctx.per_step_median(reads.groupby("step")["sync_stall"].sum()) if len(reads) else 0.0
+
+
+def host_work_us(ctx: Context) -> float:
+    """The step's host work outside the GPU's reach (median per full step): host_bound's idle and the host's
+    reading of copied results."""
+    return ctx.per_step_median(ctx.per_step["host_bound"]) + read_idle_us(ctx)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..trace.facts import blocking_calls
 from .fixes import WARM_AFTER_HOST_US, Unblock
+from .reads import read_idle_us
 from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
@@ -87,8 +88,7 @@ def analyze(ctx: Context) -> list[Finding]:
         ev["data_dependent_kernels_per_step"] = counts.round(2).to_dict()
     # The host work that reads a copy these calls made (reads.py) is what keeping the result on the GPU
     # removes with the wait: its idle is part of the sync's cost (a segmentation eval's numpy scoring).
-    reads = gaps[gaps["reads_copy"]] if "reads_copy" in gaps else gaps.iloc[:0]
-    read_us = ctx.per_step_median(reads.groupby("step")[cause].sum()) if len(reads) else 0.0
+    read_us = read_idle_us(ctx)
     if read_us:
         ev["host_reads_the_copy_ms_per_step"] = round(read_us / 1000, 3)
         title += f"; the host then works on the copied result for {read_us / 1000:.2f} ms per step"

@@ -13,6 +13,7 @@ import numpy as np
 from ..analyses import spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine
+from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
@@ -84,7 +85,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["unprofiled_step_method"] = unprofiled_method(ctx.model) + (
                 f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers, which the profiler does "
                 "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else "")
-            band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else _host_work_us(ctx))
+            band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else host_work_us(ctx))
             if band and erratic:
                 # Even the quiet steps of a disturbed host may run long: the band reaches down to half the
                 # estimate (a host measured at 4.5 ms un-profiled gave quiet steps of 10.7-12.9 ms).
@@ -125,7 +126,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         f.estimated_savings_us = saved
         gpu_removed[id(f)] = _gpu_removed(compiled, state)
         f.estimate_note = "replay of the timeline with the fix applied"
-        if any(getattr(fx, "warm", False) for fx in f.fixes):
+        warm = any(getattr(fx, "warm", False) for fx in f.fixes)
+        if warm:
             f.estimate_note += (f"; the rest of the step's CPU work then runs at {WARM_CPU:.2f} of its time "
                                 "(no longer evicted from the caches by that host work: measured on five workloads)")
         ranged = [fx for fx in f.fixes if getattr(fx, "bounds", None)]
@@ -145,8 +147,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 f.estimate_note += "; " + "; ".join(dict.fromkeys(
                     getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
                     for fx in ranged))
-        elif how == "idle_floor" and not any(getattr(fx, "warm", False) for fx in f.fixes) and \
-                saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
+        elif how == "idle_floor" and not warm and saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
             # (Work that leaves the machine's CPU altogether is all of it, and the rest of the step runs
@@ -271,15 +272,6 @@ GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "Fuse
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
 OVERLAP_FIXES = {"PinCopies"}
-
-
-def _host_work_us(ctx: Context) -> float:
-    """The step's host work outside the GPU's reach (median per full step): host_bound's idle and the host's
-    reading of a copied result (sync_stall's gaps marked reads_copy)."""
-    g = ctx.gaps
-    reads = g[g["reads_copy"]] if "reads_copy" in g else g.iloc[:0]
-    read_us = ctx.per_step_median(reads.groupby("step")["sync_stall"].sum()) if len(reads) else 0.0
-    return ctx.per_step_median(ctx.per_step["host_bound"]) + read_us
 
 
 def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:

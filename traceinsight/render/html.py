@@ -186,6 +186,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.notes(d)],
         "limits": S.limits(d),
         "window": S.window(d),
+        "plan_notes": [S.plan_note(row) for row in S.plan_rows(d)],
         "unprofiled": S.unprofiled(d),
         "tone": S.verdict_tone(d),
         "cpu_only": S.cpu_only(d),

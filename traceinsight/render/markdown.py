@@ -104,9 +104,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             out.append("| # | fix | saves | step after |")
             out.append("|---|---|---|---|")
             for i, p in enumerate(plan, 1):
-                first = f" (first: needed by {', '.join(p['prerequisite_for'])})" if p["prerequisite_for"] else ""
-                if p.get("loader_workers_needed"):
-                    first += f" (needs >= {p['loader_workers_needed']} DataLoader workers)"
+                note = S.plan_note(p)
+                first = f" ({note})" if note else ""
                 out.append(f"| {i} | `{p['kind']}`{first} | {p['saves_ms']} ms | {p['estimated_step_ms']} ms |")
             for kind, fix in S.prerequisite_fixes(d):
                 out.append(f"\n`{kind}`, needed first: {_cell(fix)}")

@@ -106,6 +106,16 @@ def plan_rows(doc) -> list[dict]:
     return list(((doc.get("whatif") or {}).get("plan")) or ())
 
 
+def plan_note(row: dict) -> str:
+    """A fix-plan row's note: what it is needed for, and how many DataLoader workers its step needs."""
+    parts = []
+    if row.get("prerequisite_for"):
+        parts.append("first: needed by " + ", ".join(row["prerequisite_for"]))
+    if row.get("loader_workers_needed"):
+        parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
+    return "; ".join(parts)
+
+
 def prerequisite_fixes(doc) -> list[tuple[str, str]]:
     """(kind, fix) of the plan's prerequisites that are not among the ranked fixes (a sync that costs little
     alone but blocks a CUDA graph): the plan needs them first, so their code change is shown with it."""

@@ -97,10 +97,7 @@ def _plan(console: Console, d) -> None:
     for c, j in (("#", "right"), ("fix", "left"), ("saves ms", "right"), ("step after, ms", "right"), ("note", "left")):
         tab.add_column(c, justify=j)
     for i, r in enumerate(rows, 1):
-        pre = ("first: needed by " + ", ".join(r["prerequisite_for"])) if r["prerequisite_for"] else ""
-        if r.get("loader_workers_needed"):
-            pre = "; ".join(x for x in (pre, f"needs >= {r['loader_workers_needed']} DataLoader workers") if x)
-        tab.add_row(str(i), r["kind"], str(r["saves_ms"]), str(r["estimated_step_ms"]), pre)
+        tab.add_row(str(i), r["kind"], str(r["saves_ms"]), str(r["estimated_step_ms"]), S.plan_note(r))
     console.print(tab)
     for kind, fix in S.prerequisite_fixes(d):
         console.print(Text(f"{kind}, needed first: {fix}"))

@@ -188,7 +188,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
                    "steady state, so the medians may understate the steady step; record a later window or "
                    "more steps.")
-    pre = _launched_before(model)
+    pre = _launched_before(model, full)
     if pre:
         out.append(pre)
     erratic = erratic_steps(model)
@@ -206,8 +206,6 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"{meta['leading_idle_excluded_us'] / 1000:.2f} ms before the first recorded GPU activity "
                    "is not counted as idle: work launched before the trace began may have been running.")
     return out
-
-
 
 
 def _recording_note(rec: dict) -> str | None:
@@ -239,7 +237,7 @@ def profiler_note(model: TraceModel) -> str:
 PRELAUNCHED_MIN_SHARE = 0.1   # of the median step: GPU work from before the window worth saying
 
 
-def _launched_before(model: TraceModel) -> str | None:
+def _launched_before(model: TraceModel, full: int) -> str | None:
     """GPU work with no launch call in the trace that starts before the first step ends: launched before the
     profiling window (warm-up steps still draining), it lengthens the first step."""
     g, st = model.gpu, model.steps
@@ -253,7 +251,7 @@ def _launched_before(model: TraceModel) -> str | None:
     return (f"{len(pre)} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
             f"the profiling window (warm-up steps still draining), they run into step {int(first['step'])}, whose "
             f"{first['dur'] / 1000:.1f} ms include them" + ("; one step does not move the medians."
-                                                            if int((~st["partial"]).sum()) >= 3 else "."))
+                                                            if full >= 3 else "."))
 
 
 def representative_step(a: Analysis) -> int | None:

@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..analyses import CAUSES
 from ..analyses.base import top_op
+from ..analyses.sync_stall import SPEC as SYNC
 from ..trace.model import TraceModel, dims_text
 from ..trace.steps import merged_intervals, step_at
 from .analyze import Analysis
@@ -77,10 +78,13 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
         causes = {c: getattr(r, c) for c in CAUSES if getattr(r, c) > 0}
         stream = int(gpu.at[r.next_gpu, "stream"]) if r.next_gpu >= 0 else None
         doing: list[str] = []
+        # A short wait, then the rest of the gap outside any recorded op (numpy after an .item()).
+        bare = "Python outside any recorded op" + (f", after {cpu.at[r.blocker, 'name']} "
+                                                   f"({top_op(cpu, int(r.blocker))}) returned" if r.blocker >= 0 else "")
         if r.blocker >= 0 and getattr(r, "reads_copy", False):
             doing = [f"working on the result {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))}) copied "
                      "to the host"]
-        elif r.blocker >= 0 and causes.get("sync_stall", 0.0) >= 0.5 * r.dur:
+        elif r.blocker >= 0 and causes.get(SYNC.kind, 0.0) >= 0.5 * r.dur:
             doing = [f"blocked in {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))})"]
         elif r.thread in by_thread:
             tts, tend, tdepth, tname = by_thread[r.thread]
@@ -95,13 +99,9 @@ def gap_table(a: Analysis, limit: int = 100) -> list[dict]:
                 doing = list(dict.fromkeys(tname[cand].tolist()))[:3]
                 if ov.max() < 0.5 * r.dur:
                     # Recorded ops cover little of it: the gap is mostly Python outside any op.
-                    doing = ["Python outside any recorded op"] + doing[:2]
-        if doing and doing[0].startswith("Python outside") and r.blocker >= 0:
-            doing[0] += f", after {cpu.at[r.blocker, 'name']} ({top_op(cpu, int(r.blocker))}) returned"
+                    doing = [bare] + doing[:2]
         if not doing and r.blocker >= 0:
-            # A short wait, then the rest of the gap outside any recorded op (numpy after an .item()).
-            doing = [f"Python outside any recorded op, after {cpu.at[r.blocker, 'name']} "
-                     f"({top_op(cpu, int(r.blocker))}) returned"]
+            doing = [bare]
         out.append({"step": int(r.step), "device": int(r.device), "start_ms": num(r.start / 1000),
                     "duration_ms": num(r.dur / 1000), "resumed_on_stream": stream,
                     "cause": max(causes, key=causes.get) if causes else None,

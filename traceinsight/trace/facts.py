@@ -253,10 +253,16 @@ def worker_wait_us(model: TraceModel) -> float:
     return model.memo("worker_wait_us", lambda: _worker_wait_us(model))
 
 
+def _full_steps(model: TraceModel):
+    """The steps that are not partial (warm-up, cut off)."""
+    st = model.steps
+    return st[~st["partial"]] if len(st) else st
+
+
 def _worker_wait_us(model: TraceModel) -> float:
-    cpu, st = model.cpu, model.steps
+    cpu = model.cpu
     hit = (cpu["kind"] == "annotation").to_numpy() & model.cpu_match(WORKER_WAIT)
-    full = st[~st["partial"]] if len(st) else st
+    full = _full_steps(model)
     if not hit.any() or full.empty:
         return 0.0
     w = cpu[hit]
@@ -267,8 +273,7 @@ def _worker_wait_us(model: TraceModel) -> float:
 
 def mean_step_us(model: TraceModel) -> float:
     """Mean duration of the full steps (the pace a loop that waits for DataLoader workers keeps)."""
-    st = model.steps
-    full = st[~st["partial"]] if len(st) else st
+    full = _full_steps(model)
     return float(full["dur"].mean()) if len(full) else float("nan")
 
 
@@ -278,8 +283,7 @@ RISING_RATIO = 1.2    # last step over first
 
 def rising_steps(model: TraceModel) -> str | None:
     """"13.0 -> 19.0 ms over 5 steps" when the full steps' durations climb steadily, else None."""
-    st = model.steps
-    full = st[~st["partial"]] if len(st) else st
+    full = _full_steps(model)
     d = full["dur"].to_numpy()
     if len(d) < 4 or d[0] <= 0 or d[-1] < RISING_RATIO * d[0]:
         return None
@@ -302,8 +306,7 @@ def erratic_steps(model: TraceModel) -> dict | None:
 
 
 def _erratic_steps(model: TraceModel) -> dict | None:
-    st = model.steps
-    full = st[~st["partial"]] if len(st) else st
+    full = _full_steps(model)
     d = full["dur"].to_numpy()
     busy = full["gpu_busy"].to_numpy()
     s = np.sort(d)
