@@ -103,6 +103,9 @@ class Unblock:
     # The host's reading of the copied result ran >= WARM_AFTER_HOST_US a step: once it goes (`share`), the
     # rest of the step's CPU work runs warm (WARM_CPU).
     warm: bool = False
+    # When that reading was torch ops on CPU tensors: the kernels per copy the same ops launch once they
+    # run on the GPU (reads.replacement_launches), whose dispatch stays on the CPU (`share` of them).
+    replacement_launches: float = 0.0
 
     def __post_init__(self):
         if not self.rows:

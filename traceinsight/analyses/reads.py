@@ -57,3 +57,45 @@ def host_work_us(ctx: Context) -> float:
     """The step's host work outside the GPU's reach (median per full step): host_bound's idle and the host's
     reading of copied results."""
     return ctx.per_step_median(ctx.per_step["host_bound"]) + read_idle_us(ctx)
+
+
+# Moving the host's reading of a copied result onto the GPU does not make it free when that reading is
+# torch ops on CPU tensors (torch.cdist, topk, a vote, a hit count): each op then dispatches and launches
+# its kernels from the CPU. Views and scalar reads launch nothing; an op shorter than this did no work
+# worth a kernel here (a no-op .to()).
+MOVED_OP_MIN_US = 5.0
+NO_KERNEL_OPS = frozenset({
+    "aten::detach", "aten::resolve_conj", "aten::resolve_neg", "aten::view", "aten::reshape", "aten::select",
+    "aten::slice", "aten::squeeze", "aten::unsqueeze", "aten::expand", "aten::as_strided", "aten::t",
+    "aten::transpose", "aten::permute", "aten::alias", "aten::item", "aten::_local_scalar_dense",
+    "aten::lift_fresh", "aten::numpy_T", "aten::contiguous", "aten::empty", "aten::empty_like",
+})
+# CUDA kernels one call launches where that is more than one and the trace does not show the op on the
+# GPU: counted in our own recordings (torch 2.11, H100; topk over 2,048-long rows, the radix select's
+# passes; cdist's Euclidean path through a matmul).
+KERNELS_PER_CALL = {"aten::topk": 20, "aten::cdist": 12, "aten::_unique2": 12, "aten::unique": 12,
+                    "aten::logsumexp": 9, "aten::nonzero": 4}
+
+
+def replacement_launches(ctx: Context) -> float:
+    """Kernels per copy that the host's reading of it launches once it runs on the GPU (median over the
+    full steps' read gaps): the recorded torch ops in each read gap that launched nothing, views and
+    scalar reads aside, counted by what the same op launched on the GPU in this trace, or
+    KERNELS_PER_CALL, or one. Numpy and other Python show no ops: nothing is counted for them."""
+    g = ctx.gaps
+    if "reads_copy" not in g or not g["reads_copy"].any():
+        return 0.0
+    reads = g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
+    tops = cpu[(cpu["kind"] == "op").to_numpy() & (cpu.index.to_numpy() == cpu["top_op"].to_numpy())]
+    kern = gpu[(gpu["launcher"] >= 0).to_numpy() & (gpu["kind"] == "kernel").to_numpy()]
+    per_top = pd.Series(cpu["top_op"].to_numpy()[kern["launcher"].to_numpy()]).value_counts()
+    launching = tops[tops.index.isin(per_top.index)]
+    seen = per_top.reindex(launching.index).groupby(launching["name"].to_numpy()).median()
+    counts = []
+    for r in reads.itertuples():
+        t = tops[(tops["thread"] == r.thread).to_numpy() & (tops["ts"] >= r.start - AFTER_COPY_US).to_numpy()
+                 & (tops["end"] <= r.launch_ts).to_numpy()]
+        t = t[~t.index.isin(per_top.index) & ~t["name"].isin(NO_KERNEL_OPS) & (t["dur"] >= MOVED_OP_MIN_US)]
+        counts.append(sum(float(seen.get(n, KERNELS_PER_CALL.get(n, 1))) for n in t["name"]))
+    return float(np.median(counts)) if counts else 0.0

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..trace.facts import blocking_calls
 from .fixes import WARM_AFTER_HOST_US, Unblock
-from .reads import read_idle_us
+from .reads import read_idle_us, replacement_launches
 from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
@@ -89,12 +89,18 @@ def analyze(ctx: Context) -> list[Finding]:
     # The host work that reads a copy these calls made (reads.py) is what keeping the result on the GPU
     # removes with the wait: its idle is part of the sync's cost (a segmentation eval's numpy scoring).
     read_us = read_idle_us(ctx)
+    launches = replacement_launches(ctx) if read_us else 0.0
+    if launches:
+        ev["gpu_kernels_to_replace_the_host_reading_per_copy"] = round(launches, 1)
     if read_us:
         ev["host_reads_the_copy_ms_per_step"] = round(read_us / 1000, 3)
         title += f"; the host then works on the copied result for {read_us / 1000:.2f} ms per step"
         fix += (f" Here the host then works on the copied result for {read_us / 1000:.2f} ms per step: computing "
                 "what it needs on the GPU removes that work with the wait (the top of the range); a pinned "
                 "copy read a step later only hides the wait (the bottom).")
+        if launches:
+            fix += (f" That work is torch ops on CPU tensors: on the GPU they launch about {launches:.0f} kernels per "
+                    "copy, whose dispatch stays on the CPU (counted in the estimate).")
     # The replacement (torch.where, ignore_index, results kept on the GPU) also drops the data-dependent ops
     # and the host's Python that reads a copied result. The kernels' replacements cost GPU time too: half
     # at the point. A copied result that is only read on the host goes with the advice (what is needed is
@@ -103,7 +109,7 @@ def analyze(ctx: Context) -> list[Finding]:
     plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5 if len(kernels) else 1.0,
                     bounds=(0.0, 1.0),
                     calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls)),
-                    warm=read_us >= WARM_AFTER_HOST_US),) \
+                    warm=read_us >= WARM_AFTER_HOST_US, replacement_launches=launches),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,

@@ -200,6 +200,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
         # and that Python (bare, outside any op, up to the next call) go with `share`, the Python as far as
         # reading the copy's bytes explains it.
         rows = set(fx.rows)
+        per_launch = _launch_cost_us(c, s) if fx.replacement_launches else 0.0
         for r in rows:
             i = c.cpu_pos.get(r)
             j = c.own[i] if i is not None else -1
@@ -215,6 +216,16 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             from_feed = min(cut, c.bare[k], s.feed[k])
             s.feed[k] -= from_feed
             s.host[k] = max(0.0, s.host[k] - (cut - from_feed))
+            # Torch ops that read the copy on the CPU still dispatch their kernels from it on the GPU.
+            s.feed[k] += fx.share * fx.replacement_launches * per_launch
+
+
+def _launch_cost_us(c: Compiled, s: State) -> float:
+    """What one kernel launch costs the CPU in this step as replayed (median over the launch calls of
+    the call and the stretch before it: the op's dispatch)."""
+    i = c.cpu_idx[c.is_launch[c.cpu_idx]]
+    v = s.feed[i] + s.dur[i]
+    return float(np.median(v)) if len(v) else UNBLOCKED_CALL_US
 
 
 def _span_share(c: Compiled, spans) -> np.ndarray:
