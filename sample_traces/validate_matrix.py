@@ -127,7 +127,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The twelfth and thirteenth sets' seven workloads re-recorded on two more H100 hosts (21:46Z / 21:48Z;
         # both leases for an H200 gave H100s) with the tool at 389e372, after the changes those sets prompted,
         # nothing changed after: their out-of-sample check.
-        "h100_rerun3": "h100", "h100b_rerun3": "h100"}
+        "h100_rerun3": "h100", "h100b_rerun3": "h100",
+        # A fourteenth, committed (a2a880c) before it was recorded, the tool at a2a880c: an H200 (01:18Z) and an
+        # H100 (01:19Z) host: an AUC by argsort/cumsum/trapezoid, a normalize/matmul/argmax retrieval and top-5
+        # accuracy in a training loop, each with torch ops on CPU tensors moved to the GPU.
+        "h200_holdout14": "h200", "h100_holdout14": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
