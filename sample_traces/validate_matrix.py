@@ -131,7 +131,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # A fourteenth, committed (a2a880c) before it was recorded, the tool at a2a880c: an H200 (01:18Z) and an
         # H100 (01:19Z) host: an AUC by argsort/cumsum/trapezoid, a normalize/matmul/argmax retrieval and top-5
         # accuracy in a training loop, each with torch ops on CPU tensors moved to the GPU.
-        "h200_holdout14": "h200", "h100_holdout14": "h100"}
+        "h200_holdout14": "h200", "h100_holdout14": "h100",
+        # The fourteenth set, the k-NN eval and the argmax eval again (01:28Z-01:31Z), the tool at 67d750d after
+        # the changes the fourteenth set prompted, nothing changed after: an H100 host twice (h100b_rerun4 is a
+        # second lease that came back to the same warm machine) and an H200 host; with train_topk's after_graph
+        # variant, the tool's unmeasured top finding there.
+        "h100_rerun4": "h100", "h100b_rerun4": "h100", "h200_rerun4": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

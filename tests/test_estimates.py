@@ -142,10 +142,13 @@ def test_the_top_finding_misses_only_where_the_readme_says_why(rows):
     # first); the eleventh set's masked_select loss, where the only fix measured (the sync removed) made the
     # launch-bound step slower on both hosts (0.77x, 0.82x) and the tool ranks the CUDA graph first, the
     # sync as its prerequisite; and one with_stack trace of its two-worker loader (launch_overhead over the
-    # waits, stacks inflating the loop). Any other miss is new.
+    # waits, stacks inflating the loop); the fourteenth set's AUC eval on the H200 host without record_shapes,
+    # whose 64 KB of scores the host sorted for longer than the reads rule lets so few bytes take (with shapes
+    # an op on the copied tensor's shape links them). Any other miss is new.
     misses = {(r["run"], r["workload"], r["setting"]) for r in pairs(rows) if not r["ok_top"]}
     assert misses <= {("h100_holdout2", "holdout2_tokenize_main", "stack"),
                       ("h200_holdout2", "holdout2_tokenize_main", "stack"),
+                      ("h200_holdout14", "holdout14_auc_sort_cpu_torch", "default"),
                       ("h100_holdout11", "holdout11_loader_two_workers", "stack"),
                       *((run, "holdout11_masked_select_loss", s)
                         for run in ("h100_holdout11", "h100b_holdout11", "h100c_holdout11") for s in ("default", "stack"))}, misses
@@ -647,9 +650,10 @@ def test_thirteenth_held_out_set(rows):
     # Committed (a3a6dfb) before it was recorded on two H100 hosts, the tool at 714e7c5, nothing changed after:
     # top finding right on 12 of 12, within 25% on 6, within 50% on 8. The warm-rest rule held where host
     # work left the CPU (the np.unique table: -8..+7%, -38..-27% without it); the F1 scoring read its copy in
-    # numpy (+10..+46%; -26..-1% without the rule). The k-NN eval scored with torch ops on CPU tensors is
+    # numpy (+10..+46%; -26..-1% without the rule). The k-NN eval scored with torch ops on CPU tensors was
     # over-predicted 2-2.7x: moved to the GPU those ops launch 38 more kernels a step, a replacement cost the
-    # tool takes as free (its range, from the stall alone up, holds the measured saving).
+    # tool took as free (its range, from the stall alone up, held the measured saving). Since, their launches
+    # are counted from the op tree (reads.replacement_launches, 41 for the 38): +5..+30%.
     vocab = _rows_of(rows, "holdout13_vocab_unique_numpy", "after")
     assert len(vocab) == 4 and all(r["top"] == "host_bound" and abs(r["err_pct"]) <= 25 for r in vocab), \
         [r["err_pct"] for r in vocab]
@@ -661,6 +665,7 @@ def test_thirteenth_held_out_set(rows):
     knn = _rows_of(rows, "holdout13_knn_eval_cpu_torch", "after")
     assert len(knn) == 4 and all(r["top"] == "sync_stall" for r in knn)
     assert all(r["pred_range"][0] <= r["meas_speedup"] <= r["pred_range"][1] for r in knn)
+    assert all(abs(r["err_pct"]) <= 50 for r in knn), [r["err_pct"] for r in knn]
 
 
 def test_the_twelfth_and_thirteenth_sets_on_two_more_hosts(rows):
@@ -669,7 +674,8 @@ def test_the_twelfth_and_thirteenth_sets_on_two_more_hosts(rows):
     # 50%, top finding 28 of 28, healthy 4 of 4; the un-profiled step within 15% on 20 of 28 traces, inside
     # its band on only 11 (these hosts ran the loops 13-21% slower than the estimate). Out of sample the
     # warm rest held for the np.unique table (-19..-12%) and not for the F1 scoring, a training step
-    # (+44..+61%: without the rule -2..+8%); the k-NN eval's free GPU replacement stays the worst (+113..+243%).
+    # (+44..+61%: without the rule -2..+8%); the k-NN eval's free GPU replacement stayed the worst
+    # (+113..+243%; -1..+58% since its launches are counted).
     got = [r for r in pairs(rows) if r["run"].endswith("_rerun3")]
     assert len(got) == 28 and all(r["ok_top"] for r in got)
     errs = [abs(r["err_pct"]) for r in got]
@@ -682,6 +688,40 @@ def test_the_twelfth_and_thirteenth_sets_on_two_more_hosts(rows):
     # matrix's host-dominated traces, these included): 21 of 28 traces inside it, was 11.
     traces = {(r["run"], r["workload"], r["setting"]): r for r in rows if r["run"].endswith("_rerun3")}.values()
     assert sum(r["unprofiled_band_ms"][0] <= r["unprofiled_ms"] <= r["unprofiled_band_ms"][1] for r in traces) >= 21
+
+
+def test_fourteenth_held_out_set(rows):
+    # Committed (a2a880c) before it was recorded (an H200 and an H100 host, 01:18Z / 01:19Z), the tool at
+    # a2a880c, where the host's reading of a copy by torch ops on CPU tensors first kept those ops' launches:
+    # as recorded, within 25% on 8 of 12 rows, within 50% on 11, top finding right on 5. The misses: the AUC's
+    # argsort read its 64 KB for longer than the reads rule let so few bytes take (host_bound first on three
+    # rows; +47..+60% on the H200 host, its sort's 7 kernels counted as one), and top-5 accuracy in a
+    # training loop, where the tool ranked launch_overhead (not measured there) above the sync.
+    auc = _rows_of(rows, "holdout14_auc_sort_cpu_torch", "after")
+    retrieval = _rows_of(rows, "holdout14_retrieval_mm_cpu_torch", "after")
+    topk = _rows_of(rows, "holdout14_train_topk_acc_cpu_torch", "after")
+    assert len(auc) == len(retrieval) == len(topk) == 4
+    assert all(r["top"] == "sync_stall" and abs(r["err_pct"]) <= 25 for r in retrieval), [r["err_pct"] for r in retrieval]
+    # Since: the launches are counted from the op tree (41 for the k-NN's 38 more kernels, 27 for the AUC's
+    # 23) and, with record_shapes, an op on the copied tensor's shape links its reader to the copy.
+    assert sum(r["top"] == "sync_stall" for r in auc) == 3 and all(abs(r["err_pct"]) <= 50 for r in auc)
+    # The sync alone: 1.20x and 1.42x measured, 1.0-1.12x predicted with launch_overhead first; the graph the
+    # tool ranked first measured 3.6-4.6x on the rerun hosts.
+    assert all(r["top"] == "launch_overhead" and r["ok_top"] and abs(r["err_pct"]) <= 30 for r in topk)
+
+
+def test_the_fourteenth_set_on_new_hosts(rows):
+    # The fourteenth set, the k-NN eval and the argmax eval re-recorded (01:28Z-01:31Z) with the tool at
+    # 67d750d, after the changes above, nothing changed before they were read: 36 pair rows, 17 within 25%, 34
+    # within 50%, top finding 36 of 36 (train_topk's CUDA graph measured 3.6-4.6x, the tool's top finding).
+    # Afterwards the warm rest took a result's pageable copy as host work too (the CPU stages it): the argmax
+    # eval's 16 MB, -50..-28% -> -28..+11% on these hosts, in-sample.
+    got = [r for r in pairs(rows) if r["run"].endswith("_rerun4")]
+    assert len(got) == 36 and all(r["ok_top"] for r in got)
+    errs = [abs(r["err_pct"]) for r in got]
+    assert sum(e <= 25 for e in errs) >= 17 and sum(e <= 50 for e in errs) >= 34
+    graph = [r for r in got if r["variant"] == "after_graph"]
+    assert len(graph) == 6 and all(r["top"] == "launch_overhead" and r["err_pct"] <= 50 for r in graph)
 
 
 def test_a_disturbed_host_is_said(rows):

@@ -109,7 +109,8 @@ def analyze(ctx: Context) -> list[Finding]:
     plan = (Unblock(tuple(blockers), tuple(int(k) for k in kernels), share=0.5 if len(kernels) else 1.0,
                     bounds=(0.0, 1.0),
                     calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls)),
-                    warm=read_us >= WARM_AFTER_HOST_US, replacement_launches=launches),) \
+                    warm=read_us + _staged_us(ctx, blockers) >= WARM_AFTER_HOST_US,
+                    replacement_launches=launches),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
@@ -202,6 +203,19 @@ def _copies_to_host(ctx: Context, blockers: list[int]) -> bool:
     g = ctx.model.gpu
     own = g[g["launcher"].isin(blockers).to_numpy() & (g["copy_dir"] == "DtoH").to_numpy()]
     return bool(len(own))
+
+
+def _staged_us(ctx: Context, blockers: list[int]) -> float:
+    """CPU time per step (median over full steps) the blocking calls' copies into pageable host memory
+    cost: the CPU stages them out of the driver's pinned buffers (pageable_memcpy.py), work that goes with
+    the copy when the result stays on the GPU, and that evicts the rest of the step from the caches as the
+    host's reading of it does."""
+    g = ctx.model.gpu
+    own = g[g["launcher"].isin(blockers).to_numpy() & (g["copy_dir"] == "DtoH").to_numpy()
+            & g["pageable"].to_numpy()]
+    if own.empty:
+        return 0.0
+    return ctx.per_step_median(own.groupby(ctx.step_of(own["ts"].to_numpy()))["dur"].sum())
 
 
 def _data_dependent_ops(ctx: Context, kernels: list[int]) -> tuple[tuple[int, ...], tuple]:

@@ -207,6 +207,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             if j < 0 or c.to_device[j] or c.bytes[j] <= 0:
                 continue
             s.dur[j] = c.dur[j] * (1.0 - fx.share)     # only the small result is copied
+            s.staged[i] = s.staged[i] * (1.0 - fx.share)   # and nothing is staged out of pageable buffers
             k = c.csucc[i]              # the first call after the copy's own blocking calls
             while k >= 0 and c.nodes[k][0] == "cpu" and c.nodes[k][1] in rows:
                 k = c.csucc[k]
