@@ -106,6 +106,9 @@ class Unblock:
     # When that reading was torch ops on CPU tensors: the kernels per copy the same ops launch once they
     # run on the GPU (reads.replacement_launches), whose dispatch stays on the CPU (`share` of them).
     replacement_launches: float = 0.0
+    # ...and the GPU time those kernels add per step (the trace's median kernel each): not replayed, a floor
+    # under the step (estimate/rank.py).
+    replacement_gpu_us: float = 0.0
 
     def __post_init__(self):
         if not self.rows:

@@ -47,7 +47,9 @@ def analyze(ctx: Context) -> list[Finding]:
     lost = ctx.per_step_median(per_step)
     full = cp[np.isin(cp["step"], ctx.full_steps)]
     n = ctx.n_full
-    bw = (full["bytes"].sum() / (full["dur"].sum() * 1e-6) / 1e9) if full["dur"].sum() > 0 else 0.0
+    # The median copy's rate: one copy stalled behind something else would drag a pooled rate down.
+    rate = full["bytes"].to_numpy() / np.maximum(full["dur"].to_numpy(), 1e-9) / 1e3
+    bw = float(np.median(rate)) if len(full) else 0.0
     compute_streams = set(gpu.loc[gpu["kind"] == "kernel", "stream"])
     ev = {
         "copies_per_step": round(len(full) / n, 2),

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.model import TraceModel
+from ..trace.pycalls import calls_in
 from .base import Context
 from .fixes import RESULT_READ_GBPS
 
@@ -84,6 +85,41 @@ def read_idle_us(ctx: Context) -> float:
     g = ctx.gaps
     reads = g[g["reads_copy"]] if "reads_copy" in g else g.iloc[:0]
     return ctx.per_step_median(reads.groupby("step")["sync_stall"].sum()) if len(reads) else 0.0
+
+
+def replacement_gpu_us(ctx: Context, launches: float) -> float:
+    """GPU time per step that `launches` kernels per copy read add once on the GPU: the copies read per
+    full step, each at the trace's median kernel time."""
+    g = ctx.gaps
+    if not launches or "reads_copy" not in g:
+        return 0.0
+    reads = g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
+    k = ctx.model.gpu
+    k = k[(k["kind"] == "kernel").to_numpy()]
+    return float(launches * len(reads) / ctx.n_full * k["dur"].median()) if len(k) else 0.0
+
+
+def reading_calls(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
+    """What the host's reading of copied results ran, us per full step: the user's calls with stacks
+    (argsort() in auc(), ...), else the recorded ops (aten::cdist); empty when it was Python outside any
+    op (numpy without stacks)."""
+    g = ctx.gaps
+    if "reads_copy" not in g or not g["reads_copy"].any():
+        return []
+    reads = g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
+    out: dict[str, float] = {}
+    stacks = bool((ctx.model.cpu["kind"] == "python").any())
+    for th, grp in reads.groupby("thread", sort=False):
+        if stacks:
+            got = calls_in(ctx.model, th, list(zip(grp["start"], grp["end"]))).items()
+        else:
+            got = [kv for r in grp.itertuples() for kv in ctx.host.host_ops_in(th, r.start, r.end)]
+        for name, us in got:
+            out[name] = out.get(name, 0.0) + us
+    top = sorted(out.items(), key=lambda kv: -kv[1])
+    # (names that hold a small part of the reading are not what it was)
+    total = float(reads["sync_stall"].sum()) or 1.0
+    return [(n, v / ctx.n_full) for n, v in top[:limit] if v >= 0.1 * total]
 
 
 def host_work_us(ctx: Context) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..trace.facts import blocking_calls
 from .fixes import WARM_AFTER_HOST_US, Unblock
-from .reads import read_idle_us, replacement_launches
+from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
@@ -94,7 +94,16 @@ def analyze(ctx: Context) -> list[Finding]:
         ev["gpu_kernels_to_replace_the_host_reading_per_copy"] = round(launches, 1)
     if read_us:
         ev["host_reads_the_copy_ms_per_step"] = round(read_us / 1000, 3)
-        title += f"; the host then works on the copied result for {read_us / 1000:.2f} ms per step"
+        calls = reading_calls(ctx)
+        if calls:
+            ev["host_reading_ms_per_step"] = {n[:160]: round(v / 1000, 3) for n, v in calls}
+        mostly = f" (mostly {calls[0][0][:120]})" if calls else ""
+        if read_us >= 0.5 * lost:
+            # The wait is the smaller part: the idle is the host's work on what the copy brought back.
+            title = (f"The GPU idles while the host works on a result it copied back: {read_us / 1000:.2f} ms per "
+                     f"step{mostly}, after a blocking copy in {first['op']}{where}")
+        else:
+            title += f"; the host then works on the copied result for {read_us / 1000:.2f} ms per step{mostly}"
         fix += (f" Here the host then works on the copied result for {read_us / 1000:.2f} ms per step: computing "
                 "what it needs on the GPU removes that work with the wait (the top of the range); a pinned "
                 "copy read a step later only hides the wait (the bottom).")
@@ -110,7 +119,7 @@ def analyze(ctx: Context) -> list[Finding]:
                     bounds=(0.0, 1.0),
                     calls=calls, spans=spans, dispatch_share=_dispatch_share(len(spans), len(calls)),
                     warm=read_us + _staged_us(ctx, blockers) >= WARM_AFTER_HOST_US,
-                    replacement_launches=launches),) \
+                    replacement_launches=launches, replacement_gpu_us=replacement_gpu_us(ctx, launches)),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,

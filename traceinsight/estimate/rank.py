@@ -303,7 +303,9 @@ def _floor(plan, info: dict) -> float:
         return 0.0
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
     key = "kernel_busy_ms" if names & (OVERLAP_FIXES | {"Unblock"}) else "gpu_busy_ms"
-    return (info.get(key) or 0.0) * 1000
+    # Work moved from the host onto the GPU adds its kernels.
+    added = sum(fx.share * fx.replacement_gpu_us for fx in plan if type(fx).__name__ == "Unblock")
+    return (info.get(key) or 0.0) * 1000 + added
 
 
 def _kernel_busy_us(ctx: Context, steps) -> float:

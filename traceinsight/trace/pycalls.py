@@ -100,19 +100,32 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     return out
 
 
+# Decorators' wrappers say nothing of the call (optimizer.zero_grad runs inside torch._disable_dynamo's
+# inner()): the call is named by what the wrapper called.
+WRAPPER = re.compile(r"(torch/_compile\.py\(\d+\): inner|torch/_dynamo/eval_frame\.py\(\d+\): _fn|"
+                     r"torch/utils/_contextlib\.py\(\d+\): decorate_context|"
+                     r"functools\.py\(\d+\): \w+)$")
+
+
 def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray) -> str:
     outer, q, hops = e, e, 0
+    path: list[int] = []            # the non-runtime events from e up to `outer`
     while q >= 0 and hops < 500:
         if kinds[q] == "python" and is_user_frame(names[q]):
             if q == e:
                 func, _, where = frame_label(names[q]).partition(", ")
                 return f"{func} itself, {where}"
             where = frame_label(names[q])
+            k = len(path) - 1
+            while k > 0 and WRAPPER.search(names[path[k]]):
+                k -= 1
+            outer = path[k] if path else outer
             lab = frame_label(names[outer])
             own = " (the profiler's own)" if PROFILER_OWN.search(names[outer]) else ""
             return f"{lab} in {where}{own}"
         if kinds[q] != "runtime":
             outer = q
+            path.append(q)
         q = int(parent[q])
         hops += 1
     return frame_label(names[outer])
