@@ -136,7 +136,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # the changes the fourteenth set prompted, nothing changed after: an H100 host twice (h100b_rerun4 is a
         # second lease that came back to the same warm machine) and an H200 host; with train_topk's after_graph
         # variant, the tool's unmeasured top finding there.
-        "h100_rerun4": "h100", "h100b_rerun4": "h100", "h200_rerun4": "h200"}
+        "h100_rerun4": "h100", "h100b_rerun4": "h100", "h200_rerun4": "h200",
+        # A fifteenth, committed (ee94ecf) before it was recorded, the tool at 4f10439: an H200 (02:09Z) and an
+        # H100 (02:11Z) host: a confusion-matrix eval with torch on CPU tensors, 32 MB of logits copied to
+        # pageable memory to read 8 columns, per-row quantiles and a histogram in a training loop.
+        "h200_holdout15": "h200", "h100_holdout15": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
