@@ -119,9 +119,10 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out += _details("CPU time by op", _cpu_table(d["cpu_time"]))
     if not S.cpu_only(d):
         idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v}
+        # (Each cause's own median over the steps: they add up to the idle only when every step is alike.)
         body = [f"Median step {_ms(s['median_step_ms'])} ms: GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
-                f"{_ms(s['median_gpu_idle_ms'])} ms" + (": " + ", ".join(f"{k} {v} ms" for k, v in idle.items())
-                                                        if idle else "") + "."]
+                f"{_ms(s['median_gpu_idle_ms'])} ms" + ("; by cause, each its own median per step: " + ", ".join(
+                    f"{k} {v} ms" for k, v in idle.items()) if idle else "") + "."]
         err = d["whatif"].get("replay_error_pct")
         body.append("" if err is None else
                     f"\nEstimates replay the trace's timeline with each fix applied; replaying the unchanged trace "
