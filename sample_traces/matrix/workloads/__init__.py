@@ -113,4 +113,6 @@ ALL = [
     "holdout15_confusion_cpu_torch",
     "holdout15_pageable_logits_slice",
     "holdout15_quantile_calib_cpu_torch",
+    # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
+    "calib_python_features",
 ]
