@@ -144,11 +144,15 @@ def test_the_top_finding_misses_only_where_the_readme_says_why(rows):
     # sync as its prerequisite; and one with_stack trace of its two-worker loader (launch_overhead over the
     # waits, stacks inflating the loop); the fourteenth set's AUC eval on the H200 host without record_shapes,
     # whose 64 KB of scores the host sorted for longer than the reads rule lets so few bytes take (with shapes
-    # an op on the copied tensor's shape links them). Any other miss is new.
+    # an op on the copied tensor's shape links them); the Python-dense calibration step, whose only measured
+    # fix moved its 0.4-0.7 ms of Python out of a 2.2 ms step that stays launch-bound: the tool ranks the
+    # launches (not measured there) first. Any other miss is new.
     misses = {(r["run"], r["workload"], r["setting"]) for r in pairs(rows) if not r["ok_top"]}
     assert misses <= {("h100_holdout2", "holdout2_tokenize_main", "stack"),
                       ("h200_holdout2", "holdout2_tokenize_main", "stack"),
                       ("h200_holdout14", "holdout14_auc_sort_cpu_torch", "default"),
+                      *((run, "calib_python_features", st) for run in ("h100_calib", "h200_calib")
+                        for st in ("default", "stack")),
                       ("h100_holdout11", "holdout11_loader_two_workers", "stack"),
                       *((run, "holdout11_masked_select_loss", s)
                         for run in ("h100_holdout11", "h100b_holdout11", "h100c_holdout11") for s in ("default", "stack"))}, misses
@@ -789,6 +793,13 @@ def test_a_disturbed_host_is_said(rows):
     assert abs(f1["whatif"]["unprofiled_step_ms"] - 9.010) / 9.010 <= 0.15     # measured 9.010 ms
     one = document(analyze_file(ROOT / "sample_traces/matrix/h200/dataloader_workers0__before__default.json.gz"))
     assert not any(x.startswith("Step times vary") for x in one["trace"]["limits"])
+    # Steps that vary with the Python work of their batch (feature hashing of records of different sizes:
+    # 2.4-3.9 ms around the same kernels) are not a disturbed host: its launch calls ran no slower in the
+    # slow steps. Read on all steps, its un-profiled step is 3.24 ms (2.88 measured; 1.96 on the fast ones).
+    calib = document(analyze_file(ROOT / "sample_traces/matrix/h200_calib/"
+                                         "calib_python_features__before__default.json.gz"))
+    assert not any(x.startswith("Step times vary") for x in calib["trace"]["limits"])
+    assert abs(calib["whatif"]["unprofiled_step_ms"] - 2.876) <= 0.15 * 2.876
     # Steps of 3.2, 3.3, 7.6, 25.9 and 11.6 ms around 97-107 us of kernels (the k-NN eval on h100_rerun4): a
     # host disturbed for a while, not a rise (a rise does not fall back), and the same GPU work (within 10%
     # or 50 us). Its quiet steps put the un-profiled step at 3.0 ms (3.13 measured; 7.4 from all steps).

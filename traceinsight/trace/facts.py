@@ -13,7 +13,7 @@ import pandas as pd
 
 from .model import TraceModel
 from .profiler_cost import event_cost_us
-from .steps import interval_of, merged_intervals
+from .steps import interval_of, merged_intervals, step_at
 
 BLOCK_TOL_US = 50.0
 # Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
@@ -302,6 +302,26 @@ ERRATIC_RATIO = 1.5   # the second-slowest full step over the fastest (one slow 
 BUSY_STABLE = 1.1     # the GPU's work per step, most over least...
 BUSY_JITTER_US = 50.0  # ...give or take this much (97 and 107 us of kernels are the same work)
 QUIET_OF_FASTEST = 1.25
+# A disturbed host slows everything it runs, the runtime's own calls too; a step with more Python work does
+# not (its launches take what they take): the slow steps' median launch call must be this much slower.
+DISTURBED_LAUNCH = 1.3
+
+
+def _launches_slowed(model: TraceModel, full, quiet: set) -> bool:
+    """Whether the slow full steps' launch calls ran DISTURBED_LAUNCH slower (median) than the quiet ones';
+    True when the trace has too few launches to tell."""
+    cpu = model.cpu
+    launch = cpu[((cpu["kind"] == "runtime") & (cpu["rkind"] == "launch")).to_numpy()]
+    if len(launch) < 20:
+        return True
+    of = step_at(full.sort_values("cpu_start"), launch["ts"].to_numpy(), "cpu_start", "cpu_end")
+    ok = of >= 0
+    dur = launch["dur"].to_numpy()
+    q = np.isin(of, list(quiet))
+    slow = ok & ~q
+    if q.sum() < 5 or slow.sum() < 5:
+        return True
+    return float(np.median(dur[slow])) >= DISTURBED_LAUNCH * float(np.median(dur[q]))
 
 
 def erratic_steps(model: TraceModel) -> dict | None:
@@ -322,4 +342,6 @@ def _erratic_steps(model: TraceModel) -> dict | None:
     if rising_steps(model) or worker_wait_us(model):
         return None
     quiet = full["step"].to_numpy()[d <= QUIET_OF_FASTEST * s[0]]
+    if not _launches_slowed(model, full, set(quiet.tolist())):
+        return None
     return {"span": f"{s[0] / 1000:.1f}-{s[-1] / 1000:.1f} ms over {len(s)} steps", "quiet": [int(x) for x in quiet]}
