@@ -62,9 +62,32 @@ def _reads_the_shape(m: TraceModel, call: int, thread: str, start: float, end: f
     shape = _first_dims(cpu.at[int(cpu.at[call, "top_op"]), "input_dims"])
     if shape is None or int(np.prod(shape)) < LINK_MIN_ELEMENTS:
         return False
-    ops = cpu[(cpu["kind"] == "op").to_numpy() & (cpu["thread"] == thread).to_numpy()
-              & (cpu["ts"] >= start - AFTER_COPY_US).to_numpy() & (cpu["ts"] < end).to_numpy()]
-    return any(_first_dims(d) == shape for d in ops["input_dims"].to_numpy())
+    rows = _starting_in(_op_starts(m, all_ops=True), thread, start - AFTER_COPY_US, end, right=False)
+    return any(_first_dims(d) == shape for d in cpu["input_dims"].to_numpy()[rows])
+
+
+def _op_starts(m: TraceModel, all_ops: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per thread, its ops' (or only its outermost ops') rows and start times, by start time: what a
+    gap's window is searched in, instead of a scan of the whole table per gap."""
+    def build():
+        cpu = m.cpu
+        sel = (cpu["kind"] == "op").to_numpy()
+        if not all_ops:
+            sel = sel & (cpu.index.to_numpy() == cpu["top_op"].to_numpy())
+        ts = cpu["ts"].to_numpy()
+        out = {}
+        for th, rows in m.thread_rows().items():
+            r = rows[sel[rows]]
+            o = np.argsort(ts[r], kind="stable")
+            out[th] = (r[o], ts[r][o])
+        return out
+    return m.memo(f"op_starts:{all_ops}", build)
+
+
+def _starting_in(starts: dict, thread: str, a: float, b: float, right: bool) -> np.ndarray:
+    """The rows of `thread` that start at or after a and before b (at or before b with `right`)."""
+    rows, ts = starts.get(thread, (np.zeros(0, dtype=np.int64), np.zeros(0)))
+    return rows[np.searchsorted(ts, a, "left"):np.searchsorted(ts, b, "right" if right else "left")]
 
 
 def _first_dims(raw) -> list | None:
@@ -87,13 +110,20 @@ def read_idle_us(ctx: Context) -> float:
     return ctx.per_step_median(reads.groupby("step")["sync_stall"].sum()) if len(reads) else 0.0
 
 
+def _full_step_reads(ctx: Context) -> pd.DataFrame:
+    """The gaps in full steps that attribution marked reads_copy (none when it marked none)."""
+    g = ctx.gaps
+    if "reads_copy" not in g:
+        return g.iloc[:0]
+    return g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
+
+
 def replacement_gpu_us(ctx: Context, launches: float) -> float:
     """GPU time per step that `launches` kernels per copy read add once on the GPU: the copies read per
     full step, each at the trace's median kernel time."""
-    g = ctx.gaps
-    if not launches or "reads_copy" not in g:
+    if not launches:
         return 0.0
-    reads = g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
+    reads = _full_step_reads(ctx)
     k = ctx.model.gpu
     k = k[(k["kind"] == "kernel").to_numpy()]
     return float(launches * len(reads) / ctx.n_full * k["dur"].median()) if len(k) else 0.0
@@ -103,10 +133,9 @@ def reading_calls(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
     """What the host's reading of copied results ran, us per full step: the user's calls with stacks
     (argsort() in auc(), ...), else the recorded ops (aten::cdist); empty when it was Python outside any
     op (numpy without stacks)."""
-    g = ctx.gaps
-    if "reads_copy" not in g or not g["reads_copy"].any():
+    reads = _full_step_reads(ctx)
+    if reads.empty:
         return []
-    reads = g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
     out: dict[str, float] = {}
     stacks = bool((ctx.model.cpu["kind"] == "python").any())
     for th, grp in reads.groupby("thread", sort=False):
@@ -153,10 +182,9 @@ def replacement_launches(ctx: Context) -> float:
     full steps' read gaps): the recorded torch ops in each read gap that launched nothing, counted by what
     the same op launched on the GPU in this trace, else by its op tree's leaves. Numpy and other Python
     show no ops: nothing is counted for them."""
-    g = ctx.gaps
-    if "reads_copy" not in g or not g["reads_copy"].any():
+    reads = _full_step_reads(ctx)
+    if reads.empty:
         return 0.0
-    reads = g[g["reads_copy"].to_numpy() & np.isin(g["step"].to_numpy(), ctx.full_steps)]
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
     is_top = (cpu["kind"] == "op").to_numpy() & (cpu.index.to_numpy() == cpu["top_op"].to_numpy())
     tops = cpu[is_top]
@@ -174,11 +202,11 @@ def replacement_launches(ctx: Context) -> float:
     work = ops[(own >= SELF_SHARE * ops["dur"]).to_numpy() & ~ops["name"].str.removeprefix("aten::").isin(NO_KERNEL_OPS).to_numpy()]
     tree = work["name"].map(lambda n: KERNELS_PER_CALL.get(n, 1)).groupby(work["top_op"].to_numpy()).sum()
     counts = []
+    starts, end, names = _op_starts(ctx.model, all_ops=False), cpu["end"].to_numpy(), cpu["name"].to_numpy()
     for r in reads.itertuples():
-        t = tops[(tops["thread"] == r.thread).to_numpy() & (tops["ts"] >= r.start - AFTER_COPY_US).to_numpy()
-                 & (tops["end"] <= r.launch_ts).to_numpy()]
-        t = t[~t.index.isin(launchers)]
+        rows = _starting_in(starts, r.thread, r.start - AFTER_COPY_US, r.launch_ts, right=True)
+        rows = [i for i in rows.tolist() if end[i] <= r.launch_ts and i not in launchers]
         # (an op whose tree did no work, a no-op .to(), counts nothing even where the same op launched)
-        counts.append(sum(float(seen[n]) if n in seen.index and tree.get(i, 0) else float(tree.get(i, 0))
-                          for i, n in zip(t.index, t["name"])))
+        counts.append(sum(float(seen[names[i]]) if names[i] in seen.index and tree.get(i, 0) else
+                          float(tree.get(i, 0)) for i in rows))
     return float(np.median(counts)) if counts else 0.0

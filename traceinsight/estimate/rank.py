@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analyses import spec
 from ..analyses.base import Context, Finding
-from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine
+from ..analyses.fixes import WARM_CPU, RemoveHostWork, Unblock, combine
 from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, worker_wait_us
@@ -304,7 +304,7 @@ def _floor(plan, info: dict) -> float:
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
     key = "kernel_busy_ms" if names & (OVERLAP_FIXES | {"Unblock"}) else "gpu_busy_ms"
     # Work moved from the host onto the GPU adds its kernels.
-    added = sum(fx.share * fx.replacement_gpu_us for fx in plan if type(fx).__name__ == "Unblock")
+    added = sum(fx.share * fx.replacement_gpu_us for fx in plan if isinstance(fx, Unblock))
     return (info.get(key) or 0.0) * 1000 + added
 
 
