@@ -22,6 +22,14 @@ other schedules (wait=0, warmup=0) for their cold traces.
 ``entries``: one per (workload, variant) with the un-profiled timing (step_ms) and its traces;
 ``traces``: one per trace file; ``failures`` / ``skipped``.  Failures are caught per variant.
 ``--deadline S`` skips the remaining work once S seconds have passed (recorded under skipped).
+
+TEARDOWN_CUPTI=1 (unless set otherwise): Kineto leaves CUPTI attached after a profiler session unless
+told to tear it down (pytorch/pytorch#144455), and every variant timed after the process's first
+profiled one then ran slow where the step is launch-bound. Found 2026-11-26
+(benchmarks/sync_removal_probe.py): holdout3_grad_clip_item's step on an H200, 3.42 ms fresh, 4.08 ms
+after one profiler session (TEARDOWN_CUPTI=0), 3.44 ms after one with TEARDOWN_CUPTI=1. Runs recorded
+before that date (manifest environment without "teardown_cupti") timed their first variant clean and
+the rest with CUPTI attached.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE = os.path.dirname(HERE)
 sys.path.insert(0, SAMPLE)          # -> ``import workloads`` (existing) and ``import matrix``
+os.environ.setdefault("TEARDOWN_CUPTI", "1")      # before torch: un-profiled timings after a session stay clean
 
 import torch  # noqa: E402
 
@@ -344,6 +353,7 @@ def main(argv=None) -> int:
 
     device = common.pick_device()
     env = env_info(device)
+    env["teardown_cupti"] = os.environ.get("TEARDOWN_CUPTI")
     label = args.label or gpu_label(env.get("gpu"))
     out_dir = os.path.join(args.out, label)
     os.makedirs(out_dir, exist_ok=True)
