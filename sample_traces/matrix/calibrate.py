@@ -63,8 +63,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GPUS = ("h100", "h200")
-# Every recording run, by GPU: the first matrix run and the two later ones (new leases, other hosts).
-RUNS = [(g, g + suffix) for g in GPUS for suffix in ("", "_graph", "_graph2")]
+# The clean recording runs, by GPU: the whole matrix with CUPTI torn down after each profiler session
+# (TEARDOWN_CUPTI=1). The runs before them (h100, h100_graph, h100_graph2, ...) timed every variant after
+# the process's first profiled one with CUPTI still attached: their un-profiled steps read slow where
+# launch-bound, and a fit to them charged the profiler too little (record_matrix.py says more).
+RUNS = [(g, g + suffix) for g in GPUS for suffix in ("_cleanA", "_cleanB")]
 SETTINGS = ("default", "stack")
 FEATURES = ("cpu_op", "python_function", "runtime", "user_annotation")
 CPU_BOUND_FRAC = 0.60
@@ -111,10 +114,12 @@ def parse_trace(path: str) -> dict:
         if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name":
             tnames.setdefault((e.get("pid"), e.get("tid")), []).append((e.get("args") or {}).get("name", ""))
     steps, gpu, launch_ts, cpu_evs = [], [], {}, []
+    worker_fed = False
     for e in evs:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
         cat, name = e.get("cat", ""), e.get("name", "")
+        worker_fed = worker_fed or "_MultiProcessingDataLoaderIter" in name
         ts, dur = float(e.get("ts", 0) or 0), float(e.get("dur", 0) or 0)
         if cat in GPU_CATS:
             gpu.append((ts, ts + dur, (e.get("args") or {}).get("correlation")))
@@ -132,7 +137,7 @@ def parse_trace(path: str) -> dict:
             continue
         cpu_evs.append((ts, k, th))
     steps.sort()
-    out = {"n_profiler_steps": len(steps)}
+    out = {"n_profiler_steps": len(steps), "worker_fed": worker_fed}
     if not steps:
         return out
     loop = statistics.mode([s[3] for s in steps])
@@ -215,6 +220,9 @@ def load_records() -> list[dict]:
                 reason = "cold trace (wait=0): kept for evaluation, not fitted"
             elif reason is None and r.get("bound") != "cpu":
                 reason = "GPU-bound"
+            elif reason is None and r.get("worker_fed"):
+                # The loop waits for DataLoader worker processes: its step is their pace, not its events'.
+                reason = "fed by DataLoader workers"
             r["in_fit_set"] = reason is None
             r["not_fitted_because"] = reason
             recs.append(r)
