@@ -318,6 +318,26 @@ def test_unprofiled_figure_is_a_median_of_blocks_or_the_block_mean():
 # -- however the script ends, the trace is kept and the exit status is python's -----------------
 
 @needs_torch
+def test_the_child_detaches_cupti_where_that_is_safe_unless_the_user_chose(monkeypatch):
+    # Left attached, CUPTI slows the steps timed after the window (our un-profiled figure) by up to
+    # 45% where launch-bound; CUDA < 12.6 crashed re-attaching it after a teardown with CUDA graphs.
+    import types
+    spec = importlib.util.spec_from_file_location(
+        "_boot_under_test", Path(__file__).resolve().parents[1] / "traceinsight/trace/record_boot.py")
+    boot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(boot)
+
+    def torch_with(cuda):
+        return types.SimpleNamespace(version=types.SimpleNamespace(cuda=cuda))
+    for cuda, want in (("12.8", "1"), ("13.0", "1"), ("12.4", None), (None, None)):
+        monkeypatch.delenv("TEARDOWN_CUPTI", raising=False)
+        boot._tear_down_cupti(torch_with(cuda))
+        assert os.environ.get("TEARDOWN_CUPTI") == want, cuda
+    monkeypatch.setenv("TEARDOWN_CUPTI", "0")      # the user's choice stands
+    boot._tear_down_cupti(torch_with("12.8"))
+    assert os.environ["TEARDOWN_CUPTI"] == "0"
+
+
 def test_crash_mid_run_keeps_the_trace_exit_1_and_the_traceback(tmp_path):
     out = tmp_path / "out"
     r = record("--no-analyze", "-o", str(out), "--steps", "10", str(SCRIPTS / "train.py"),

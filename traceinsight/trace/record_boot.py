@@ -200,6 +200,7 @@ def main():
         return setup_error("PyTorch could not be imported (%s): pip install "
                            "'traceinsight-gpu[record]'" % _describe(exc))
     status["torch_version"] = str(torch.__version__)
+    _tear_down_cupti(torch)
     recorder = _load_recorder()(torch, cfg, work_dir)
     status["cuda"] = recorder.cuda
     try:
@@ -231,6 +232,24 @@ def main():
         if old_int is not None:
             signal.signal(signal.SIGINT, old_int)
     return outcome
+
+
+def _tear_down_cupti(torch):
+    """Ask Kineto to detach CUPTI when the profiler stops (TEARDOWN_CUPTI=1), unless the user chose.
+
+    Left attached (pytorch/pytorch#144455), CUPTI slows every later launch: the steps timed after the
+    window, our un-profiled figure, ran up to 45% slow where launch-bound (an H100 and an H200,
+    benchmarks/sync_removal_probe.py) and not slower torn down. Only with CUDA >= 12.6: before it,
+    re-attaching CUPTI after a teardown crashed with CUDA graphs (torch turns teardown off there).
+    Kineto reads the variable when the profiler stops, so setting it here is in time."""
+    if "TEARDOWN_CUPTI" in os.environ:
+        return
+    try:
+        cuda = tuple(int(x) for x in str(torch.version.cuda).split(".")[:2])
+    except (AttributeError, TypeError, ValueError):  # a CPU-only or ROCm build: nothing to detach
+        return
+    if cuda >= (12, 6):
+        os.environ["TEARDOWN_CUPTI"] = "1"
 
 
 def _silent_excepthook(*_args):

@@ -13,11 +13,12 @@ runs ahead of the GPU, so single laps are skewed by the launch queue); CPU only,
 of blocks of 5 consecutive steps when there are at least 3 blocks (robust to a stray slow
 step), else the block's mean.
 
-With CUDA, the steps after the window are not quite un-profiled: Kineto leaves CUPTI attached
-when the profiler stops unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455). On an H200 (torch
-2.11) a launch-bound step ran 7-19% slower after a profiler session than before it in the
-same process, and not slower with TEARDOWN_CUPTI=1; a GPU-bound step was unaffected (240.98
-vs 240.69 ms plain). The method sentence says so; ``unprofiled_cupti_attached`` flags it.
+With CUDA, the steps after the window are un-profiled only if CUPTI was detached: Kineto leaves it
+attached when the profiler stops unless TEARDOWN_CUPTI=1 (pytorch/pytorch#144455). On an H200 and
+an H100 (torch 2.11) a launch-bound step ran 7-45% slower after a profiler session than before it
+in the same process, and not slower with TEARDOWN_CUPTI=1; a GPU-bound step was unaffected.
+record sets it in the child where CUDA >= 12.6 and the user did not set it (record_boot); where it
+is off, the method sentence says so and ``unprofiled_cupti_attached`` flags it.
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
     cupti = bool(info.get("cuda_synchronized")) and not info.get("cupti_teardown")
     if cupti:
         sync += ("; CUPTI stayed attached after the profiler stopped (no TEARDOWN_CUPTI=1), which "
-                 "can make a launch-bound step read up to ~20% slow")
+                 "can make a launch-bound step read up to ~45% slow")
     meta["unprofiled_cupti_attached"] = cupti
     meta["unprofiled_step_ms"] = round(value, 4)
     meta["unprofiled_block_ms"] = [round(b, 4) for b in blocks]
