@@ -866,31 +866,38 @@ def test_the_plan_says_how_many_loader_workers_keep_up_and_shows_a_prerequisites
 # ---- the clean runs: the whole matrix with CUPTI torn down after each profiler session -------------------
 
 def test_the_clean_runs_figures(clean_rows):
-    # The whole matrix recorded again (8ea966b, 2026-11-26) on an H200 and an H100 host with TEARDOWN_CUPTI=1:
-    # 344 pair rows and 52 healthy ones. The profiler costs were refitted on these traces (in-sample for the
-    # un-profiled step); the fixes' estimates were not fitted to them. At 1adb8db+: 260 within 25%, 322 within
-    # 50%, top 317; un-profiled step within 15% on 82% of the rows' traces.
-    got = pairs(clean_rows)
-    assert len(got) >= 340
-    errs = [abs(r["err_pct"]) for r in got]
-    assert sum(e <= 25 for e in errs) >= 0.74 * len(errs) and sum(e <= 50 for e in errs) >= 0.92 * len(errs)
-    assert sum(r["ok_top"] for r in got) >= 0.9 * len(got)
-    de = [abs(r["deinflated_err_pct"]) for r in clean_rows]
-    assert sum(e <= 15 for e in de) >= 0.8 * len(de)
+    # The whole matrix recorded again (8ea966b, 2026-11-26) with TEARDOWN_CUPTI=1: *_cleanA/B on an H200 and an
+    # H100 host, the profiler costs refitted on them (in-sample for the un-profiled step; the fixes' estimates
+    # were not fitted to them): 260 of 344 within 25%, 322 within 50%, un-profiled within 15% on 82% of rows.
+    # *_clean2A/B on two more hosts, read only once the model was in place (held out): 240, 316, top 316
+    # (92%), un-profiled 71% of rows (224 of 296 traces). Healthy: 32 of 32 on each pair of runs since the
+    # healthy verdict reads the un-profiled idle (3 with_stack traces of GPU-bound conv nets were 40% idle
+    # profiled, 5% measured without the profiler).
+    for held_out, w25, de15 in ((False, 0.74, 0.8), (True, 0.68, 0.7)):
+        runs = [r for r in clean_rows if ("_clean2" in r["run"]) == held_out]
+        got = pairs(runs)
+        assert len(got) >= 340
+        errs = [abs(r["err_pct"]) for r in got]
+        assert sum(e <= 25 for e in errs) >= w25 * len(errs), (held_out, sum(e <= 25 for e in errs))
+        assert sum(e <= 50 for e in errs) >= 0.9 * len(errs)
+        assert sum(r["ok_top"] for r in got) >= 0.9 * len(got)
+        de = [abs(r["deinflated_err_pct"]) for r in runs]
+        assert sum(e <= 15 for e in de) >= de15 * len(de), (held_out, sum(e <= 15 for e in de), len(de))
     # Physics: no finding claims more than the un-profiled idle; healthy workloads called healthy.
     assert not any(r["over_idle"] for r in clean_rows)
     healthy = [r for r in clean_rows if r["kind"] == "healthy"]
-    assert len(healthy) >= 30 and all(r["ok_top"] for r in healthy)
+    assert len(healthy) >= 60 and all(r["ok_top"] for r in healthy)
 
 
 def test_removing_a_sync_alone_is_measured_as_the_tool_says_once_cupti_is_detached(clean_rows):
     # The earlier runs measured the sync fix alone slower in launch-bound steps (0.58-0.88x): their fixed
-    # variant was timed after the first variant's profiler sessions, CUPTI still attached. Clean: 1.01-1.20x,
-    # and the tool's 1.0-1.17x; the tool's top is the CUDA graph (launch_overhead), the sync its prerequisite.
+    # variant was timed after the first variant's profiler sessions, CUPTI still attached. Clean, on four
+    # hosts: 0.92-1.23x, and the tool's 1.0-1.17x; the tool's top is the CUDA graph (launch_overhead), the
+    # sync its prerequisite.
     got = [r for w in ("holdout3_grad_clip_item", "holdout11_masked_select_loss")
            for r in pairs(clean_rows) if r["workload"] == w and r["variant"] == "after"]
-    assert len(got) == 8
-    assert all(1.0 <= r["meas_speedup"] <= 1.25 for r in got), [r["meas_speedup"] for r in got]
+    assert len(got) == 16
+    assert all(0.9 <= r["meas_speedup"] <= 1.25 for r in got), [r["meas_speedup"] for r in got]
     assert all(abs(r["err_pct"]) <= 25 for r in got), [r["err_pct"] for r in got]
     assert all(r["top"] == "launch_overhead" for r in got)
 
@@ -901,9 +908,19 @@ def test_a_pinned_copy_off_the_critical_path_still_takes_its_copy_engine_time(cl
     # took 0.2. The estimate once dropped the copy with its wait: +94..+168% on these runs; now the plan's
     # floor is the pinned copies' time.
     got = [r for r in pairs(clean_rows) if r["workload"] == "holdout2_d2h_features"]
-    assert len(got) == 4 and all(r["err_pct"] <= 75 for r in got), [r["err_pct"] for r in got]
+    assert len(got) == 8 and all(r["err_pct"] <= 75 for r in got), [r["err_pct"] for r in got]
     from traceinsight.report.analyze import analyze_file
     a = analyze_file(ROOT / "sample_traces/matrix/h200_cleanA/holdout2_d2h_features__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
     assert a.whatif["unprofiled_step_ms"] - f.estimated_savings_us / 1000 >= a.whatif["pinned_copy_ms"] - 1e-3
     assert 0.6 <= a.whatif["pinned_copy_ms"] <= 0.75
+
+
+def test_healthy_reads_the_unprofiled_idle():
+    # with_stack on a slower host stretched a GPU-bound conv net's CPU past its GPU work: 40% idle profiled,
+    # 4.7% idle as measured without the profiler. Healthy, and the verdict gives both figures.
+    from traceinsight.report.analyze import analyze_file, verdict
+    a = analyze_file(ROOT / "sample_traces/matrix/h200_clean2A/healthy_convnet__before__stack.json.gz")
+    assert a.healthy
+    v = verdict(a)
+    assert v.startswith("Healthy: the GPU is busy 60% of each step") and "95% without the profiler" in v, v
