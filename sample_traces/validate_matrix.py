@@ -309,10 +309,13 @@ def _mark(r: dict) -> str:
 
 
 def summary(rs: list[dict]) -> str:
-    clean_rs = [r for r in rs if clean(r["run"])]
+    fitted = [r for r in rs if clean(r["run"]) and "_clean2" not in r["run"]]
+    held = [r for r in rs if "_clean2" in r["run"]]
     earlier = [r for r in rs if not clean(r["run"])]
-    return ("Clean runs (*_clean*: the whole matrix on an H100 and an H200 host, CUPTI torn down after each "
-            "profiler session): " + _figures(clean_rs) + "\n\nEarlier runs (their un-profiled timings after the "
+    return ("Clean runs, held out (*_clean2*: the whole matrix on two more hosts, an H100 and an H200, CUPTI torn "
+            "down after each profiler session, read only once the model was in place): " + _figures(held) +
+            "\n\nClean runs, fitted (*_cleanA/B*: an H100 and an H200 host; the profiler costs were refitted on "
+            "them): " + _figures(fitted) + "\n\nEarlier runs (their un-profiled timings after the "
             "process's first profiled variant ran with CUPTI still attached: slow where launch-bound, so their "
             "truth is biased): " + _figures(earlier) + _held_out(earlier))
 
