@@ -335,10 +335,9 @@ def _pinned_copy_us(ctx: Context, steps, pinned_gbps: float) -> float:
     dur = np.where(page, np.minimum(dur, nbytes / (pinned_gbps * 1e3)), dur)
     of = ctx.step_of(c["ts"].to_numpy())
     dirs = c["copy_dir"].astype(str).to_numpy()
-    dev = c["device"].to_numpy()
     n_dev = max(1, len(np.unique(g["device"].to_numpy())))
     per = [max(float(dur[(of == st) & (dirs == d)].sum()) for d in ("HtoD", "DtoH")) / n_dev for st in steps]
-    return float(np.median(per)) if len(dev) else 0.0
+    return float(np.median(per))
 
 
 def _kernel_busy_us(ctx: Context, steps) -> float:

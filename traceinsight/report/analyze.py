@@ -19,6 +19,7 @@ from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, worker
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
+from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.steps import full_step_mask
 
 HEALTHY_MAX_IDLE = 0.25
@@ -341,7 +342,7 @@ def _unprofiled_ms(a: Analysis) -> float | None:
 
 
 def _measured(a: Analysis) -> bool:
-    return (a.whatif or {}).get("unprofiled_step_method", "").startswith("measured")
+    return measured_unprofiled_us(a.model) is not None
 
 
 def _unprofiled_idle(a: Analysis, b: dict, busy: bool = False) -> str:

@@ -27,6 +27,8 @@ PROFILER_COST_US = {
               "H100": {"op": 1.80, "annotation": 1.80, "python": 0.70, "runtime": 4.80},
               "H200": {"op": 2.13, "annotation": 2.13, "python": 0.83, "runtime": 4.45}},
 }
+
+
 # The fast end (10th percentile) of the cudaLaunchKernel calls in the traces those costs were fitted on
 # (the calibration runs' traces with >= 20 launches; the profiler's callbacks are inside the call). A
 # host whose profiled launches take longer is slower at the profiler's own work too: the per-event costs
