@@ -61,6 +61,11 @@ class CudaGraph:
 # DataLoader workers still runs beside the loop (and adds their hand-off): no such speed-up was measured.
 WARM_AFTER_HOST_US = 2000.0
 WARM_CPU = 0.65
+# ...and the loop's Python at the top of the next step, right after such reading ran to the end of a step,
+# ran coldest: once the reading went, the stretch from the step's start to its first op took 0.29-0.71
+# (median 0.38) of its time (argmax/top-k/bincount/F1 scoring of 3-22 MB in numpy or CPU torch, six
+# eval loops on the fitted H100 and H200 hosts).
+COLD_AFTER_READ = 0.4
 
 
 @dataclass(frozen=True)
