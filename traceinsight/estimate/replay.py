@@ -25,18 +25,15 @@ import numpy as np
 from ..analyses import fixes
 from .compiled import Compiled
 
-# A graph-replayed step, measured on H100 and H200 (the matrix's after variants that replay the whole
-# step as a graph, 17-838 kernels per step): un-profiled step - GPU busy = 6-93 us, about 15 us per step
-# plus 0.1 us per kernel node; the profiled graphs show a median 0.3-0.4 us between dependent kernels.
-# These are measured, not fitted to the speed-ups: where the tool's un-profiled step is right, the
-# graph estimates land within 10% (sync_and_small_kernels, amp_scaler_unfused, eval_to_numpy_large).
+# A graph-replayed step, measured on H100 and H200 (the matrix's whole-step graphs, 17-838 kernels a step):
+# un-profiled step - GPU busy = 6-93 us, about 15 us per step plus 0.1 us per kernel node; the profiled
+# graphs show a median 0.3-0.4 us between dependent kernels. Measured, not fitted to the speed-ups.
 GRAPH_KERNEL_GAP_US = 0.3     # kernel-to-kernel spacing inside a CUDA graph replay
 GRAPH_STEP_US = 20.0          # CPU per step: the replay call, the input copies and the Python around them
 # torch.compile(mode="reduce-overhead") replays through cudagraph trees: the compiled wrapper's Python
-# (guards, runtime wrapper) stays, and the tree's own call (input copies, liveness checks) measured
-# 1.2-2.0x that wrapper's CPU time in the reduce-overhead traces of four compiled workloads on H100 and
-# H200 (the graph launch left out: under the profiler it costs 1-3 us per kernel node, CUPTI's; it is
-# costed as any graph replay's, GRAPH_STEP_US).
+# (guards, runtime wrapper) stays, and the tree's own call (input copies, liveness checks) measured 1.2-2.0x
+# that wrapper's CPU time in four compiled workloads' traces on H100 and H200 (the graph launch, 1-3 us per
+# node under the profiler, left out: it is costed as any graph replay's, GRAPH_STEP_US).
 TREE_CALL_PER_WRAPPER = 1.6
 GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
@@ -173,13 +170,7 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
 
 
 def _graph_warm(cpu: np.ndarray, s: State, cold: float) -> float:
-    """The CPU work a graph leaves runs warm, in proportion to what the graph took off the CPU: the
-    dispatch and launch code no longer evicts it from the caches. Up to fixes.WARM_CPU when all of it
-    went. The same Python, measured before and after mode="reduce-overhead" in one trace pair (dynamo's
-    cache lookup, the pregraph bytecode, AOT's runtime prologue) ran at 0.43-0.96 of its time after: less
-    where more went (compiled inference, median 0.74) than where an eager optimizer stayed (compiled
-    training, 0.71-0.97); four workloads on two H100 and two H200 hosts, one host's after runs slower
-    throughout left out. Scales the CPU work left (in place); returns the factor for what the caller adds."""
+    """Scales the CPU work a graph leaves by how warm it runs (see fixes.py, below WARM_CPU); returns it."""
     if cold <= 0:
         return 1.0
     gone = max(0.0, 1.0 - float(s.feed[cpu].sum() + s.dur[cpu].sum()) / cold)
@@ -237,9 +228,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             s.feed[k] -= from_feed
             s.host[k] = max(0.0, s.host[k] - (cut - from_feed))
             if fx.warm and c.nodes[k][0] == "step" and c.csucc[k] >= 0:
-                # The reading ran to the end of the step: the loop's own Python at the top of the next
-                # step ran coldest of all after it (fixes.COLD_AFTER_READ; the global warm factor is
-                # applied to the feed later, hence the ratio there).
+                # It read to the step's end: the next step's top ran coldest (the feed's warm factor comes later)
                 n = c.csucc[k]
                 cold = 1.0 - (1.0 - fixes.COLD_AFTER_READ) * fx.share
                 s.host[n] *= cold
