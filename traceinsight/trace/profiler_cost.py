@@ -54,8 +54,8 @@ HOST_FACTOR_MIN_LAUNCHES = 20
 FIT_NESTED_US = {"default": {"any": 0.460, "H100": 0.452, "H200": 0.479},
                  "stack": {"any": 0.700, "H100": 0.681, "H200": 0.732}}
 # The same for Python frames under with_stack (the fitted runs' median, H100 0.194, H200 0.189): used where a
-# trace has too few nested ops. On the compiled steps' with_stack traces of the held-out hosts it took the
-# un-profiled step within 15% on 217 of 328 with_stack traces (206 without).
+# trace has too few nested ops (compiled steps). With it, 217 of the *_clean2 runs' 328 with_stack traces had
+# their un-profiled step within 15% (206 without).
 FIT_PY_NESTED_US = 0.192
 
 
