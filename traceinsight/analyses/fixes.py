@@ -74,6 +74,11 @@ COLD_AFTER_READ = 0.4
 # H200 hosts (one host's after runs, slower throughout, left out). Applied by replay._graph_warm.
 
 
+def toward(factor: float, share: float) -> float:
+    """A time factor (WARM_CPU, COLD_AFTER_READ) that holds in `share` of the cases: 1 at none, `factor` at all."""
+    return 1.0 - (1.0 - factor) * share
+
+
 @dataclass(frozen=True)
 class RemoveHostWork:
     """CPU work that launches nothing (preprocessing, Python, data loading) leaves the step's path;

@@ -124,8 +124,7 @@ def _warm_factor(fx) -> float:
     (fixes.WARM_CPU; a result kept on the GPU in `share` of the cases)."""
     if not getattr(fx, "warm", False):
         return 1.0
-    share = fx.share if isinstance(fx, fixes.Unblock) else 1.0
-    return 1.0 - (1.0 - fixes.WARM_CPU) * share
+    return fixes.toward(fixes.WARM_CPU, fx.share if isinstance(fx, fixes.Unblock) else 1.0)
 
 
 def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
@@ -173,8 +172,7 @@ def _graph_warm(cpu: np.ndarray, s: State, cold: float) -> float:
     """Scales the CPU work a graph leaves by how warm it runs (see fixes.py, below WARM_CPU); returns it."""
     if cold <= 0:
         return 1.0
-    gone = max(0.0, 1.0 - float(s.feed[cpu].sum() + s.dur[cpu].sum()) / cold)
-    warm = 1.0 - (1.0 - fixes.WARM_CPU) * gone
+    warm = fixes.toward(fixes.WARM_CPU, max(0.0, 1.0 - float(s.feed[cpu].sum() + s.dur[cpu].sum()) / cold))
     s.feed[cpu] = s.feed[cpu] * warm
     s.dur[cpu] = s.dur[cpu] * warm
     return warm
@@ -230,7 +228,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             if fx.warm and c.nodes[k][0] == "step" and c.csucc[k] >= 0:
                 # It read to the step's end: the next step's top ran coldest (the feed's warm factor comes later)
                 n = c.csucc[k]
-                cold = 1.0 - (1.0 - fixes.COLD_AFTER_READ) * fx.share
+                cold = fixes.toward(fixes.COLD_AFTER_READ, fx.share)
                 s.host[n] *= cold
                 s.feed[n] *= cold / _warm_factor(fx)
             # Torch ops that read the copy on the CPU still dispatch their kernels from it on the GPU.

@@ -75,8 +75,12 @@ def _host_factor(model: TraceModel) -> float:
         return 1.0
     setting, machine = cost_model(model)
     fast = float(np.percentile(cpu["dur"].to_numpy()[launch], FIT_LAUNCH_QUANTILE))
+    return _clipped(fast / FIT_LAUNCH_US[setting][machine])
+
+
+def _clipped(ratio: float) -> float:
     lo, hi = HOST_FACTOR_LIMITS
-    return float(min(hi, max(lo, fast / FIT_LAUNCH_US[setting][machine])))
+    return float(min(hi, max(lo, ratio)))
 
 
 def op_factor(model: TraceModel) -> float:
@@ -91,10 +95,7 @@ def _op_factor(model: TraceModel) -> float:
     if fast is None:
         # Too few nested ops (a compiled step): with stacks, the Python frames' own nesting tells.
         fast, fit = nested_fast_us(model, "python"), FIT_PY_NESTED_US
-    if fast is None:
-        return 1.0
-    lo, hi = HOST_FACTOR_LIMITS
-    return float(min(hi, max(lo, fast / fit)))
+    return 1.0 if fast is None else _clipped(fast / fit)
 
 
 # Fewer nested ops are a few kinds of op (a compiled step's convolutions), whose own work sets the offset.
