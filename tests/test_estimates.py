@@ -912,8 +912,9 @@ def test_the_clean_runs_figures(clean_rows):
     # The H200 host of *_clean3 (read with 6049c2f): with it, 369 of 516, 464, top 472, un-profiled 434 of 564.
     groups = {"fitted": (0.76, 0.8, 0.9), "_clean2": (0.72, 0.7, 0.9), "_clean3": (0.7, 0.75, 0.89)}
     for group, (w25, de15, w50) in groups.items():
+        # (*_clean4, three workloads' fixes measured later, has its own test below.)
         runs = [r for r in clean_rows if (group in r["run"]) or (group == "fitted" and not any(
-            g in r["run"] for g in groups if g != "fitted"))]
+            g in r["run"] for g in (*groups, "_clean4") if g != "fitted"))]
         got = pairs(runs)
         assert len(got) >= 340
         errs = [abs(r["err_pct"]) for r in got]
@@ -940,8 +941,9 @@ def test_removing_a_sync_alone_is_measured_as_the_tool_says_once_cupti_is_detach
     # sync its prerequisite.
     got = [r for w in ("holdout3_grad_clip_item", "holdout11_masked_select_loss")
            for r in pairs(clean_rows) if r["workload"] == w and r["variant"] == "after"]
-    # (The third clean hosts, *_clean3: 0.94-1.29x measured, the tool 1.0-1.18x.)
-    assert len(got) == 28
+    # (The third clean hosts, *_clean3: 0.94-1.29x measured, the tool 1.0-1.18x; *_clean4, masked_select
+    # again on three H100 hosts: 1.06-1.18x.)
+    assert len(got) == 34
     assert all(0.9 <= r["meas_speedup"] <= 1.3 for r in got), [r["meas_speedup"] for r in got]
     assert all(abs(r["err_pct"]) <= 25 for r in got), [r["err_pct"] for r in got]
     assert all(r["top"] == "launch_overhead" for r in got)
@@ -949,17 +951,77 @@ def test_removing_a_sync_alone_is_measured_as_the_tool_says_once_cupti_is_detach
 
 def test_a_pinned_copy_off_the_critical_path_still_takes_its_copy_engine_time(clean_rows):
     # holdout2_d2h_features: 33.5 MB a step to the host; the fix (pinned buffers, a side stream) still copies
-    # them every step, 0.61 ms at 55 GB/s on the H200, and the fixed step measured 0.99 ms where its kernels
-    # took 0.2. The estimate once dropped the copy with its wait: +94..+168% on these runs; now the plan's
-    # floor is the pinned copies' time.
+    # them every step, 0.61 ms at 55 GB/s. The estimate once dropped the copy with its wait: +94..+168%; now
+    # the plan's floor is the pinned copies' time.
     got = [r for r in pairs(clean_rows) if r["workload"] == "holdout2_d2h_features"]
-    # (+31..+52% on the third clean hosts, *_clean3.)
-    assert len(got) == 14 and all(r["err_pct"] <= 75 for r in got), [r["err_pct"] for r in got]
+    # The first fixed variant ("after") waited for the previous copy before launching the model, so each
+    # copy still ran between two steps' compute (0.97-1.16 ms measured for kernels of 0.35 and a copy of
+    # 0.61): not the advice, which reads the copy a step later. Measured as advised (after_overlap, three
+    # H100 hosts of *_clean4): 0.62 ms, 4.2-5.1x, and the estimate within 15%.
+    serial = [r for r in got if r["variant"] == "after"]
+    overlap = [r for r in got if r["variant"] == "after_overlap"]
+    assert len(serial) == 20 and all(r["err_pct"] <= 75 for r in serial), [r["err_pct"] for r in serial]
+    assert len(overlap) == 6 and all(abs(r["err_pct"]) <= 15 for r in overlap), [r["err_pct"] for r in overlap]
+    assert all(r["meas_speedup"] > 1.5 * s["meas_speedup"] for r in overlap for s in serial if s["run"] == r["run"])
     from traceinsight.report.analyze import analyze_file
     a = analyze_file(ROOT / "sample_traces/matrix/h200_cleanA/holdout2_d2h_features__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
     assert a.whatif["unprofiled_step_ms"] - f.estimated_savings_us / 1000 >= a.whatif["pinned_copy_ms"] - 1e-3
     assert 0.6 <= a.whatif["pinned_copy_ms"] <= 0.75
+
+
+def test_the_fixes_ranked_first_were_measured_and_help_most(clean_rows):
+    # calib_python_features and holdout11_masked_select_loss: the tool ranks launch_overhead first (after the
+    # sync, for masked_select), and only the kind's own fix had been measured. Measured on three H100 hosts
+    # (*_clean4): the whole step as one CUDA graph gained 2.0-2.6x (the hashing kept in the step) and
+    # 2.0-2.3x (float mask, then the graph) against 1.3-1.7x and 1.06-1.18x for the kind's own fix.
+    rows = [r for r in pairs(clean_rows) if "_clean4" in r["run"]]
+    graph = [r for r in rows if r["variant"] in ("after_graph", "after_graph_only")]
+    assert len(graph) == 12
+    for r in graph:
+        own = next(o for o in rows if o["run"] == r["run"] and o["workload"] == r["workload"]
+                   and o["setting"] == r["setting"] and o["variant"] == "after")
+        assert r["meas_speedup"] > 1.15 * own["meas_speedup"], (r["run"], r["workload"])
+        assert r["best_fix"].endswith("launch_overhead") and r["top"] == "launch_overhead" and r["ok_top"]
+    # The masked-select plan (sync, then graph) is estimated within 25% on five of six rows (+35% with
+    # with_stack on one host); the graph with the hashing kept is within 25% with default options and
+    # over-predicted with with_stack (the hashing's stretch is 85-90% profiler: see deinflate.PY_CALL_FLOOR_US).
+    ms = [r for r in graph if r["workload"] == "holdout11_masked_select_loss"]
+    assert sum(abs(r["err_pct"]) <= 25 for r in ms) >= 5 and all(abs(r["err_pct"]) <= 50 for r in ms)
+    cp = [r for r in graph if r["workload"] == "calib_python_features" and r["setting"] == "default"]
+    assert all(abs(r["err_pct"]) <= 30 for r in cp), [r["err_pct"] for r in cp]
+
+
+def test_a_stretch_of_python_calls_keeps_their_own_cost_when_the_profiler_is_taken_out():
+    # Pure-Python feature hashing recorded with with_stack: ~7000 Python events in a 6.1 ms stretch that runs
+    # 0.6-1.5 ms un-profiled. The per-event cost (1.05 us on this host) once took all of it out, and a CUDA
+    # graph of the step then looked like it removed the hashing. The cut leaves 0.065 us a call at least.
+    import numpy as np
+
+    from traceinsight.estimate import deinflate, replay
+    from traceinsight.estimate.graph import build_graph, step_window
+    from traceinsight.trace.host import HostActivity
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    m = build_model(load_trace(ROOT / "sample_traces/matrix/h100_clean4C/calib_python_features__before__stack.json.gz"))
+    c = replay.Compiled(build_graph(m, HostActivity(m), step_window(m)))
+    edge, _call = deinflate.profiler_cuts(m, c)
+    py = np.sort(m.cpu["ts"].to_numpy()[(m.cpu["kind"] == "python").to_numpy()])
+    hashing = 0
+    for i in c.cpu_idx:
+        p = c.cpred[i]
+        if p < 0 or c.ts[i] - c.end[p] < 3000:
+            continue
+        a, b = c.end[p], c.ts[i]
+        calls = np.searchsorted(py, b, "right") - np.searchsorted(py, a, "right")
+        if calls < 5000:
+            continue
+        hashing += 1
+        kept = (b - a) - edge[i]
+        # (The stretch also holds the profiler's own step() between two ProfilerStep ranges, ~90 us, which
+        # goes whole.)
+        assert kept >= deinflate.PY_CALL_FLOOR_US * calls - 150 and 0.3e3 <= kept <= 1.5e3, (kept, calls)
+    assert hashing >= 4
 
 
 def test_healthy_reads_the_unprofiled_idle():

@@ -13,6 +13,15 @@ from ..trace.profiler_cost import (cost_model, event_classes, graph_node_cost_us
                                    profiler_options, profile_setting)
 from . import replay
 
+# What a recorded Python call costs at the least un-profiled: pure-Python feature hashing (helpers, dict
+# and string built-ins; sample_traces/matrix/workloads/calib_python_features.py) ran 7715 calls in 505 us
+# (0.065 us a call, an Intel Xeon, CPython 3.11). A stretch's cut never leaves less than this per Python
+# event that started in it: a with_stack trace of such code is 85-90% profiler, so a per-event cost a
+# little high took the whole stretch out (the hashing, 0.6-1.5 ms un-profiled on the H100 hosts, went
+# to nothing, and a CUDA graph looked like it removed it).
+PY_CALL_FLOOR_US = 0.065
+
+
 def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Per replay node: the profiler cost in the CPU edge that ends at it, and in the call itself (us)."""
     n = len(c.nodes)
@@ -42,13 +51,15 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
         # threads' events.
         across = c.thread[p] != c.thread[i]
         threads = starts if across else {c.thread[i]: starts.get(c.thread[i], {})}
-        total = 0.0
+        total = calls = 0.0
         for th, per in threads.items():
             for k, v in per.items():
                 if k == "runtime" and th in (c.thread[i], c.thread[p]):
                     continue  # the thread's own calls are cut in `call`
-                total += coef[k] * (np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right"))
-        edge[i] = scale * total
+                n_k = np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right")
+                total += coef[k] * n_k
+                calls += n_k if k == "python" else 0
+        edge[i] = min(scale * total, max(0.0, b - a - PY_CALL_FLOOR_US * calls))
     # Between two ProfilerStep ranges the loop thread is inside the profiler's own step(): measured in
     # the trace, it goes whole (a per-step cost the per-event model does not hold: 10-40 us).
     st = model.steps.set_index("step")
