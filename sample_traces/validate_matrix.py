@@ -280,7 +280,10 @@ MEASURED_PLAN = {("amp_scaler_unfused", "after_graph"): ("unfused_optimizer", "l
                  # GradScaler's found_inf read is gone with the fused optimizer, then the step is graphed.
                  ("holdout4_amp_adamw_loop", "after_graph"): ("unfused_optimizer", "launch_overhead"),
                  # The syncs go first, then the compiler fuses what is left.
-                 ("sync_mask_loss", "after_compile"): ("sync_stall", "fusion_candidates")}
+                 ("sync_mask_loss", "after_compile"): ("sync_stall", "fusion_candidates"),
+                 # The pageable fix as advised: pinned buffers, read a batch later.
+                 ("eval_to_numpy", "after_pinned"): ("pageable_memcpy",),
+                 ("eval_to_numpy_large", "after_pinned"): ("pageable_memcpy",)}
 
 
 def table(rs: list[dict]) -> str:

@@ -7,6 +7,10 @@ after:  argmax / correct-count on the GPU, predictions written into a preallocat
 after_graph_only: the before loop (a blocking copy to numpy every batch) with the forward and
         softmax captured in one CUDA graph: the launch fix alone, the sync kept, measured to check
         how launch_overhead ranks against sync_stall.
+after_pinned: the pageable fix as the tool words it: each batch's probabilities copied non_blocking into
+        one of two pinned buffers on a side stream, and numpy reads the previous batch's while this one
+        runs (added 2026-11-26, h100_clean6: with with_stack the tool ranks pageable_memcpy first on the
+        large batch, and that fix had never been measured).
 """
 
 import numpy as np
@@ -17,13 +21,14 @@ from ._util import Step, autocast, capture_graph, is_cuda, mlp, replay_step
 NAME = "eval_to_numpy"
 EXPECTED_KIND = "sync_stall"
 ROLE = "pair"
-VARIANTS = ("before", "after", "after_graph_only")
+VARIANTS = ("before", "after", "after_graph_only", "after_pinned")
 FIX = "keep predictions/metrics on the GPU; one .cpu() at the end of the eval pass (here every 64 batches)"
 DESCRIPTION = {
     "before": ("eval: MLP 1024->2048 (6 hidden)->100, batch 512, bf16 autocast, no_grad; per batch "
                "softmax(...).cpu().numpy() + numpy argmax/accuracy"),
     "after": "same model; argmax/accuracy on the GPU into a preallocated buffer, one D2H per 64 batches",
     "after_graph_only": "the before loop with forward+softmax in one CUDA graph; .cpu().numpy() every batch kept",
+    "after_pinned": "the before loop with probabilities copied to two pinned buffers on a side stream, read a batch later",
 }
 EPOCH = 64
 
@@ -60,6 +65,26 @@ def make(variant, device, pool=8, batch=512):
             st["correct"] += int((pred == ys_np[i % pool]).sum())
             st["seen"] += len(pred)
         return Step(replay_step(g, [(sx, xs)], after=score), info={"batch": batch, "transfers_per_step": 1, "cuda_graph": True})
+    if variant == "after_pinned" and cuda:
+        hosts = [torch.empty(batch, classes, pin_memory=True) for _ in range(2)]
+        side = torch.cuda.Stream()
+        ev = [torch.cuda.Event() for _ in range(2)]
+        keep = [None, None]
+
+        def step():
+            i = st["i"] = st["i"] + 1
+            b = i % 2
+            keep[b] = forward(i).softmax(-1)
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                hosts[b].copy_(keep[b], non_blocking=True)
+                ev[b].record(side)
+            if i > 1:                                        # the previous batch, copied while this one ran
+                ev[1 - b].synchronize()
+                pred = hosts[1 - b].numpy().argmax(1)
+                st["correct"] += int((pred == ys_np[(i - 1) % pool]).sum())
+                st["seen"] += len(pred)
+        return Step(step, info={"batch": batch, "transfers_per_step": 1, "pinned": True})
     if variant != "after":
         def step():
             i = st["i"] = st["i"] + 1
