@@ -172,7 +172,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # 12 DataLoader workers for the two num_workers=0 loaders, and the eval loops' pageable fix as worded
         # (10:19Z, the recorder at d8c5c00; asked for an H200, lent an H100 whose CPU ran these loaders'
         # un-profiled steps at 19-22 ms, 9-18 ms on the other hosts).
-        "h100_clean6A": "h100"}
+        "h100_clean6A": "h100",
+        # holdout2_tokenize_main's training step as a graph, the tokenization kept (10:40Z, the recorder at
+        # 492313d; asked for an H200, lent an H100).
+        "h100_clean7A": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -348,10 +351,10 @@ def summary(rs: list[dict]) -> str:
     fitted = [r for r in rs if clean(r["run"]) and "_clean2" not in r["run"] and not _later(r["run"])]
     held = [r for r in rs if "_clean2" in r["run"]]
     third = [r for r in rs if "_clean3" in r["run"]]
-    fourth = [r for r in rs if any(f"_clean{k}" in r["run"] for k in (4, 5, 6))]
+    fourth = [r for r in rs if any(f"_clean{k}" in r["run"] for k in (4, 5, 6, 7))]
     earlier = [r for r in rs if not clean(r["run"])]
-    return ("Clean runs, the fixes ranked first but not measured before (*_clean4-6*: five H100 hosts, "
-            "eight workloads, recorded 2026-11-26 09:38Z-10:19Z): " + _figures(fourth) +
+    return ("Clean runs, the fixes ranked first but not measured before (*_clean4-7*: six H100 hosts, "
+            "nine workloads, recorded 2026-11-26 09:38Z-10:40Z): " + _figures(fourth) +
             "\n\nClean runs, third hosts (*_clean3*: an H100 host, the matrix twice, and an H200 host, recorded after the "
             "model changes of 2026-11-26 were committed): " + _figures(third) +
             "\n\nClean runs, held out (*_clean2*: the whole matrix on two more hosts, an H100 and an H200, CUPTI torn "
@@ -365,7 +368,7 @@ def summary(rs: list[dict]) -> str:
 
 def _later(run: str) -> bool:
     """A clean run recorded after the first two clean hosts (neither fitted nor in the README's table)."""
-    return any(f"_clean{k}" in run for k in (3, 4, 5, 6))
+    return any(f"_clean{k}" in run for k in (3, 4, 5, 6, 7))
 
 
 def _figures(rs: list[dict]) -> str:

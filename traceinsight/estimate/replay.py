@@ -113,7 +113,10 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
         how(c, s, fx, pinned_gbps)
     warm = min((_warm_factor(fx) for fx in fixes), default=1.0)
     if warm < 1.0:
-        cpu = c.cpu_idx
+        # Only the loop's thread ran between rounds of the host work that went; autograd's device thread
+        # (a CUDA backward) kept its own core and caches.
+        loop = {c.thread[m] for m in c.markers.values()}
+        cpu = c.cpu_idx[np.isin(np.asarray(c.thread, dtype=object)[c.cpu_idx], list(loop))] if loop else c.cpu_idx
         s.dur[cpu] = s.dur[cpu] * warm
         s.feed[cpu] = s.feed[cpu] * warm
     return s
