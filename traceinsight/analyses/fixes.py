@@ -59,6 +59,8 @@ class CudaGraph:
 # (a class-weight bincount over 32 MB, argmax/top-k/confusion-matrix scoring of 8-22 MB of logits, on 2-4
 # H100/H200 hosts each): the fixed step was 0.5-0.8 (median 0.6) of the replayed rest. Work moved into
 # DataLoader workers still runs beside the loop (and adds their hand-off): no such speed-up was measured.
+# It applies to the loop's thread only (estimate/replay.py): autograd's device thread, which runs a CUDA
+# backward, kept its own core (F1 scoring after a training step: +25..+106% over-predicted with it on both).
 WARM_AFTER_HOST_US = 2000.0
 WARM_CPU = 0.65
 # ...and the loop's Python at the top of the next step, right after such reading ran to the end of a step,
