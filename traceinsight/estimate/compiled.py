@@ -102,6 +102,10 @@ class Compiled:
         self.first_gpu_of_step = sorted(first.values())
         self.cpu_idx = np.flatnonzero(~self.is_gpu)
         self.gpu_idx = np.flatnonzero(self.is_gpu)
+        # The loop's thread (the step markers'): the warm rest after host work leaves applies there only.
+        loop = list({self.thread[m] for m in self.markers.values()})
+        self.loop_cpu_idx = (self.cpu_idx[np.isin(np.asarray(self.thread, dtype=object)[self.cpu_idx], loop)]
+                             if loop else self.cpu_idx)
         self.is_launch = np.array([r == "launch" for r in self.rkind], dtype=bool)
         self.launch_cap = max(4.0 * float(np.median(launch_durs)), 30.0) if len(launch_durs) else 30.0
         self.is_kernel = np.array([k == "kernel" for k in self.gkind], dtype=bool)

@@ -115,8 +115,7 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
     if warm < 1.0:
         # Only the loop's thread ran between rounds of the host work that went; autograd's device thread
         # (a CUDA backward) kept its own core and caches.
-        loop = {c.thread[m] for m in c.markers.values()}
-        cpu = c.cpu_idx[np.isin(np.asarray(c.thread, dtype=object)[c.cpu_idx], list(loop))] if loop else c.cpu_idx
+        cpu = c.loop_cpu_idx
         s.dur[cpu] = s.dur[cpu] * warm
         s.feed[cpu] = s.feed[cpu] * warm
     return s

@@ -32,17 +32,23 @@ def make(variant, device):
     return base.make("after" if variant in ("after_graph", "after_compile") else variant, device)
 
 
-def compiled(device, pool=4):
+def _setup(device, pool, **adam):
+    """The model, fused Adam, and a pool of batches (15% unlabelled rows), as base.make builds them."""
     sz = base._sizes(device)
     torch.manual_seed(0)
     net = base.Net(sz["din"], sz["dim"], sz["classes"]).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4, fused=True)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-4, fused=True, **adam)
     xs = [torch.randn(sz["rows"], sz["din"], device=device) for _ in range(pool)]
     ys = []
     for _ in range(pool):
         y = torch.randint(0, sz["classes"], (sz["rows"],), device=device)
         y[torch.rand(sz["rows"], device=device) < 0.15] = -1
         ys.append(y)
+    return sz, net, opt, xs, ys
+
+
+def compiled(device, pool=4):
+    sz, net, opt, xs, ys = _setup(device, pool)
     torch._dynamo.reset()
 
     def fwd(x, y):
@@ -68,16 +74,7 @@ def compiled(device, pool=4):
 
 
 def graphed(device, pool=4):
-    sz = base._sizes(device)
-    torch.manual_seed(0)
-    net = base.Net(sz["din"], sz["dim"], sz["classes"]).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-4, fused=True, capturable=True)
-    xs = [torch.randn(sz["rows"], sz["din"], device=device) for _ in range(pool)]
-    ys = []
-    for _ in range(pool):
-        y = torch.randint(0, sz["classes"], (sz["rows"],), device=device)
-        y[torch.rand(sz["rows"], device=device) < 0.15] = -1
-        ys.append(y)
+    sz, net, opt, xs, ys = _setup(device, pool, capturable=True)
     sx, sy = xs[0].clone(), ys[0].clone()
     stats = {}
 
