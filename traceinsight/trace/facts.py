@@ -255,8 +255,12 @@ def worker_wait_us(model: TraceModel) -> float:
 
 def worker_fed(model: TraceModel) -> bool:
     """The loop takes its batches from a multi-process DataLoader (its __next__ is in the trace)."""
-    cpu = model.cpu
-    return bool(len(cpu)) and bool(((cpu["kind"] == "annotation").to_numpy() & model.cpu_match(WORKER_WAIT)).any())
+    return bool(_worker_waits(model).any())
+
+
+def _worker_waits(model: TraceModel) -> np.ndarray:
+    """Per cpu row: a multi-process DataLoader's __next__ range."""
+    return (model.cpu["kind"] == "annotation").to_numpy() & model.cpu_match(WORKER_WAIT)
 
 
 def _full_steps(model: TraceModel):
@@ -267,7 +271,7 @@ def _full_steps(model: TraceModel):
 
 def _worker_wait_us(model: TraceModel) -> float:
     cpu = model.cpu
-    hit = (cpu["kind"] == "annotation").to_numpy() & model.cpu_match(WORKER_WAIT)
+    hit = _worker_waits(model)
     full = _full_steps(model)
     if not hit.any() or full.empty:
         return 0.0
