@@ -14,6 +14,7 @@ Predicted speed-up = U / (U - S): U the tool's un-profiled step, S the estimated
 from __future__ import annotations
 
 import json
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -324,8 +325,8 @@ def compact(rs: list[dict]) -> str:
              "H200 predicted: default / stack |", "|---|---|---|---|---|---|"]
     by: dict = {}
     for r in rs:
-        if r["kind"] != "healthy" and clean(r["run"]) and not _later(r["run"]):
-            run = " [2nd clean host]" if "_clean2" in r["run"] else ""
+        if r["kind"] != "healthy" and clean_set(r["run"]) in (1, 2):
+            run = " [2nd clean host]" if clean_set(r["run"]) == 2 else ""
             name = r["workload"] + (f" ({r['variant']})" if r["variant"] != "after" else "") + run
             by.setdefault((name, r["kind"]), {}).setdefault(r["gpu"], {})[r["setting"]] = r
     for (name, kind), gpus in sorted(by.items()):
@@ -348,10 +349,8 @@ def _mark(r: dict) -> str:
 
 
 def summary(rs: list[dict]) -> str:
-    fitted = [r for r in rs if clean(r["run"]) and "_clean2" not in r["run"] and not _later(r["run"])]
-    held = [r for r in rs if "_clean2" in r["run"]]
-    third = [r for r in rs if "_clean3" in r["run"]]
-    fourth = [r for r in rs if any(f"_clean{k}" in r["run"] for k in (4, 5, 6, 7))]
+    fitted, held, third = ([r for r in rs if clean_set(r["run"]) == k] for k in (1, 2, 3))
+    fourth = [r for r in rs if clean_set(r["run"]) >= 4]
     earlier = [r for r in rs if not clean(r["run"])]
     return ("Clean runs, the fixes ranked first but not measured before (*_clean4-7*: six H100 hosts, "
             "nine workloads, recorded 2026-11-26 09:38Z-10:40Z): " + _figures(fourth) +
@@ -366,9 +365,12 @@ def summary(rs: list[dict]) -> str:
             "truth is biased): " + _figures(earlier) + _held_out(earlier))
 
 
-def _later(run: str) -> bool:
-    """A clean run recorded after the first two clean hosts (neither fitted nor in the README's table)."""
-    return any(f"_clean{k}" in run for k in (3, 4, 5, 6, 7))
+def clean_set(run: str) -> int:
+    """Which set of clean runs a run is in: 1 for the fitted *_cleanA/B, k for *_cleanK* (2: held out, 3: the
+    third hosts, 4 and up: the fixes measured later); 0 for the earlier runs. Only sets 1 and 2 go into the
+    README's table."""
+    m = re.search(r"_clean(\d*)", run)
+    return 0 if m is None else int(m.group(1) or 1)
 
 
 def _figures(rs: list[dict]) -> str:
