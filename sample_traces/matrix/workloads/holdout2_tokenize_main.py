@@ -92,6 +92,14 @@ def make(variant, device):
             train(ids.to(device, non_blocking=True), ys.to(device, non_blocking=True))
         return Step(step, close=lambda: st.clear(), info={"num_workers": 4})
     st = {"i": 0}
+
+    def batch():
+        """The next batch, tokenized on the main thread."""
+        i = st["i"] = st["i"] + 1
+        lo = (i * BATCH) % (len(data) - BATCH)
+        rows = [data[k] for k in range(lo, lo + BATCH)]
+        return torch.stack([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
+
     if graph:
         s_ids = torch.zeros(BATCH, SEQ, dtype=torch.long, device=device)
         s_ys = torch.zeros(BATCH, dtype=torch.long, device=device)
@@ -105,19 +113,13 @@ def make(variant, device):
         cg = capture_graph(body, warmup=3)
 
         def step():
-            i = st["i"] = st["i"] + 1
-            lo = (i * BATCH) % (len(data) - BATCH)
-            rows = [data[k] for k in range(lo, lo + BATCH)]
-            s_ids.copy_(torch.stack([r[0] for r in rows]))
-            s_ys.copy_(torch.tensor([r[1] for r in rows]))
+            ids, ys = batch()
+            s_ids.copy_(ids)
+            s_ys.copy_(ys)
             cg.replay()
         return Step(step, info={"num_workers": 0, "cuda_graph": True})
 
     def step():
-        i = st["i"] = st["i"] + 1
-        lo = (i * BATCH) % (len(data) - BATCH)
-        rows = [data[k] for k in range(lo, lo + BATCH)]
-        ids = torch.stack([r[0] for r in rows])
-        ys = torch.tensor([r[1] for r in rows])
+        ids, ys = batch()
         train(ids.to(device), ys.to(device))
     return Step(step, info={"num_workers": 0})
