@@ -74,9 +74,13 @@ def test_a_ranged_fix_keeps_what_it_acts_on_at_either_end():
         assert (v.rows, v.kernels, v.calls, v.share, v.bounds) == ((3,), (7, 8), (4, 5), end, None)
     g = fixes.CudaGraph(wrapper_us=50.0, compiled_only=True, python_share=0.6, bounds=(0.45, 0.75))
     assert (g.at(0.45).wrapper_us, g.at(0.45).compiled_only, g.at(0.45).python_share) == (50.0, True, 0.45)
-    p = fixes.PinCopies(1.0, (1.0, 1.5))
-    assert p.at(1.5).dispatch_speedup == 1.5 and p.at(1.5).bounds is None
+    p = fixes.PinCopies(1.0, ((1.0, 0.0), (1.5, 0.9)))
+    top = p.at(p.bounds[1])
+    assert (top.dispatch_speedup, top.kept, top.bounds) == (1.5, 0.9, None) and p.kept == 0.0
+    assert "read within the step" in p.RANGE_NOTE and "dispatch" in p.RANGE_NOTE
     with pytest.raises(ValueError):
         fixes.PinCopies(0.5)
+    with pytest.raises(ValueError):
+        fixes.PinCopies(1.0, ((1.0, 0.0), (1.5, 1.2)))
     with pytest.raises(ValueError):
         fixes.CudaGraph(python_share=0.0)

@@ -157,21 +157,35 @@ class Unblock:
 class PinCopies:
     """Pageable copies become pinned, asynchronous, and prefetched on a stream of their own.
 
-    `dispatch_speedup` (with `bounds`, a range): how much faster the rest of the step's CPU work runs once
-    the CPU no longer stages the copies through its caches (1: no change)."""
+    `dispatch_speedup`: how much faster the rest of the step's CPU work runs once the CPU no longer stages
+    the copies through its caches (1: no change). `kept`: the share of the copies to the host that are not
+    made (what the host needs is computed on the GPU and only that copied). `bounds`, two
+    (dispatch_speedup, kept) ends, makes the estimate a range."""
     dispatch_speedup: float = 1.0
-    bounds: tuple[float, float] | None = None
-    RANGE_NOTE = ("how much faster the step's dispatch runs once the CPU no longer stages the copies is not "
-                  "in the trace (measured 1.0-1.5x), hence the range")
+    bounds: tuple[tuple[float, float], tuple[float, float]] | None = None
+    kept: float = 0.0
+
+    @property
+    def RANGE_NOTE(self) -> str:
+        why = []
+        if any(b[0] != 1.0 for b in self.bounds or ()):
+            why.append("how much faster the step's dispatch runs once the CPU no longer stages the copies "
+                       "(measured 1.0-1.5x)")
+        if any(b[1] > 0 for b in self.bounds or ()):
+            why.append("whether the host needs all it copies to the host, or only what it had time to read "
+                       "within the step (the top end: the rest is not copied)")
+        return " and ".join(why) + " is not in the trace, hence the range"
 
     def __post_init__(self):
-        for v in (self.dispatch_speedup, *(self.bounds or ())):
+        for v, k in (((self.dispatch_speedup, self.kept),) + tuple(self.bounds or ())):
             if not 1.0 <= v <= 3.0:
                 raise ValueError(f"PinCopies: dispatch_speedup must be in [1, 3], got {v}")
+            if not 0.0 <= k <= 1.0:
+                raise ValueError(f"PinCopies: kept must be in [0, 1], got {k}")
 
-    def at(self, speedup: float) -> "PinCopies":
+    def at(self, end: tuple[float, float]) -> "PinCopies":
         """The same fix at one end of its range."""
-        return replace(self, dispatch_speedup=speedup, bounds=None)
+        return replace(self, dispatch_speedup=end[0], kept=end[1], bounds=None)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analyses import spec
 from ..analyses.base import Context, Finding
-from ..analyses.fixes import WARM_CPU, RemoveHostWork, Unblock, combine
+from ..analyses.fixes import WARM_CPU, PinCopies, RemoveHostWork, Unblock, combine
 from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, worker_wait_us
@@ -98,6 +98,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["gpu_busy_ms"] = round(busy / 1000, 3)
             info["kernel_busy_ms"] = round(_kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
             info["pinned_copy_ms"] = round(_pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
+            info["pinned_copy_ms_by_direction"] = {d: round(_pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
+                                                   for d in ("HtoD", "DtoH")}
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     # The profiler's cost a DataLoader-worker wait absorbed (the un-profiled step above the de-inflated
     # replay): a fix that removes the wait saves it too, the loop then running at its own pace.
@@ -262,7 +264,8 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             # Copies moved off the critical path still run every step on their copy engine.
             cap = max(0.0, step_us - _floor(f.fixes, info))
             why = "capped where the step reaches its kernels' or its pinned copies' time (the copies still run every step)"
-            caps = (cap, cap)
+            # (each end by its own copies: at the top end of a range, copies to the host may not be made)
+            caps = tuple(max(0.0, step_us - _floor(_at_end(f.fixes, k), info)) for k in (0, 1))
         else:
             continue
         if f.estimated_savings_us > cap:
@@ -317,11 +320,20 @@ def _floor(plan, info: dict) -> float:
     # assumed for an H200, 0.61 ms in the fixed trace; the fixed step 0.99 ms, its kernels 0.2, as the
     # measured fix waits for each copy). Unless the result stays on the GPU.
     if "PinCopies" in names and "Unblock" not in names:
-        floor = max(floor, (info.get("pinned_copy_ms") or 0.0) * 1000)
+        kept = max(fx.kept for fx in plan if isinstance(fx, PinCopies))
+        by_dir = info.get("pinned_copy_ms_by_direction") or {}
+        copies = (max(by_dir.get("HtoD", 0.0), by_dir.get("DtoH", 0.0) * (1.0 - kept)) if kept else
+                  info.get("pinned_copy_ms") or 0.0)
+        floor = max(floor, copies * 1000)
     return floor
 
 
-def _pinned_copy_us(ctx: Context, steps, pinned_gbps: float) -> float:
+def _at_end(plan, k: int) -> tuple:
+    """The plan with each ranged fix at end k of its range (0: the low end)."""
+    return tuple(fx.at(fx.bounds[k]) if getattr(fx, "bounds", None) else fx for fx in plan)
+
+
+def _pinned_copy_us(ctx: Context, steps, pinned_gbps: float, dirs=("HtoD", "DtoH")) -> float:
     """Median over the replayed steps of the busiest host-device direction's copy time with every copy
     pinned (a pageable copy at `pinned_gbps`, a pinned one as it ran), per device averaged over devices as
     the kernels' busy time is (us). The two directions use their own copy engines and overlap."""
@@ -334,9 +346,9 @@ def _pinned_copy_us(ctx: Context, steps, pinned_gbps: float) -> float:
     page = c["pageable"].to_numpy(dtype=bool) & (nbytes > 0)
     dur = np.where(page, np.minimum(dur, nbytes / (pinned_gbps * 1e3)), dur)
     of = ctx.step_of(c["ts"].to_numpy())
-    dirs = c["copy_dir"].astype(str).to_numpy()
+    kinds = c["copy_dir"].astype(str).to_numpy()
     n_dev = max(1, len(np.unique(g["device"].to_numpy())))
-    per = [max(float(dur[(of == st) & (dirs == d)].sum()) for d in ("HtoD", "DtoH")) / n_dev for st in steps]
+    per = [max(float(dur[(of == st) & (kinds == d)].sum()) for d in dirs) / n_dev for st in steps]
     return float(np.median(per))
 
 

@@ -267,14 +267,14 @@ def _span_share(c: Compiled, spans) -> np.ndarray:
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
     # A pinned copy issued non_blocking: it runs at pinned bandwidth on a stream of its own, and the op
     # that issued it no longer waits in the copy call (a copy to the host is read a step later: the
-    # advice). A copy to the device also drops the stream sync that aten::copy_ issues after a pageable
-    # copy. A copy to the host that is a sync rather than a copy problem (trace/facts.py) only gets
-    # faster: removing the wait is sync_stall's fix.
+    # advice). A copy to the device also drops the stream sync aten::copy_ issues after a pageable copy.
+    # A copy to the host that is a sync, not a copy problem (trace/facts.py), only gets faster.
     gpu_idx = c.gpu_idx
     ops = set()
     for i in gpu_idx[c.pageable[gpu_idx]]:
-        # (never longer than a fix before made it: a result kept on the GPU is not copied whole)
-        s.dur[i] = min(s.dur[i], c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2)
+        # (never longer than a fix before made it: a result kept on the GPU is not copied whole; `kept`)
+        pinned = min(s.dur[i], c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2)
+        s.dur[i] = pinned * (1.0 if c.to_device[i] else 1.0 - fx.kept)
         if c.lpred[i] >= 0:
             s.staged[c.lpred[i]] = 0.0
         if c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]:
