@@ -174,7 +174,7 @@ class PinCopies:
         if any(b[1] > 0 for b in self.bounds or ()):
             why.append("whether the host needs all it copies to the host, or only what it had time to read "
                        "within the step (the top end: the rest is not copied)")
-        return " and ".join(why) + " is not in the trace, hence the range"
+        return " and ".join(why) + (" are" if len(why) > 1 else " is") + " not in the trace, hence the range"
 
     def __post_init__(self):
         for v, k in (((self.dispatch_speedup, self.kept),) + tuple(self.bounds or ())):
