@@ -979,14 +979,14 @@ def test_a_pinned_copy_off_the_critical_path_still_takes_its_copy_engine_time(cl
 def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_range_top(clean_rows):
     # holdout15_pageable_logits_slice copies 33.5 MB of logits to the host a step to sum 8 of 4096 columns;
     # summed on the GPU, the step ran 9-11x faster (clean runs). The host's time after each copy could read
-    # 7-9% of it at most, so the pageable finding's range reaches the copy not made; its point stays the pinned
+    # 14-20% of it at most, so the pageable finding's range reaches the copy not made; its point stays the pinned
     # copy, since a loop that keeps every copy for later looks the same (holdout2_d2h_features, 3.9-5.1x).
     from traceinsight.report.analyze import analyze_file
     sl = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice"]
     assert sl and all(8.5 <= r["meas_speedup"] <= 12 for r in sl)
     a = analyze_file(ROOT / "sample_traces/matrix/h100_clean3B/holdout15_pageable_logits_slice__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
-    assert f.evidence["host_reads_at_most_pct_of_the_copy"] < 15 and f.fix.startswith("Within the step")
+    assert f.evidence["host_reads_at_most_pct_of_the_copy"] < 25 and f.fix.startswith("Within the step")
     step = a.whatif["unprofiled_step_ms"]
     lo, hi = (step / (step - x / 1000) for x in f.savings_bound_us)
     assert 3 <= lo <= 4 and 6 <= hi <= 12, (lo, hi)

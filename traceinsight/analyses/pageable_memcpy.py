@@ -28,8 +28,8 @@ STAGED_DISPATCH_BOUNDS = (1.0, 1.5)
 # GB/s). The host's time between a copy to the host returning and its thread's next runtime call, at this
 # pace, bounds how much of the copy the step itself can have read: an eval loop that copies all its logits
 # to sum 8 columns (holdout15_pageable_logits_slice: 33.5 MB, a 10x faster step once the sum ran on the
-# GPU) reads well under 1%. A loop that keeps every batch's copy for later reads nothing in the step
-# either: the trace cannot tell the two apart, so the copy not made is the range's top end, never its point.
+# GPU) can have read 14-20% of it. A loop that keeps every batch's copy for later reads as little in the
+# step: the trace cannot tell the two apart, so the copy not made is the range's top end, never its point.
 FAST_READ_GBPS = 20.0
 
 
@@ -112,7 +112,9 @@ def _pin(ev: dict, read: float) -> PinCopies:
 def _read_share(ctx: Context, copies) -> float:
     """The most of the pageable copies to the host (GPU rows, full steps) that the host can have read
     between the op that copied (aten::to, with the stream sync after the copy) and its thread's next
-    runtime call (or its step's end), at FAST_READ_GBPS: 1.0 when it had time for all of it."""
+    runtime call, at FAST_READ_GBPS: 1.0 when it had time for all of it. The read may come after the
+    step's end (prof.step() right after the copy), and bytes not read yet carry over to the thread's
+    later windows (a.cpu(); b.cpu(); use(a, b))."""
     m = ctx.model
     cpu = m.cpu
     calls = copies[(copies["copy_dir"] == "DtoH").to_numpy() & (copies["launcher"] >= 0).to_numpy()]
@@ -121,14 +123,16 @@ def _read_share(ctx: Context, copies) -> float:
     rt = (cpu["kind"] == "runtime").to_numpy()
     ts, end, thread, top = (cpu[k].to_numpy() for k in ("ts", "end", "thread", "top_op"))
     starts = {th: np.sort(ts[r[rt[r]]]) for th, r in m.thread_rows().items()}
-    st = m.steps.set_index("step")["cpu_end"]
-    readable = 0.0
-    for row, nbytes, step in zip(calls["launcher"].to_numpy(), calls["bytes"].to_numpy(), calls["step"].to_numpy()):
+    readable, pending = 0.0, {}
+    rows = calls["launcher"].to_numpy()
+    for row, nbytes in sorted(zip(rows.tolist(), calls["bytes"].to_numpy().tolist()), key=lambda rb: ts[rb[0]]):
         a = max(end[row], end[top[row]] if top[row] >= 0 else -np.inf)
         nxt = starts[thread[row]]
         k = np.searchsorted(nxt, a, "left")
-        b = nxt[k] if k < len(nxt) else np.inf
-        b = min(b, float(st.get(step, np.inf)))
-        readable += min(float(nbytes), max(0.0, b - a) * FAST_READ_GBPS * 1e3) if np.isfinite(b) else float(nbytes)
+        window = nxt[k] - a if k < len(nxt) else np.inf
+        owed = pending.get(thread[row], 0.0) + float(nbytes)
+        got = min(owed, max(0.0, window) * FAST_READ_GBPS * 1e3)
+        readable += got
+        pending[thread[row]] = owed - got
     total = float(calls["bytes"].sum())
     return min(1.0, readable / total) if total > 0 else 1.0
