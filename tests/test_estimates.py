@@ -989,7 +989,8 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_range_to
     assert f.evidence["host_reads_at_most_pct_of_the_copy"] < 25 and f.fix.startswith("Within the step")
     step = a.whatif["unprofiled_step_ms"]
     lo, hi = (step / (step - x / 1000) for x in f.savings_bound_us)
-    assert 3 <= lo <= 4 and 6 <= hi <= 12, (lo, hi)
+    # (its top end also drops the host's numpy after each copy, which the sum on the GPU removed too)
+    assert 3 <= lo <= 4 and 8 <= hi <= 12, (lo, hi)
     assert abs(f.estimated_savings_us - f.savings_bound_us[0]) < 1
     # The pinned copy's advice places the wait for it after the next step's launches: holdout2_d2h_features
     # measured 2.4-3.0x with the wait at the top of the step (copy and compute serialised), 3.9-5.1x after.

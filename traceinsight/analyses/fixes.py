@@ -159,7 +159,8 @@ class PinCopies:
 
     `dispatch_speedup`: how much faster the rest of the step's CPU work runs once the CPU no longer stages
     the copies through its caches (1: no change). `kept`: the share of the copies to the host that are not
-    made (what the host needs is computed on the GPU and only that copied). `bounds`, two
+    made (what the host needs is computed on the GPU and only that copied), and of the host's Python that
+    read them (estimate/replay.py). `bounds`, two
     (dispatch_speedup, kept) ends, makes the estimate a range."""
     dispatch_speedup: float = 1.0
     bounds: tuple[tuple[float, float], tuple[float, float]] | None = None

@@ -135,3 +135,21 @@ class Compiled:
         rx = re.compile(pattern, flags)
         hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
         return self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
+
+    def span_share(self, spans) -> np.ndarray:
+        """Per node: the share of the CPU stretch before it (from the previous call on its thread) that lies
+        inside one of the spans (thread, start, end)."""
+        out = np.zeros(len(self.nodes))
+        if not spans:
+            return out
+        i = self.cpu_idx[self.cpred[self.cpu_idx] >= 0]
+        a, b = self.end[self.cpred[i]], self.ts[i]
+        th = np.asarray(self.thread, dtype=object)[i]
+        ok = b > a
+        i, a, b, th = i[ok], a[ok], b[ok], th[ok]
+        cover = np.zeros(len(i))
+        for t, lo, hi in spans:
+            same = th == t
+            cover += np.where(same, np.clip(np.minimum(b, hi) - np.maximum(a, lo), 0.0, None), 0.0)
+        out[i] = np.minimum(cover / (b - a), 1.0)
+        return out

@@ -197,7 +197,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
                                  if i is not None and c.lpred[i] >= 0}
         idx = np.array([c.cpu_pos[r] for r in calls if r in c.cpu_pos], dtype=np.int64)
         s.dur[idx] = s.dur[idx] * (1.0 - cpu_share)
-        inside = _span_share(c, fx.spans)
+        inside = c.span_share(fx.spans)
         inside[idx] = 1.0
         s.feed = s.feed * (1.0 - cpu_share * inside)
     if fx.share:
@@ -218,15 +218,9 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
                 continue
             s.dur[j] = c.dur[j] * (1.0 - fx.share)     # only the small result is copied
             s.staged[i] = s.staged[i] * (1.0 - fx.share)   # and nothing is staged out of pageable buffers
-            k = c.csucc[i]              # the first call after the copy's own blocking calls
-            while k >= 0 and c.nodes[k][0] == "cpu" and c.nodes[k][1] in rows:
-                k = c.csucc[k]
+            k = _drop_reading(c, s, i, j, lambda k: c.nodes[k][1] in rows, fx.share)
             if k < 0:
                 continue
-            cut = fx.share * min(c.bytes[j] / (CONSUMER_GBPS * 1e3), c.bare[k] + c.host[k])
-            from_feed = min(cut, c.bare[k], s.feed[k])
-            s.feed[k] -= from_feed
-            s.host[k] = max(0.0, s.host[k] - (cut - from_feed))
             if fx.warm and c.nodes[k][0] == "step" and c.csucc[k] >= 0:
                 # It read to the step's end: the next step's top ran coldest (the feed's warm factor comes later)
                 n = c.csucc[k]
@@ -237,31 +231,27 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
             s.feed[k] += fx.share * fx.replacement_launches * per_launch
 
 
+def _drop_reading(c: Compiled, s: State, i: int, j: int, blocking, share: float) -> int:
+    """A copy (GPU node j, its call i) whose result stays on the GPU is not read by the host's Python
+    after it (bare, outside any op, up to the next call after the copy's own `blocking` calls): `share` of
+    that Python goes, as far as reading the copy's bytes explains it. The next call's node, or -1."""
+    k = c.csucc[i]
+    while k >= 0 and c.nodes[k][0] == "cpu" and blocking(k):
+        k = c.csucc[k]
+    if k >= 0:
+        cut = share * min(c.bytes[j] / (CONSUMER_GBPS * 1e3), c.bare[k] + c.host[k])
+        from_feed = min(cut, c.bare[k], s.feed[k])
+        s.feed[k] -= from_feed
+        s.host[k] = max(0.0, s.host[k] - (cut - from_feed))
+    return k
+
+
 def _launch_cost_us(c: Compiled, s: State) -> float:
     """What one kernel launch costs the CPU in this step as replayed (median over the launch calls of
     the call and the stretch before it: the op's dispatch)."""
     i = c.cpu_idx[c.is_launch[c.cpu_idx]]
     v = s.feed[i] + s.dur[i]
     return float(np.median(v)) if len(v) else UNBLOCKED_CALL_US
-
-
-def _span_share(c: Compiled, spans) -> np.ndarray:
-    """Per node: the share of the CPU stretch before it (from the previous call on its thread) that lies
-    inside one of the spans (thread, start, end)."""
-    out = np.zeros(len(c.nodes))
-    if not spans:
-        return out
-    i = c.cpu_idx[c.cpred[c.cpu_idx] >= 0]
-    a, b = c.end[c.cpred[i]], c.ts[i]
-    th = np.asarray(c.thread, dtype=object)[i]
-    ok = b > a
-    i, a, b, th = i[ok], a[ok], b[ok], th[ok]
-    cover = np.zeros(len(i))
-    for t, lo, hi in spans:
-        same = th == t
-        cover += np.where(same, np.clip(np.minimum(b, hi) - np.maximum(a, lo), 0.0, None), 0.0)
-    out[i] = np.minimum(cover / (b - a), 1.0)
-    return out
 
 
 def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) -> None:
@@ -275,6 +265,9 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
         # (never longer than a fix before made it: a result kept on the GPU is not copied whole; `kept`)
         pinned = min(s.dur[i], c.bytes[i] / (pinned_gbps * 1e3) if c.bytes[i] > 0 else c.dur[i] / 2)
         s.dur[i] = pinned * (1.0 if c.to_device[i] else 1.0 - fx.kept)
+        if fx.kept and not c.to_device[i] and c.lpred[i] >= 0:     # (the op's stream sync is its own)
+            call = c.lpred[i]
+            _drop_reading(c, s, call, i, lambda k: c.op[k] == c.op[call], fx.kept)
         if c.lpred[i] >= 0:
             s.staged[c.lpred[i]] = 0.0
         if c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]:
