@@ -267,7 +267,7 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
         s.dur[i] = pinned * (1.0 if c.to_device[i] else 1.0 - fx.kept)
         if fx.kept and not c.to_device[i] and c.lpred[i] >= 0:     # (the op's stream sync is its own)
             call = c.lpred[i]
-            _drop_reading(c, s, call, i, lambda k: c.op[k] == c.op[call], fx.kept)
+            _drop_reading(c, s, call, i, lambda k: c.op[call] >= 0 and c.op[k] == c.op[call], fx.kept)
         if c.lpred[i] >= 0:
             s.staged[c.lpred[i]] = 0.0
         if c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]:
