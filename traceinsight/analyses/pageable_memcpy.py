@@ -122,9 +122,10 @@ def _read_share(ctx: Context, copies) -> float:
         return 1.0
     rt = (cpu["kind"] == "runtime").to_numpy()
     ts, end, thread, top = (cpu[k].to_numpy() for k in ("ts", "end", "thread", "top_op"))
-    starts = {th: np.sort(ts[r[rt[r]]]) for th, r in m.thread_rows().items()}
-    readable, pending = 0.0, {}
     rows = calls["launcher"].to_numpy()
+    copying = set(thread[rows].tolist())
+    starts = {th: np.sort(ts[r[rt[r]]]) for th, r in m.thread_rows().items() if th in copying}
+    readable, pending = 0.0, {}
     for row, nbytes in sorted(zip(rows.tolist(), calls["bytes"].to_numpy().tolist()), key=lambda rb: ts[rb[0]]):
         a = max(end[row], end[top[row]] if top[row] >= 0 else -np.inf)
         nxt = starts[thread[row]]

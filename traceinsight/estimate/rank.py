@@ -137,8 +137,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         if ranged:
             ends = []
             for k in (1, 0):
-                plan = tuple(fx.at(fx.bounds[k]) if fx in ranged else fx for fx in f.fixes)
-                end_state = replay.apply(compiled, plan, bw, cuts)
+                end_state = replay.apply(compiled, _at_end(f.fixes, k), bw, cuts)
                 ends.append((_state_saving(base, end_state), _gpu_removed(compiled, end_state)))
             lo, hi = min(ends), max(ends)
             # A range whose ends agree (the uncertain part is not in this trace) is no range.
