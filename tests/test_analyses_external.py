@@ -86,3 +86,40 @@ def test_amd_and_triton_launches_are_linked():
         assert (kernels["launcher"] >= 0).all(), name
         names = set(a.model.cpu.loc[kernels["launcher"], "name"])
         assert names & {"hipLaunchKernel", "hipExtLaunchKernel", "cuLaunchKernel"}, names
+
+
+def test_a_step_that_runs_past_the_recorded_events_ends_where_they_do(docs):
+    # triton_example: ProfilerStep#1 spans 13.3 s, yet every other event ends 1.5 ms into it (the profiler
+    # stopped recording while the step's range stayed open). The rest is not idle: it is not in the trace.
+    d = docs["triton_example.json.gz"]
+    assert d["summary"]["median_step_ms"] < 2.0
+    limits = " ".join(d["trace"]["limits"])
+    assert "runs 13336.3 ms but the trace's events end 1.53 ms into it" in limits
+    assert "No complete step in the window" in limits
+    assert all(f["confidence"] == "low" for f in d["findings"])
+
+
+def test_a_window_of_cuda_start_up_says_so_and_ranks_nothing_with_confidence(docs):
+    # a100_alexnet: 43 s of window for 66 ms of GPU work; CUDA context creation (29.9 s in
+    # cudaDeviceGetStreamPriorityRange), lazy module loading (one 3.1 s cudaLaunchKernel) and first
+    # allocations ran while the GPU sat idle.
+    d = docs["a100_alexnet_memcpy_sync_permute.json.gz"]
+    start = next(x for x in d["trace"]["limits"] if x.startswith("The window includes start-up"))
+    assert "cudaDeviceGetStreamPriorityRange 29.93 s" in start and "cudaLaunchKernel 3.06 s" in start
+    assert all(f["confidence"] == "low" for f in d["findings"])
+    # Its blocking copies are the model's weights going to the GPU from pageable memory: pinning's to fix,
+    # not a result to keep on the GPU.
+    sync = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "sync_stall")
+    assert sync["title"].startswith("A blocking copy to the device in aten::to")
+    assert "pin the source" in sync["fix"] and ".cpu()" not in sync["fix"]
+    assert sync["evidence"]["sync_sites"][0]["copy_direction"] == "to the device"
+
+
+def test_steady_traces_have_no_start_up_or_cut_steps(docs):
+    # A long blocking copy behind another stream's event (the SGLang decode) is a wait, not start-up; none
+    # of the steady traces here has either limit.
+    for name, d in docs.items():
+        if name in ("triton_example.json.gz", "a100_alexnet_memcpy_sync_permute.json.gz"):
+            continue
+        assert not any(x.startswith("The window includes start-up") or "trace's events end" in x
+                       for x in d["trace"]["limits"]), name

@@ -52,6 +52,12 @@ def test_communication_bound_step_is_not_healthy():
 def test_compiled_triton_trace_is_healthy():
     d = _doc("torch_compile_triton_trace.json.gz")
     assert d["healthy"] and d["findings"] == []
+    # The step thread's time outside any op is one hipDeviceSynchronize: the CPU waiting for the GPU, not
+    # Python, and the CPU table says so.
+    c = d["cpu_time"]
+    assert c["outside_ops_ms"] > 10 and c["waiting_for_gpu_ms"] >= 0.99 * c["outside_ops_ms"]
+    from traceinsight.render.sections import outside_ops
+    assert outside_ops(c).startswith(f"{c['waiting_for_gpu_ms']} ms of it waiting in runtime calls for the GPU")
 
 
 @pytest.mark.parametrize("name", ["inference_vllm_decode_full_capture_traces_graph_capture_rank_0.json.gz",
@@ -75,3 +81,6 @@ def test_kernel_waiting_behind_an_event_is_a_dependency_wait():
     d = _doc("inference_sglang_decode_sglang_Qwen3-8B_decode.json.gz")
     assert kinds(d)[0] == "dependency_wait"
     assert "launch_overhead" not in kinds(d)
+    # The CPU blocks 463 ms in hipMemcpyWithStream while the GPU is idle: a copy waiting behind an event,
+    # not the driver's start-up (which only calls that wait on nothing can be).
+    assert not any(x.startswith("The window includes start-up") for x in d["trace"]["limits"])

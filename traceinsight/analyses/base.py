@@ -67,6 +67,9 @@ class Finding:
     estimated_savings_us: float = math.nan
     savings_bound_us: tuple[float, float] | None = None
     estimate_note: str = ""
+    # (the ranked fixes it needs first, what it adds once they are done: the plan's row), where it needs
+    # some: it is ranked by that, the estimate above being what it would save alone.
+    after_prerequisites: tuple[tuple[str, ...], float] | None = None
 
 
 @dataclass

@@ -39,6 +39,10 @@ SYNC_FIXES = {
     "aten::repeat_interleave": "repeat_interleave without output_size syncs: pass output_size=",
     "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely",
 }
+# A copy from pageable host memory to the GPU is synchronous: the CPU waits for the DMA itself.
+TO_DEVICE_FIX = ("a copy from pageable host memory to the GPU blocks the CPU until it is done: pin the source "
+                 "(DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True, or keep "
+                 "the tensor on the GPU if it is copied every step")
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -59,7 +63,7 @@ def analyze(ctx: Context) -> list[Finding]:
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
     for s in ev_sites[:4]:
-        f = SYNC_FIXES.get(s["op"])
+        f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else SYNC_FIXES.get(s["op"])
         if f and f not in fixes:
             fixes.append(f"{s['op']}: {f}")
     fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
@@ -67,7 +71,8 @@ def analyze(ctx: Context) -> list[Finding]:
         "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
     where = f" ({first['source']})" if first.get("source") and not first["source"].startswith("(") else ""
     if first.get("waits_for") == "its own copy":
-        title = (f"A blocking copy to the host in {first['op']}{where}, {first['per_step']:g} per step: with "
+        title = (f"A blocking copy {first.get('copy_direction') or 'to the host'} in {first['op']}{where}, "
+                 f"{first['per_step']:g} per step: with "
                  f"nothing else queued, the CPU waits for the copy itself and the GPU idles until it returns")
     else:
         drains = sum(s['stalls_per_step'] for s in ev_sites)
@@ -138,6 +143,10 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     g = ctx.model.gpu
     own = g[g["launcher"].isin(blocks.index).to_numpy() & (g["kind"] == "memcpy").to_numpy()]
     copy_us = own.groupby("launcher")["dur"].sum()
+    # Which way each call's own copy went: a blocking copy *to the device* (from pageable memory) is
+    # pinning's to fix, not keeping a result on the GPU (a100_alexnet: 16 HtoD weight copies in aten::to).
+    to_device = own.assign(h2d=(own["copy_dir"] == "HtoD").to_numpy() * own["dur"].to_numpy()) \
+        .groupby("launcher")["h2d"].sum()
     step = ctx.cpu_step_of(blocks["ts"].to_numpy())
     full = np.isin(step, ctx.full_steps)
     op_row = cpu["top_op"].to_numpy()[np.maximum(cpu["parent"].to_numpy()[blocks.index.to_numpy()], 0)]
@@ -146,7 +155,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
         d = by_site.setdefault(site, {"idle_us": 0.0, "idle_full": 0.0, "stalls": 0, "ops": set(), "calls": {},
-                                      "copy": 0.0, "blocked": 0.0})
+                                      "copy": 0.0, "to_device": 0.0, "blocked": 0.0})
         d["idle_us"] += stalled.get(int(b), 0.0)
         d["idle_full"] += stalled.get(int(b), 0.0) * full[k]     # per step: the full steps' idle only
         d["stalls"] += int(b in stalled and full[k])
@@ -156,6 +165,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
         d["blocked"] += r.end - r.ts
         if queued[k] <= r.ts + QUEUE_TOL_US:
             d["copy"] += float(copy_us.get(int(b), 0.0))
+            d["to_device"] += float(to_device.get(int(b), 0.0))
     no_source = ("(no user Python frame above it: autograd's backward thread, or a library's)"
                  if (cpu["kind"] == "python").any() else "(record with with_stack=True to get the source line)")
     out = []
@@ -166,6 +176,8 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
         out.append({"op": op, "source": src or no_source,
                     "call": call, "blocked_ms_per_step": round(d["calls"][call] / ctx.n_full / 1000, 3),
                     "waits_for": "its own copy" if d["copy"] >= 0.5 * d["blocked"] else "queued GPU work",
+                    "copy_direction": ("to the device" if d["to_device"] > 0.5 * d["copy"] else "to the host")
+                    if d["copy"] else None,
                     "per_step": round(len(d["ops"]) / ctx.n_full, 2),
                     "stalls_per_step": round(d["stalls"] / ctx.n_full, 2),
                     "idle_ms_per_step": round(d["idle_full"] / ctx.n_full / 1000, 3)})

@@ -15,7 +15,7 @@ from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, PinCopies, RemoveHostWork, Unblock, combine
 from ..analyses.reads import host_work_us
 from . import replay
-from ..trace.facts import erratic_steps, mean_step_us, worker_wait_us
+from ..trace.facts import erratic_steps, mean_step_us, startup_calls, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import calibration_scale, profiler_cuts, unprofiled_method, unprofiled_range_us
 from .plan import fix_plan
@@ -169,6 +169,9 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
                 f.confidence = "medium"
+    if (ctx.model.step_source == "ProfilerStep" and ctx.model.steps["partial"].all()) or startup_calls(ctx.model):
+        for f in findings:          # no complete step, or one-time start-up in the window: not a steady state
+            f.confidence = "low"
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
@@ -184,10 +187,40 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                             "estimated_step_ms": round(after / 1000, 3),
                             "estimated_savings_ms": round((median_step - after) / 1000, 3)}
     if base is not None and base.step_us and replayable:
-        info["plan"] = fix_plan(compiled, base, findings, bw, cuts, step_us=median_step,
-                                floor=lambda applied: _floor(applied, info), extra=extra, minor=minor)
+        def plan_of(ranked):
+            return fix_plan(compiled, base, ranked, bw, cuts, step_us=median_step,
+                            floor=lambda applied: _floor(applied, info), extra=extra, minor=minor)
+        info["plan"] = plan_of(findings)
+        ranked = _after_prerequisites(findings, info["plan"])
+        if ranked != findings:
+            findings = ranked
+            info["plan"] = plan_of(findings)
+            _mark_needs(findings, info["plan"])     # what each adds in the plan as it now stands
     _name_prerequisites(findings, minor)
     return {"findings": findings, "minor": minor, "whatif": info}
+
+
+def _after_prerequisites(findings: list[Finding], plan: list[dict]) -> list[Finding]:
+    """The ranking, with a fix that needs another ranked fix first (a CUDA graph cannot capture a sync)
+    weighed by what it adds once that one is done (its row in the plan), not by what it would save
+    alone: the user does the other first anyway, and where it already takes most of the time (syncs
+    in a launch-bound step) it is the fix that helps most (sync_mask_loss: the syncs saved 1.1 ms, a
+    CUDA graph after them 0.2 ms, measured about 0)."""
+    _mark_needs(findings, plan)
+
+    def weight(f: Finding) -> float:
+        own = f.estimated_savings_us if f.after_prerequisites is None else f.after_prerequisites[1]
+        return -own * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)
+    return sorted(findings, key=lambda f: (spec(f.kind).note, weight(f)))
+
+
+def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
+    """Finding.after_prerequisites: the ranked fixes each needs first, and its plan row's saving."""
+    kinds = {f.kind for f in findings}
+    adds = {r["kind"]: r["saves_ms"] * 1000 for r in plan}
+    for f in findings:
+        needs = tuple(k for k in spec(f.kind).prerequisites if k in kinds)
+        f.after_prerequisites = (needs, min(f.estimated_savings_us, adds[f.kind])) if needs and f.kind in adds else None
 
 
 def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float) -> None:

@@ -59,8 +59,8 @@ def _fix_details(fx) -> list[str]:
 
 def _cpu_table(c) -> list[str]:
     out = [f"On the step's thread, per step (median): {c['in_ops_ms']} ms ({c['in_ops_pct']}%) inside torch ops "
-           f"(dispatch and CPU kernels), {c['outside_ops_ms']} ms ({c['outside_ops_pct']}%) outside any op (Python "
-           "and other host code).", "",
+           f"(dispatch and CPU kernels), {c['outside_ops_ms']} ms ({c['outside_ops_pct']}%) outside any op ("
+           f"{S.outside_ops(c)}).", "",
            "| op | calls per step | self ms per step | total ms per step | self % of the step |",
            "|---|---|---|---|---|"]
     for o in c["top_ops"]:
@@ -93,6 +93,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out.append("|---|---|---|---|")
         for i, f in enumerate(fx, 1):
             rng = f" (range {f['savings_range_ms'][0]}-{f['savings_range_ms'][1]} ms)" if f["savings_range_ms"] else ""
+            rng += S.after_needs(f, "; ")
             out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {f['estimated_savings_ms']} ms "
                        f"({f['estimated_savings_pct']}%){rng} | {f['confidence']} |")
         for line in (S.unprofiled(d), S.window(d)):

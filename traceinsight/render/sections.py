@@ -116,6 +116,21 @@ def plan_note(row: dict) -> str:
     return "; ".join(parts)
 
 
+def outside_ops(c: dict) -> str:
+    """What the step thread's time outside any op was: Python and host code, less its waits for the GPU."""
+    wait = c.get("waiting_for_gpu_ms") or 0
+    if not wait:
+        return "Python and other host code"
+    return f"{wait} ms of it waiting in runtime calls for the GPU, the rest Python and other host code"
+
+
+def after_needs(f: dict, sep: str) -> str:
+    """", +0.2 ms after sync_stall" for a fix that needs others first (ranked by it), else ""."""
+    if not f.get("needs_first"):
+        return ""
+    return f"{sep}alone; +{f['saves_after_needs_first_ms']} ms after {', '.join(f['needs_first'])} (ranked by this)"
+
+
 def prerequisite_fixes(doc) -> list[tuple[str, str]]:
     """(kind, fix) of the plan's prerequisites that are not among the ranked fixes (a sync that costs little
     alone but blocks a CUDA graph): the plan needs them first, so their code change is shown with it."""

@@ -50,7 +50,7 @@ def _cpu_time(console: Console, d, rows: int = 8) -> None:
         return
     console.print(Text(
         f"CPU time per step (median, thread {c['thread']}): in torch ops (dispatch + CPU kernels) "
-        f"{c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops (Python and other host code) "
+        f"{c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops ({S.outside_ops(c)}) "
         f"{c['outside_ops_ms']} ms ({c['outside_ops_pct']}%)"))
     tab = Table(title="Top ops by self CPU time (ms per step, mean)")
     for col in ("op", "calls", "self", "total", "self %"):
@@ -74,6 +74,7 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     for i, f in enumerate(fx, 1):
         rng = f.get("savings_range_ms")
         rng = f"\nrange {rng[0]}-{rng[1]} ms" if rng else ""
+        rng += S.after_needs(f, "\n")
         tab.add_row(str(i), f["kind"], f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%){rng}",
                     f.get("confidence") or "", Text(f["title"]))
     console.print(tab)

@@ -15,7 +15,7 @@ from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import estimate
-from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, worker_fed, worker_wait_us
+from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, startup_calls, worker_fed, worker_wait_us
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
@@ -190,8 +190,22 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Step(s) {', '.join(map(str, meta['warmup_steps']))} at the start of the window ran far slower "
                    "than the rest and are taken as warm-up (autotuning, allocator growth, lazy init or graph capture "
                    "are the usual causes; the trace does not say which): left out of the medians.")
+    start = startup_calls(model)
+    if start:
+        total = sum(us for _n, us in start)
+        named = ", ".join(f"{n} {us / 1e6:.2f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms" for n, us in start[:4])
+        out.append(f"The window includes start-up: runtime calls ran {total / 1e6:.2f} s while the GPU sat idle "
+                   f"({named}{', ...' if len(start) > 4 else ''}): CUDA context creation, lazy module loading or "
+                   "first allocations, paid once per process. This is not a steady state, so the fixes are "
+                   "ranked with low confidence; profile after a warm-up (torch.profiler.schedule(wait=1, "
+                   "warmup=1, active=N), calling prof.step() each iteration).")
+    for cut in meta.get("steps_cut_to_data") or ():
+        out.append(cut[0].upper() + cut[1:] + ".")
     full = int((~steps["partial"]).sum()) if len(steps) else 0
-    if model.step_source == "ProfilerStep" and full < 3:
+    if model.step_source == "ProfilerStep" and full == 0:
+        out.append("No complete step in the window: every figure here comes from a cut-off or warm-up step, not "
+                   "a steady state, and the fixes are ranked with low confidence; record more active steps.")
+    elif model.step_source == "ProfilerStep" and full < 3:
         out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
                    "more active steps.")
     rising = rising_steps(model)

@@ -6,6 +6,7 @@ other host code). The picture of a CPU-only run, and of the host side of a GPU r
 
     {"scope": "...", "steps": 3, "thread": "pid/tid", "step_ms": 52.1,
      "in_ops_ms": 40.2, "in_ops_pct": 77.2, "outside_ops_ms": 11.9, "outside_ops_pct": 22.8,
+     "waiting_for_gpu_ms": 0.4 (of the outside time: runtime calls waiting for the GPU),
      "python_frames": false,
      "top_ops": [{"op", "calls_per_step", "self_ms_per_step", "total_ms_per_step", "self_pct"}, ...]}
 
@@ -71,6 +72,15 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     step_med = float(steps["dur"].median())
     in_med = float(np.median(in_ops))
     out_med = max(step_med - in_med, 0.0)
+    # Of the time outside ops, the runtime calls in which the thread waits for the GPU (a synchronize, a
+    # blocking copy) are not host code: said apart (a compiled step's whole outside is one
+    # hipDeviceSynchronize).
+    waits = np.flatnonzero((thread == main) & inside & (cpu["top_op"].to_numpy() < 0)
+                           & cpu["rkind"].isin(("sync", "memcpy")).to_numpy() & (cpu["kind"] == "runtime").to_numpy())
+    wpos = pd.Index(steps["step"].to_numpy()).get_indexer(step_of[waits])
+    wlo = np.maximum(ts[waits], steps["start"].to_numpy()[wpos])
+    whi = np.minimum(ts[waits] + dur[waits], steps["end"].to_numpy()[wpos])
+    waiting = min(float(np.median(np.bincount(wpos, weights=np.clip(whi - wlo, 0.0, None), minlength=n))), out_med)
     return {
         "scope": f"{n} full step(s)" if len(a.full_steps) else f"{n} step(s)",
         "steps": n,
@@ -80,6 +90,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
         "in_ops_pct": num(100 * in_med / step_med, 1) if step_med else None,
         "outside_ops_ms": num(out_med / 1000),
         "outside_ops_pct": num(100 * out_med / step_med, 1) if step_med else None,
+        "waiting_for_gpu_ms": num(waiting / 1000),
         "python_frames": bool((cpu["kind"] == "python").any()),
         "top_ops": top,
     }

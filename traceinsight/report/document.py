@@ -72,6 +72,10 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
         "savings_range_ms": [num(f.savings_bound_us[0] / 1000), num(f.savings_bound_us[1] / 1000)]
         if f.savings_bound_us else None,
         "estimate_method": f.estimate_note,
+        # Where the fix needs other ranked fixes first: which, and what it adds after them (it is ranked by
+        # that; estimated_savings_ms is what it would save alone).
+        "needs_first": list(f.after_prerequisites[0]) if f.after_prerequisites else [],
+        "saves_after_needs_first_ms": num(f.after_prerequisites[1] / 1000) if f.after_prerequisites else None,
         "measured_cost_ms_per_step": num(f.lost_per_step_us / 1000),
         "measured_cost_ms_total": num(f.lost_total_us / 1000),
         "confidence": f.confidence,

@@ -355,3 +355,37 @@ def _erratic_steps(model: TraceModel) -> dict | None:
     if not _launches_slowed(model, full, set(quiet.tolist())):
         return None
     return {"span": f"{s[0] / 1000:.1f}-{s[-1] / 1000:.1f} ms over {len(s)} steps", "quiet": [int(x) for x in quiet]}
+
+
+# A runtime call that does not wait on the GPU (not a sync or a copy: those can wait on another stream's
+# event or another process) and takes this long while the GPU sits idle is the driver's own one-time work:
+# context creation, lazy module loading, first large allocations. Steady steps do not have them
+# (a100_alexnet: cudaDeviceGetStreamPriorityRange 29.9 s, one cudaLaunchKernel 3.1 s, four cudaMalloc
+# 0.26-0.76 s, in a 43 s window of 66 ms GPU work; SGLang's 463 ms hipMemcpyWithStream behind a stream
+# event is a wait, not start-up).
+STARTUP_CALL_US = 100_000.0
+STARTUP_GPU_SHARE = 0.1
+
+
+def startup_calls(model: TraceModel) -> list[tuple[str, float]]:
+    """(name, us) of the runtime calls that took STARTUP_CALL_US or more while the GPU was busy under
+    STARTUP_GPU_SHARE of the call, longest first."""
+    return model.memo("startup_calls", lambda: _startup_calls(model))
+
+
+def _startup_calls(model: TraceModel) -> list[tuple[str, float]]:
+    cpu = model.cpu
+    if cpu.empty:
+        return []
+    waits = cpu["rkind"].isin(("sync", "memcpy")).to_numpy()
+    long = cpu[(cpu["kind"] == "runtime").to_numpy() & ~waits & (cpu["dur"].to_numpy() >= STARTUP_CALL_US)]
+    if long.empty:
+        return []
+    g = model.gpu
+    starts, ends = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy()) if len(g) else (np.zeros(0), np.zeros(0))
+    out = []
+    for name, a, b in zip(long["name"], long["ts"].to_numpy(), long["end"].to_numpy()):
+        busy = float(np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0.0, None).sum())
+        if busy < STARTUP_GPU_SHARE * (b - a):
+            out.append((str(name), float(b - a)))
+    return sorted(out, key=lambda x: -x[1])

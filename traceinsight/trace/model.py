@@ -20,7 +20,7 @@ import pandas as pd
 from .events import BAD, MISSING
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
-from .steps import (drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps, mark_partial, mark_warmup,
+from .steps import (clip_to_data, drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps, mark_partial, mark_warmup,
                     step_gpu_accounting)
 
 CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
@@ -261,6 +261,7 @@ def build_model(raw: RawTrace) -> TraceModel:
     gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], gpu_ts[ok_gpu], gpu_dur[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
     steps, step_source = find_steps(cpu, gpu)
+    steps, cut = clip_to_data(steps, cpu, gpu)
     steps = mark_partial(gpu_aware_bounds(steps, cpu, gpu), step_source)
     if step_source == "whole trace":
         warnings.append("no ProfilerStep annotations: the whole trace is analysed as one window")
@@ -282,6 +283,7 @@ def build_model(raw: RawTrace) -> TraceModel:
     meta["n_memory_events"] = tb.n_memory
     meta["warmup_steps"] = warmup
     meta["leading_idle_excluded_us"] = leading_idle
+    meta["steps_cut_to_data"] = cut
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
                        t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source)

@@ -49,8 +49,38 @@ def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]
     return steps, source
 
 
+# A step that runs on past every other recorded event by more than this share of itself (and
+# BEYOND_MIN_US) ends where the data does: the rest is not in the trace (the profiler's window closed
+# while the step's annotation stayed open), not idle.
+BEYOND_SHARE = 0.5
+BEYOND_MIN_US = 1000.0
+
+
+def clip_to_data(steps: pd.DataFrame, cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Steps cut at the last recorded event where they run far past it (triton_example: a 13.3 s
+    ProfilerStep whose events stop 1.7 ms in); they are partial. Returns the steps and what was cut, in words."""
+    ends = [float(cpu.loc[~cpu["is_step"].to_numpy(), "end"].max()) if len(cpu) and (~cpu["is_step"]).any() else -np.inf,
+            float(gpu["end"].max()) if len(gpu) else -np.inf]
+    last = max(ends)
+    if not np.isfinite(last):
+        return steps, []
+    over = steps["end"].to_numpy() - last
+    cut = (over > BEYOND_MIN_US) & (over > BEYOND_SHARE * steps["dur"].to_numpy())
+    if not cut.any():
+        return steps, []
+    said = [f"step {int(s)} runs {d / 1000:.1f} ms but the trace's events end {(last - a) / 1000:.2f} ms into it "
+            "(the profiler stopped recording first): it is counted to the last event, as a partial step"
+            for s, a, d in zip(steps["step"][cut], steps["start"][cut], steps["dur"][cut])]
+    steps = steps.copy()
+    steps.loc[cut, "end"] = np.maximum(last, steps.loc[cut, "start"])
+    steps["dur"] = steps["end"] - steps["start"]
+    steps["beyond_data"] = cut
+    return steps, said
+
+
 def mark_partial(steps: pd.DataFrame, source: str) -> pd.DataFrame:
-    steps["partial"] = False
+    steps["partial"] = steps["beyond_data"].to_numpy(dtype=bool) if "beyond_data" in steps else False
+    steps = steps.drop(columns=["beyond_data"], errors="ignore")
     if source == "ProfilerStep" and len(steps) >= 2:
         # The profiler often cuts the last step short when it stops; it would skew the medians.
         med = steps["dur"].iloc[:-1].median()
