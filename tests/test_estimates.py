@@ -556,6 +556,30 @@ def test_profiler_costs_scale_with_the_hosts_launch_speed():
     assert host_factor(g) == 1.0 and op_factor(g) == 1.0
 
 
+def test_a_compiled_step_reads_the_host_factor_from_the_driver_launches_and_scales_inductor_ranges_by_it():
+    import numpy as np
+
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    from traceinsight.trace.profiler_cost import (FIT_CU_LAUNCH_US, FIT_LAUNCH_QUANTILE, INDUCTOR_RANGE_US,
+                                                  event_classes, host_factor)
+    # Compiled inference launches its Triton kernels through cuLaunchKernel only (no cudaLaunchKernel at
+    # all): its host factor comes from those. A slower host (*_clean2A, H200: 5.9 us at the fast end) and a
+    # fitted one (*_cleanA).
+    got = {}
+    for run in ("h200_clean2A", "h200_cleanA"):
+        m = build_model(load_trace(ROOT / f"sample_traces/matrix/{run}/holdout_compile_infer__before__default.json.gz"))
+        cpu = m.cpu
+        assert not ((cpu["kind"] == "runtime") & (cpu["name"] == "cudaLaunchKernel")).any()
+        cu = ((cpu["kind"] == "runtime") & (cpu["name"] == "cuLaunchKernel")).to_numpy()
+        f = host_factor(m)
+        assert f == pytest.approx(float(np.percentile(cpu["dur"].to_numpy()[cu], FIT_LAUNCH_QUANTILE)) / FIT_CU_LAUNCH_US)
+        costs = dict((k, us) for k, _rows, us in event_classes(m))
+        assert costs["inductor"] == pytest.approx(f * INDUCTOR_RANGE_US["default"])
+        got[run] = f
+    assert got["h200_clean2A"] > 1.4 and 0.9 < got["h200_cleanA"] < 1.1
+
+
 def test_a_second_set_of_new_hosts_after_the_host_factor(rows):
     # Twelve other pairs re-recorded on fresh leases minutes after the host factor was fitted, nothing
     # changed after: 50 of 68 within 25%, 65 within 50%, top 64; the un-profiled step within 15% on 38 of

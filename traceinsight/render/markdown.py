@@ -51,7 +51,9 @@ def _fix_details(fx) -> list[str]:
     for i, f in enumerate(fx, 1):
         body += [f"**{i}. `{f['kind']}`: {_cell(f['title'])}**", "",
                  f"- Estimated saving: {f['estimated_savings_ms']} ms per step ({f['estimated_savings_pct']}%); "
-                 f"measured cost {f['measured_cost_ms_per_step']} ms per step; confidence {f['confidence']}.",
+                 f"measured cost {f['measured_cost_ms_per_step']} ms per step"
+                 + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
+                 + f"; confidence {f['confidence']}.",
                  f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}",
                  f"- Fix: {_cell(f['fix'])}", ""]
     return body

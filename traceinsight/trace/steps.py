@@ -59,9 +59,8 @@ BEYOND_MIN_US = 1000.0
 def clip_to_data(steps: pd.DataFrame, cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Steps cut at the last recorded event where they run far past it (triton_example: a 13.3 s
     ProfilerStep whose events stop 1.7 ms in); they are partial. Returns the steps and what was cut, in words."""
-    ends = [float(cpu.loc[~cpu["is_step"].to_numpy(), "end"].max()) if len(cpu) and (~cpu["is_step"]).any() else -np.inf,
-            float(gpu["end"].max()) if len(gpu) else -np.inf]
-    last = max(ends)
+    other = cpu.loc[~cpu["is_step"].to_numpy(), "end"] if len(cpu) else cpu["end"]
+    last = max(float(other.max()) if len(other) else -np.inf, float(gpu["end"].max()) if len(gpu) else -np.inf)
     if not np.isfinite(last):
         return steps, []
     over = steps["end"].to_numpy() - last
