@@ -106,6 +106,9 @@ def test_a_window_of_cuda_start_up_says_so_and_ranks_nothing_with_confidence(doc
     d = docs["a100_alexnet_memcpy_sync_permute.json.gz"]
     start = next(x for x in d["trace"]["limits"] if x.startswith("The window includes start-up"))
     assert "cudaDeviceGetStreamPriorityRange 29.93 s" in start and "cudaLaunchKernel 3.06 s" in start
+    # An allocation's implicit sync has nothing to wait for while the GPU idles: cudaFree's 6.0 s counts.
+    assert "cudaFree 6.01 s" in start and "ran 42.12 s while the GPU sat idle" in start
+    assert d["verdict"].startswith("Not a steady state: the window includes CUDA start-up (42.1 s")
     assert all(f["confidence"] == "low" for f in d["findings"])
     # Its blocking copies are the model's weights going to the GPU from pageable memory: pinning's to fix,
     # not a result to keep on the GPU.

@@ -286,7 +286,7 @@ def test_reads_of_a_copied_result_are_the_syncs_idle_everywhere():
 def test_a_fix_that_needs_another_first_says_so_in_the_verdict():
     d = doc("h200_holdout4", "holdout4_masked_seq_loss__before", "default")
     assert d["findings"][0]["kind"] == "launch_overhead"
-    assert "It needs sync_stall fixed first" in d["verdict"], d["verdict"]
+    assert "the top fix (launch_overhead) needs sync_stall fixed first (see the plan): the two save about" in d["verdict"], d["verdict"]
     # The boolean index feeds the loss: the advice names ignore_index (the fix measured).
     sync = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "sync_stall")
     assert "ignore_index" in sync["fix"]

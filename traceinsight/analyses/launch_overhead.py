@@ -160,7 +160,9 @@ def analyze(ctx: Context) -> list[Finding]:
         conf = "medium"     # the compiled step's own Python un-profiled is a range, not a measurement
     return [Finding(
         kind="launch_overhead",
-        title=f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
-              f"{med_kernel:.1f} us each, {share:.0%} of each step idle between them",
+        title=(f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
+               f"{med_kernel:.1f} us each, {share:.0%} of each step idle between them" if round(per_step_k) != 1 else
+               f"The GPU waits on the CPU to launch work: 1 kernel per step ({med_kernel:.1f} us), idle {share:.0%} "
+               "of the step around it"),
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["launch_overhead"].sum()),
         fix=fix, confidence=conf, evidence=ev, fixes=plan)]

@@ -50,7 +50,7 @@ def _fix_details(fx) -> list[str]:
     body = []
     for i, f in enumerate(fx, 1):
         body += [f"**{i}. `{f['kind']}`: {_cell(f['title'])}**", "",
-                 f"- Estimated saving: {f['estimated_savings_ms']} ms per step ({f['estimated_savings_pct']}%); "
+                 f"- Estimated saving per step: {S.saving(f, '; ')}; "
                  f"measured cost {f['measured_cost_ms_per_step']} ms per step"
                  + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
                  + f"; confidence {f['confidence']}.",
@@ -94,10 +94,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out.append("| # | fix | est. saving per step (median) | confidence |")
         out.append("|---|---|---|---|")
         for i, f in enumerate(fx, 1):
-            rng = f" (range {f['savings_range_ms'][0]}-{f['savings_range_ms'][1]} ms)" if f["savings_range_ms"] else ""
-            rng += S.after_needs(f, "; ")
-            out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {f['estimated_savings_ms']} ms "
-                       f"({f['estimated_savings_pct']}%){rng} | {f['confidence']} |")
+            out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {S.saving(f, '; ')} | {f['confidence']} |")
         for line in (S.unprofiled(d), S.window(d)):
             if line:
                 out.append(f"\n{_cell(line)}")

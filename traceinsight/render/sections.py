@@ -124,11 +124,16 @@ def outside_ops(c: dict) -> str:
     return f"{wait} ms of it waiting in runtime calls for the GPU, the rest Python and other host code"
 
 
-def after_needs(f: dict, sep: str) -> str:
-    """", +0.2 ms after sync_stall" for a fix that needs others first (ranked by it), else ""."""
-    if not f.get("needs_first"):
-        return ""
-    return f"{sep}alone; +{f['saves_after_needs_first_ms']} ms after {', '.join(f['needs_first'])} (ranked by this)"
+def saving(f: dict, sep: str) -> str:
+    """A finding's saving per step as the tables show it: the estimate with its share and range; for a fix
+    that needs others first, what it adds once they are fixed (what it is ranked by), then what it would
+    save alone, which it cannot be applied as."""
+    if f.get("needs_first"):
+        return (f"{f['saves_after_needs_first_ms']} ms once {', '.join(f['needs_first'])} is fixed{sep}"
+                f"{f['estimated_savings_ms']} ms alone")
+    rng = f.get("savings_range_ms")
+    return f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)" + (
+        f"{sep}range {rng[0]}-{rng[1]} ms" if rng else "")
 
 
 def prerequisite_fixes(doc) -> list[tuple[str, str]]:

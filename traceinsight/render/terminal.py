@@ -72,11 +72,7 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     tab.add_column("confidence")
     tab.add_column("what we saw")
     for i, f in enumerate(fx, 1):
-        rng = f.get("savings_range_ms")
-        rng = f"\nrange {rng[0]}-{rng[1]} ms" if rng else ""
-        rng += S.after_needs(f, "\n")
-        tab.add_row(str(i), f["kind"], f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%){rng}",
-                    f.get("confidence") or "", Text(f["title"]))
+        tab.add_row(str(i), f["kind"], S.saving(f, "\n"), f.get("confidence") or "", Text(f["title"]))
     console.print(tab)
     for i, f in enumerate(fx, 1):
         console.print(Text(f"{i}. {f['kind']}: ", style="bold") + Text(f["fix"]))

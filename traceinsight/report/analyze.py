@@ -330,20 +330,28 @@ def verdict(a: Analysis) -> str:
         return (f"The GPU is idle {idle_pct:.0f}% of each step (median {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}), but no "
                 f"fix we can model would save more than 3% of a step; idle by cause: {said or 'none'}.")
     top = real[0]
-    pct = 100 * top.estimated_savings_us / a.reference_step_us if a.reference_step_us else 0.0
+    which = "un-profiled" if a.whatif.get("unprofiled_step_ms") else "profiled"
     out = (f"{spec(top.kind).label.capitalize()}: the GPU is idle {idle_pct:.0f}% of "
-           f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) would save "
-           f"about {top.estimated_savings_us / 1000:.2f} ms per step ({pct:.0f}% of the "
-           f"{'un-profiled' if a.whatif.get('unprofiled_step_ms') else 'profiled'} step).")
-    # A fix that needs others first (a CUDA graph cannot capture a sync) cannot be applied alone: say what
-    # the plan gives it with those before it.
+           f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) ")
+    # A fix that needs others first (a CUDA graph cannot capture a sync) cannot be applied alone: what it
+    # would save alone is not promised; the plan says what it gives with those before it.
     plan = a.whatif.get("plan") or []
     at = next((i for i, r in enumerate(plan) if r["kind"] == top.kind), None)
     pre = [r["kind"] for r in plan[:at or 0] if r["kind"] in spec(top.kind).prerequisites]
     if pre:
-        out += (f" It needs {', '.join(pre)} fixed first (see the plan); with "
-                f"{'that the two' if len(pre) == 1 else 'those they'} save about "
-                f"{plan[at]['cumulative_saves_ms']:.2f} ms per step.")
+        both, own = plan[at]["cumulative_saves_ms"] * 1000, plan[at]["saves_ms"] * 1000
+        share = "nearly all" if own >= 0.95 * both else f"about {own / 1000:.2f} ms"
+        out += (f"needs {', '.join(pre)} fixed first (see the plan): "
+                f"{'the two' if len(pre) == 1 else 'together they'} save about {both / 1000:.2f} ms per step "
+                f"({_pct(both, a)}% of the {which} step), {top.kind} {share} of it.")
+    else:
+        out += (f"would save about {top.estimated_savings_us / 1000:.2f} ms per step "
+                f"({_pct(top.estimated_savings_us, a)}% of the {which} step).")
+    start = startup_calls(m)
+    if start:
+        # The numbers are the window's as recorded: say first that it is not a steady state.
+        out = (f"Not a steady state: the window includes CUDA start-up ({sum(us for _n, us in start) / 1e6:.1f} s "
+               "of runtime calls while the GPU idled; see the limits). As recorded: " + out)
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
     big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
     if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us):
@@ -354,6 +362,10 @@ def verdict(a: Analysis) -> str:
             out += f"; fixing it saves about {row['saves_ms']:.2f} ms per step after the fixes before it in the plan"
         out += "."
     return out
+
+
+def _pct(us: float, a: Analysis) -> str:
+    return f"{100 * us / a.reference_step_us:.0f}" if a.reference_step_us else "0"
 
 
 def _unprofiled_ms(a: Analysis) -> float | None:

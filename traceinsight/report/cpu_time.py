@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.steps import step_at
+from ..trace.steps import merged_intervals, step_at
 from .numbers import num
 
 TOP_OPS = 15
@@ -62,13 +62,10 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     marks = cpu.loc[cpu["is_step"].to_numpy() & inside, "thread"]
     main = marks.mode().iloc[0] if len(marks) else \
         pd.Series(dur[ops], index=thread[ops]).groupby(level=0).sum().idxmax()
-    top_level = ops & (thread == main) & (cpu["top_op"].to_numpy() == np.arange(len(cpu)))
-    # Time inside top-level ops per step, clipped to the step's window, in one pass over the rows.
-    rows = np.flatnonzero(top_level & inside)
-    pos = pd.Index(steps["step"].to_numpy()).get_indexer(step_of[rows])
-    lo = np.maximum(ts[rows], steps["start"].to_numpy()[pos])
-    hi = np.minimum(ts[rows] + dur[rows], steps["end"].to_numpy()[pos])
-    in_ops = np.bincount(pos, weights=np.clip(hi - lo, 0.0, None), minlength=n)
+    # Time inside ops per step: the union of the thread's op ranges within the step's window (an op under an
+    # annotation inside another op is no new time: a compiled region's Triton ops).
+    on = np.flatnonzero(ops & (thread == main))
+    in_ops = _covered(*merged_intervals(ts[on], ts[on] + dur[on]), steps["start"].to_numpy(), steps["end"].to_numpy())
     step_med = float(steps["dur"].median())
     in_med = float(np.median(in_ops))
     out_med = max(step_med - in_med, 0.0)
@@ -94,3 +91,16 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
         "python_frames": bool((cpu["kind"] == "python").any()),
         "top_ops": top,
     }
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How much of each window [a, b) the disjoint sorted intervals cover."""
+    if not len(starts):
+        return np.zeros(len(a))
+    before = np.concatenate([[0.0], np.cumsum(ends - starts)])
+
+    def upto(t):
+        k = np.searchsorted(starts, t, side="right")
+        last = np.maximum(k - 1, 0)
+        return before[np.maximum(k - 1, 0)] + np.where(k > 0, np.clip(t - starts[last], 0.0, ends[last] - starts[last]), 0.0)
+    return np.maximum(upto(b) - upto(a), 0.0)

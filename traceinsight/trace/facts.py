@@ -357,13 +357,15 @@ def _erratic_steps(model: TraceModel) -> dict | None:
     return {"span": f"{s[0] / 1000:.1f}-{s[-1] / 1000:.1f} ms over {len(s)} steps", "quiet": [int(x) for x in quiet]}
 
 
-# A runtime call that does not wait on the GPU (not a sync or a copy: those can wait on another stream's
-# event or another process) and takes this long while the GPU sits idle is the driver's own one-time work:
-# context creation, lazy module loading, first large allocations. Steady steps do not have them
-# (a100_alexnet: cudaDeviceGetStreamPriorityRange 29.9 s, one cudaLaunchKernel 3.1 s, four cudaMalloc
+# A runtime call that does not wait on the GPU (not a synchronize or a copy: those can wait on another
+# stream's event or another process; an allocation's implicit sync has nothing to wait for while the GPU
+# idles) and takes this long while the GPU sits idle is the driver's own one-time work: context creation,
+# lazy module loading, first large allocations. Steady steps do not have them (a100_alexnet:
+# cudaDeviceGetStreamPriorityRange 29.9 s, cudaFree 6.0 s, one cudaLaunchKernel 3.1 s, four cudaMalloc
 # 0.26-0.76 s, in a 43 s window of 66 ms GPU work; SGLang's 463 ms hipMemcpyWithStream behind a stream
 # event is a wait, not start-up).
 STARTUP_CALL_US = 100_000.0
+ALLOCATION_CALLS = r"^(cuda|hip)(Free|FreeHost|Malloc\w*|HostAlloc|HostRegister)$"
 STARTUP_GPU_SHARE = 0.1
 
 
@@ -377,7 +379,7 @@ def _startup_calls(model: TraceModel) -> list[tuple[str, float]]:
     cpu = model.cpu
     if cpu.empty:
         return []
-    waits = cpu["rkind"].isin(("sync", "memcpy")).to_numpy()
+    waits = cpu["rkind"].isin(("sync", "memcpy")).to_numpy() & ~model.cpu_match(ALLOCATION_CALLS)
     long = cpu[(cpu["kind"] == "runtime").to_numpy() & ~waits & (cpu["dur"].to_numpy() >= STARTUP_CALL_US)]
     if long.empty:
         return []
