@@ -65,19 +65,19 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     # Time inside ops per step: the union of the thread's op ranges within the step's window (an op under an
     # annotation inside another op is no new time: a compiled region's Triton ops).
     on = np.flatnonzero(ops & (thread == main))
-    in_ops = _covered(*merged_intervals(ts[on], ts[on] + dur[on]), steps["start"].to_numpy(), steps["end"].to_numpy())
+    a_, b_ = steps["start"].to_numpy(), steps["end"].to_numpy()
+    in_ops = _covered(*merged_intervals(ts[on], ts[on] + dur[on]), a_, b_)
     step_med = float(steps["dur"].median())
     in_med = float(np.median(in_ops))
     out_med = max(step_med - in_med, 0.0)
     # Of the time outside ops, the runtime calls in which the thread waits for the GPU (a synchronize, a
     # blocking copy) are not host code: said apart (a compiled step's whole outside is one
-    # hipDeviceSynchronize).
-    waits = np.flatnonzero((thread == main) & inside & (cpu["top_op"].to_numpy() < 0)
-                           & cpu["rkind"].isin(("sync", "memcpy")).to_numpy() & (cpu["kind"] == "runtime").to_numpy())
-    wpos = pd.Index(steps["step"].to_numpy()).get_indexer(step_of[waits])
-    wlo = np.maximum(ts[waits], steps["start"].to_numpy()[wpos])
-    whi = np.minimum(ts[waits] + dur[waits], steps["end"].to_numpy()[wpos])
-    waiting = min(float(np.median(np.bincount(wpos, weights=np.clip(whi - wlo, 0.0, None), minlength=n))), out_med)
+    # hipDeviceSynchronize). What the waits add to the ops' union is their part outside any op.
+    waits = np.flatnonzero((thread == main) & (cpu["kind"] == "runtime").to_numpy()
+                           & cpu["rkind"].isin(("sync", "memcpy")).to_numpy())
+    both = np.concatenate([on, waits])
+    waiting = _covered(*merged_intervals(ts[both], ts[both] + dur[both]), a_, b_) - in_ops
+    waiting = min(float(np.median(waiting)), out_med)
     return {
         "scope": f"{n} full step(s)" if len(a.full_steps) else f"{n} step(s)",
         "steps": n,
