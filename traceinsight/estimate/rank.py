@@ -15,7 +15,7 @@ from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, PinCopies, RemoveHostWork, Unblock, combine
 from ..analyses.reads import host_work_us
 from . import replay
-from ..trace.facts import erratic_steps, mean_step_us, startup_calls, worker_wait_us
+from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import calibration_scale, profiler_cuts, unprofiled_method, unprofiled_range_us
 from .plan import fix_plan
@@ -169,12 +169,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
                 f.confidence = "medium"
-    if (ctx.model.step_source == "ProfilerStep" and ctx.model.steps["partial"].all()) or startup_calls(ctx.model):
+    if no_complete_step(ctx.model) or startup_calls(ctx.model):
         for f in findings:          # no complete step, or one-time start-up in the window: not a steady state
             f.confidence = "low"
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
-    findings.sort(key=lambda f: (spec(f.kind).note, -f.estimated_savings_us * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)))
+    findings.sort(key=_rank_key)
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0
              and not spec(f.kind).note]
     findings = [f for f in findings if _significant(f, median_step)]
@@ -207,11 +207,14 @@ def _after_prerequisites(findings: list[Finding], plan: list[dict]) -> list[Find
     in a launch-bound step) it is the fix that helps most (sync_mask_loss: the syncs saved 1.1 ms, a
     CUDA graph after them 0.2 ms, measured about 0)."""
     _mark_needs(findings, plan)
+    return sorted(findings, key=_rank_key)
 
-    def weight(f: Finding) -> float:
-        own = f.estimated_savings_us if f.after_prerequisites is None else f.after_prerequisites[1]
-        return -own * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)
-    return sorted(findings, key=lambda f: (spec(f.kind).note, weight(f)))
+
+def _rank_key(f: Finding) -> tuple:
+    """Notes after every fix; fixes by saving times confidence, a fix that needs others first by what it
+    adds after them (Finding.after_prerequisites, once the plan is known)."""
+    own = f.estimated_savings_us if f.after_prerequisites is None else f.after_prerequisites[1]
+    return spec(f.kind).note, -own * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)
 
 
 def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:

@@ -15,7 +15,8 @@ from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import estimate
-from ..trace.facts import erratic_steps, model_has_cpu_ops, rising_steps, startup_calls, worker_fed, worker_wait_us
+from ..trace.facts import (erratic_steps, model_has_cpu_ops, no_complete_step, rising_steps, startup_calls, worker_fed,
+                           worker_wait_us)
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
@@ -202,7 +203,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     for cut in meta.get("steps_cut_to_data") or ():
         out.append(cut[0].upper() + cut[1:] + ".")
     full = int((~steps["partial"]).sum()) if len(steps) else 0
-    if model.step_source == "ProfilerStep" and full == 0:
+    if no_complete_step(model):
         out.append("No complete step in the window: every figure here comes from a cut-off or warm-up step, not "
                    "a steady state, and the fixes are ranked with low confidence; record more active steps.")
     elif model.step_source == "ProfilerStep" and full < 3:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.host import overlap_many
 from ..trace.steps import merged_intervals, step_at
 from .numbers import num
 
@@ -66,7 +67,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     # annotation inside another op is no new time: a compiled region's Triton ops).
     on = np.flatnonzero(ops & (thread == main))
     a_, b_ = steps["start"].to_numpy(), steps["end"].to_numpy()
-    in_ops = _covered(*merged_intervals(ts[on], ts[on] + dur[on]), a_, b_)
+    in_ops = _covered(merged_intervals(ts[on], ts[on] + dur[on]), a_, b_)
     step_med = float(steps["dur"].median())
     in_med = float(np.median(in_ops))
     out_med = max(step_med - in_med, 0.0)
@@ -76,7 +77,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     waits = np.flatnonzero((thread == main) & (cpu["kind"] == "runtime").to_numpy()
                            & cpu["rkind"].isin(("sync", "memcpy")).to_numpy())
     both = np.concatenate([on, waits])
-    waiting = _covered(*merged_intervals(ts[both], ts[both] + dur[both]), a_, b_) - in_ops
+    waiting = _covered(merged_intervals(ts[both], ts[both] + dur[both]), a_, b_) - in_ops
     waiting = min(float(np.median(waiting)), out_med)
     return {
         "scope": f"{n} full step(s)" if len(a.full_steps) else f"{n} step(s)",
@@ -93,14 +94,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     }
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _covered(union: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """How much of each window [a, b) the disjoint sorted intervals cover."""
-    if not len(starts):
-        return np.zeros(len(a))
-    before = np.concatenate([[0.0], np.cumsum(ends - starts)])
-
-    def upto(t):
-        k = np.searchsorted(starts, t, side="right")
-        last = np.maximum(k - 1, 0)
-        return before[np.maximum(k - 1, 0)] + np.where(k > 0, np.clip(t - starts[last], 0.0, ends[last] - starts[last]), 0.0)
-    return np.maximum(upto(b) - upto(a), 0.0)
+    s, e = union
+    return overlap_many(s, e, np.concatenate([[0.0], np.cumsum(e - s)]), a, b)

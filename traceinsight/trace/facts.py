@@ -391,3 +391,8 @@ def _startup_calls(model: TraceModel) -> list[tuple[str, float]]:
         if busy < STARTUP_GPU_SHARE * (b - a):
             out.append((str(name), float(b - a)))
     return sorted(out, key=lambda x: -x[1])
+
+
+def no_complete_step(model: TraceModel) -> bool:
+    """Step markers, but every step partial or warm-up (a step cut at the last event): no steady state."""
+    return model.step_source == "ProfilerStep" and len(model.steps) > 0 and bool(model.steps["partial"].all())
