@@ -28,4 +28,10 @@ def spec(kind: str) -> KindSpec:
     return KINDS.get(kind) or KindSpec(kind, kind.replace("_", " "))
 
 
-__all__ = ["ANALYZERS", "CAUSES", "CAUSE_COLORS", "KINDS", "Context", "Finding", "KindSpec", "spec"]
+def needs(f: Finding, g: Finding) -> bool:
+    """Whether fix `f` needs finding `g` fixed first (a CUDA graph cannot capture a sync inside the step):
+    the one test the plan's order, the ranking and the report's wording all use."""
+    return g is not f and g.kind in spec(f.kind).prerequisites and g.is_prerequisite
+
+
+__all__ = ["ANALYZERS", "CAUSES", "CAUSE_COLORS", "KINDS", "Context", "Finding", "KindSpec", "needs", "spec"]

@@ -63,6 +63,9 @@ class Finding:
     # Part of the measured cost that is not GPU idle (compute waiting while only copies ran): the cap at
     # the step's idle time does not apply to it.
     beyond_idle_us: float = 0.0
+    # Other ways to apply the fix that users take, each (stable key, what it is, its typed fixes): the
+    # replay estimates each beside the fix as advised (a copy pinned but still waited for).
+    alternatives: tuple[tuple[str, str, tuple], ...] = ()
     # Filled in by estimate/rank.py from the replay.
     estimated_savings_us: float = math.nan
     savings_bound_us: tuple[float, float] | None = None
@@ -70,6 +73,13 @@ class Finding:
     # (the ranked fixes it needs first, what it adds once they are done: the plan's row), where it needs
     # some: it is ranked by that, the estimate above being what it would save alone.
     after_prerequisites: tuple[tuple[str, ...], float] | None = None
+    # Where its kind is another's prerequisite (KindSpec.prerequisites): whether this finding is one here
+    # (syncs only at the step's edges do not stop a CUDA graph of the work between them), and what must go
+    # first, in a phrase ("": the title).
+    is_prerequisite: bool = True
+    as_prerequisite: str = ""
+    # (key, what it is, estimated saving us) of each alternative, from the replay.
+    alternative_savings_us: tuple[tuple[str, str, float], ...] = ()
 
 
 @dataclass

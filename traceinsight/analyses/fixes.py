@@ -161,10 +161,13 @@ class PinCopies:
     the copies through its caches (1: no change). `kept`: the share of the copies to the host that are not
     made (what the host needs is computed on the GPU and only that copied), and of the host's Python that
     read them (estimate/replay.py). `bounds`, two
-    (dispatch_speedup, kept) ends, makes the estimate a range."""
+    (dispatch_speedup, kept) ends, makes the estimate a range. `overlap=False`: the copies are pinned but
+    the host still waits for each where it did (copy_(non_blocking=True) then a wait before the next
+    launch): they only get faster."""
     dispatch_speedup: float = 1.0
     bounds: tuple[tuple[float, float], tuple[float, float]] | None = None
     kept: float = 0.0
+    overlap: bool = True
 
     @property
     def RANGE_NOTE(self) -> str:

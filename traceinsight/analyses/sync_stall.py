@@ -127,9 +127,19 @@ def analyze(ctx: Context) -> list[Finding]:
                     replacement_launches=launches, replacement_gpu_us=replacement_gpu_us(ctx, launches)),) \
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
+    inner = [s for s in ev_sites if not s["at_step_edge"]]
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
                     lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full, fix=fix,
-                    confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us)]
+                    confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us,
+                    is_prerequisite=bool(inner) or not ev_sites,
+                    as_prerequisite="" if len(inner) == len(ev_sites) else _inside(inner))]
+
+
+def _inside(sites: list[dict]) -> str:
+    """The syncs inside the step (GPU work launched before and after them), what a CUDA graph needs gone."""
+    return "the syncs inside the step: " + "; ".join(
+        f"{s['op']}" + (f" ({s['source']})" if s.get("source") and not s["source"].startswith("(") else "")
+        + f", {s['per_step']:g} per step" for s in sites[:3])
 
 
 def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:
@@ -149,13 +159,15 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
         .groupby("launcher")["h2d"].sum()
     step = ctx.cpu_step_of(blocks["ts"].to_numpy())
     full = np.isin(step, ctx.full_steps)
+    edge = _at_step_edge(ctx, blocks, step)
     op_row = cpu["top_op"].to_numpy()[np.maximum(cpu["parent"].to_numpy()[blocks.index.to_numpy()], 0)]
     stalled = dict(rows)
     by_site: dict[tuple, dict] = {}
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
         d = by_site.setdefault(site, {"idle_us": 0.0, "idle_full": 0.0, "stalls": 0, "ops": set(), "calls": {},
-                                      "copy": 0.0, "to_device": 0.0, "blocked": 0.0})
+                                      "copy": 0.0, "to_device": 0.0, "blocked": 0.0, "edge": True})
+        d["edge"] &= bool(edge[k]) or not full[k]
         d["idle_us"] += stalled.get(int(b), 0.0)
         d["idle_full"] += stalled.get(int(b), 0.0) * full[k]     # per step: the full steps' idle only
         d["stalls"] += int(b in stalled and full[k])
@@ -180,8 +192,25 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
                     if d["copy"] else None,
                     "per_step": round(len(d["ops"]) / ctx.n_full, 2),
                     "stalls_per_step": round(d["stalls"] / ctx.n_full, 2),
-                    "idle_ms_per_step": round(d["idle_full"] / ctx.n_full / 1000, 3)})
+                    "idle_ms_per_step": round(d["idle_full"] / ctx.n_full / 1000, 3),
+                    "at_step_edge": d["edge"] and bool(d["ops"])})
     return out
+
+
+def _at_step_edge(ctx: Context, blocks, step: np.ndarray) -> np.ndarray:
+    """Per blocking call: whether its step launched no GPU work before it, or none after it (a harness's
+    torch.cuda.synchronize() before the step, a loss.item() logged after the optimizer): a CUDA graph of
+    the work between captures fine, so such a sync is not what a graph needs fixed first."""
+    m = ctx.model
+    launched = m.gpu["launcher"].to_numpy()
+    t = np.sort(m.cpu["ts"].to_numpy()[np.unique(launched[launched >= 0])])
+    st = m.steps.set_index("step")
+    inside = step >= 0
+    k = np.where(inside, step, st.index[0] if len(st) else 0)
+    lo, hi = st["cpu_start"].reindex(k).to_numpy(), st["cpu_end"].reindex(k).to_numpy()
+    before = np.searchsorted(t, blocks["ts"].to_numpy(), "left") - np.searchsorted(t, lo, "left")
+    after = np.searchsorted(t, hi, "left") - np.searchsorted(t, blocks["end"].to_numpy(), "right")
+    return inside & ((before <= 0) | (after <= 0))
 
 
 QUEUE_TOL_US = 5.0   # GPU work ending this close after a blocking call starts was not waited for

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..analyses import spec
+from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, PinCopies, RemoveHostWork, Unblock, combine
 from ..analyses.reads import host_work_us
@@ -165,6 +165,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
+    for f in findings:
+        if f.alternatives and base is not None and base.step_us and id(f) not in measured:
+            f.alternative_savings_us = tuple(
+                (key, what, min(f.estimated_savings_us,
+                                _alternative_saving(compiled, base, fx, bw, cuts, median_step, info) + extra(fx)))
+                for key, what, fx in f.alternatives)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -219,11 +225,10 @@ def _rank_key(f: Finding) -> tuple:
 
 def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
     """Finding.after_prerequisites: the ranked fixes each needs first, and its plan row's saving."""
-    kinds = {f.kind for f in findings}
     adds = {r["kind"]: r["saves_ms"] * 1000 for r in plan}
     for f in findings:
-        needs = tuple(k for k in spec(f.kind).prerequisites if k in kinds)
-        f.after_prerequisites = (needs, min(f.estimated_savings_us, adds[f.kind])) if needs and f.kind in adds else None
+        first = tuple(dict.fromkeys(g.kind for g in findings if needs(f, g)))
+        f.after_prerequisites = (first, min(f.estimated_savings_us, adds[f.kind])) if first and f.kind in adds else None
 
 
 def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float) -> None:
@@ -244,12 +249,12 @@ def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
     """A fix whose prerequisites are present says so, first thing: e.g. the syncs that would make a
     CUDA-graph capture fail must go before the graph."""
     for f in findings:
-        pres = [g for g in findings + minor if g.kind in spec(f.kind).prerequisites and g is not f]
+        pres = [g for g in findings + minor if needs(f, g)]
         if not pres or not f.fixes:
             continue
-        f.evidence = dict(f.evidence, prerequisites=[{"kind": g.kind, "what": g.title} for g in pres])
-        f.fix = ("First: " + "; ".join(g.title for g in pres) + " (fix that before this one: see the plan). "
-                 + f.fix)
+        what = [g.as_prerequisite or g.title for g in pres]
+        f.evidence = dict(f.evidence, prerequisites=[{"kind": g.kind, "what": w} for g, w in zip(pres, what)])
+        f.fix = "First: " + "; ".join(what) + " (fix that before this one: see the plan). " + f.fix
 
 
 # Ranking weight of an estimate by its confidence.
@@ -337,6 +342,12 @@ def _saving(compiled, base, plan, bw, cuts) -> float:
 def _state_saving(base, state: replay.State) -> float:
     """Replayed baseline minus a replay state with fixes applied, median step (us), never below 0."""
     return max(0.0, base.median_us - replay.simulate(state).median_us)
+
+
+def _alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dict) -> float:
+    """What another way to apply a fix saves (us): replayed like the fix, never past the step's floor."""
+    saved = _saving(compiled, base, plan, bw, cuts)
+    return min(saved, max(0.0, step_us - _floor(plan, info)))
 
 
 def _floor(plan, info: dict) -> float:

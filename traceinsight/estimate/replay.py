@@ -270,7 +270,7 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
             _drop_reading(c, s, call, i, lambda k: c.op[call] >= 0 and c.op[k] == c.op[call], fx.kept)
         if c.lpred[i] >= 0:
             s.staged[c.lpred[i]] = 0.0
-        if c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]:
+        if not fx.overlap or (c.lpred[i] >= 0 and c.copy_sync[c.lpred[i]]):
             continue
         s.detach_from_stream(int(i))
         if c.lpred[i] >= 0:

@@ -182,7 +182,8 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "name": name,
         "s": d["summary"],
         "t": t,
-        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.fixes(d)],
+        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {}), alternatives_line=S.alternatives(f))
+                     for f in S.fixes(d)],
         "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.notes(d)],
         "limits": S.limits(d),
         "window": S.window(d),

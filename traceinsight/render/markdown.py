@@ -55,7 +55,10 @@ def _fix_details(fx) -> list[str]:
                  + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
                  + f"; confidence {f['confidence']}.",
                  f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}",
-                 f"- Fix: {_cell(f['fix'])}", ""]
+                 f"- Fix: {_cell(f['fix'])}"]
+        if S.alternatives(f):
+            body.append(f"- {_cell(S.alternatives(f))}")
+        body.append("")
     return body
 
 
@@ -107,8 +110,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
                 note = S.plan_note(p)
                 first = f" ({note})" if note else ""
                 out.append(f"| {i} | `{p['kind']}`{first} | {p['saves_ms']} ms | {p['estimated_step_ms']} ms |")
-            for kind, fix in S.prerequisite_fixes(d):
-                out.append(f"\n`{kind}`, needed first: {_cell(fix)}")
+            for kind, how, fix in S.prerequisite_fixes(d):
+                out.append(f"\n`{kind}`, {how}: {_cell(fix)}")
         out.append("")
         out += _details("Fixes: evidence, estimate and code change", _fix_details(fx))
     ns = S.notes(d)

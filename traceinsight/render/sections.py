@@ -111,6 +111,8 @@ def plan_note(row: dict) -> str:
     parts = []
     if row.get("prerequisite_for"):
         parts.append("first: needed by " + ", ".join(row["prerequisite_for"]))
+    if row.get("helps"):
+        parts.append("first: " + ", ".join(row["helps"]) + " then saves more")
     if row.get("loader_workers_needed"):
         parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
     return "; ".join(parts)
@@ -136,13 +138,24 @@ def saving(f: dict, sep: str) -> str:
         f"{sep}range {rng[0]}-{rng[1]} ms" if rng else "")
 
 
-def prerequisite_fixes(doc) -> list[tuple[str, str]]:
-    """(kind, fix) of the plan's prerequisites that are not among the ranked fixes (a sync that costs little
-    alone but blocks a CUDA graph): the plan needs them first, so their code change is shown with it."""
+def alternatives(f: dict) -> str | None:
+    """The estimates for other ways users apply a fix (a copy pinned but still waited for), one line."""
+    alts = f.get("alternatives") or ()
+    if not alts:
+        return None
+    return "Done another way, it saves less: " + "; ".join(
+        f"{a['what']}: about {a['estimated_savings_ms']} ms per step (estimate)" for a in alts) + "."
+
+
+def prerequisite_fixes(doc) -> list[tuple[str, str, str]]:
+    """(kind, "needed first" or "first in the plan", fix) of the plan's prerequisites that are not among
+    the ranked fixes (a sync that costs little alone but blocks a CUDA graph, or one at the step's edge after
+    which the graph saves more): the plan puts them first, so their code change is shown with it."""
     ranked = {f["kind"] for f in fixes(doc)}
     minor = {f["kind"]: f.get("fix") or "" for f in doc.get("minor_findings") or ()}
-    return [(r["kind"], minor[r["kind"]]) for r in plan_rows(doc)
-            if r.get("prerequisite_for") and r["kind"] not in ranked and minor.get(r["kind"])]
+    return [(r["kind"], "needed first" if r.get("prerequisite_for") else "first in the plan", minor[r["kind"]])
+            for r in plan_rows(doc)
+            if (r.get("prerequisite_for") or r.get("helps")) and r["kind"] not in ranked and minor.get(r["kind"])]
 
 
 def window(doc) -> str | None:

@@ -76,6 +76,8 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     console.print(tab)
     for i, f in enumerate(fx, 1):
         console.print(Text(f"{i}. {f['kind']}: ", style="bold") + Text(f["fix"]))
+        if S.alternatives(f):
+            console.print(Text("   " + S.alternatives(f), style="dim"))
 
 
 def _notes(console: Console, d) -> None:
@@ -96,8 +98,8 @@ def _plan(console: Console, d) -> None:
     for i, r in enumerate(rows, 1):
         tab.add_row(str(i), r["kind"], str(r["saves_ms"]), str(r["estimated_step_ms"]), S.plan_note(r))
     console.print(tab)
-    for kind, fix in S.prerequisite_fixes(d):
-        console.print(Text(f"{kind}, needed first: {fix}"))
+    for kind, how, fix in S.prerequisite_fixes(d):
+        console.print(Text(f"{kind}, {how}: {fix}"))
 
 
 def show(reports: list[Report], console: Console | None = None, brief: bool = False) -> None:

@@ -338,7 +338,7 @@ def verdict(a: Analysis) -> str:
     # would save alone is not promised; the plan says what it gives with those before it.
     plan = a.whatif.get("plan") or []
     at = next((i for i, r in enumerate(plan) if r["kind"] == top.kind), None)
-    pre = [r["kind"] for r in plan[:at or 0] if r["kind"] in spec(top.kind).prerequisites]
+    pre = [r["kind"] for r in plan[:at or 0] if top.kind in (r.get("prerequisite_for") or ())]
     if pre:
         both, own = plan[at]["cumulative_saves_ms"] * 1000, plan[at]["saves_ms"] * 1000
         share = "nearly all" if own >= 0.95 * both else f"about {own / 1000:.2f} ms"
