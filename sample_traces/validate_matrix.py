@@ -193,7 +193,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean7A": "h100",
         # All the later fixes' workloads again, and holdout15_pageable_logits_slice, on one more host (12:04Z,
         # the recorder at e3d5900; asked for an H200, lent an H100), read with the tool at e3d5900 first.
-        "h100_clean8A": "h100"}
+        "h100_clean8A": "h100",
+        # A CUDA graph of the step with the per-step sync after it kept (after_graph_only) for item_logging(_large)
+        # and holdout14_train_topk_acc: once a sync after the step's last launch was no longer taken for what the
+        # graph needs gone first (17:55Z-18:00Z, the recorder at b3faee9; 9B asked for an H200 and got the
+        # held H100 of 9A a minute later, 9C a fresh lease).
+        "h100_clean9A": "h100", "h100_clean9B": "h100", "h100_clean9C": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -371,8 +376,8 @@ def summary(rs: list[dict]) -> str:
     fitted, held, third = ([r for r in rs if clean_set(r["run"]) == k] for k in (1, 2, 3))
     fourth = [r for r in rs if clean_set(r["run"]) >= 4]
     earlier = [r for r in rs if not clean(r["run"])]
-    return ("Clean runs, the fixes ranked first but not measured before (*_clean4-8*: seven H100 hosts, "
-            "ten workloads, recorded 2026-11-26 09:38Z-12:04Z): " + _figures(fourth) +
+    return ("Clean runs, the fixes ranked first but not measured before (*_clean4-9*: ten H100 runs on nine "
+            "hosts, thirteen workloads, recorded 2026-11-26 09:38Z-18:00Z): " + _figures(fourth) +
             "\n\nClean runs, third hosts (*_clean3*: an H100 host, the matrix twice, and an H200 host, recorded after the "
             "model changes of 2026-11-26 were committed): " + _figures(third) +
             "\n\nClean runs, held out (*_clean2*: the whole matrix on two more hosts, an H100 and an H200, CUPTI torn "
