@@ -912,11 +912,18 @@ def test_the_plan_says_how_many_loader_workers_keep_up_and_shows_a_prerequisites
     assert plan[0]["kind"] == "host_bound" and len(plan) >= 2
     need = [p["loader_workers_needed"] for p in plan]
     assert need == [math.ceil(loading / p["estimated_step_ms"] - 1e-9) for p in plan] and need == sorted(need)
-    # A sync that costs little alone but blocks the CUDA graph: the plan puts it first and shows its fix.
+    # A sync that costs little alone but blocks the CUDA graph (a nonzero mid-step, launches after it): the plan
+    # puts it first, says the graph needs it, and shows its fix.
     md = tmp_path / "r.md"
+    analyze_and_write([ROOT / "sample_traces/matrix/h100/sync_and_small_kernels__before__default.json.gz"],
+                      markdown=md)
+    assert "`sync_stall`, needed first: Remove the host-device syncs" in md.read_text()
+    # A loss.item() after the step's last kernel (then numpy work and a copy): a graph of the step does not need
+    # it gone, so the plan still lists it first but only as a help, never "needed".
+    md = tmp_path / "edge.md"
     analyze_and_write([ROOT / "sample_traces/matrix/h100/sync_then_host_work__before__default.json.gz"], markdown=md)
     text = md.read_text()
-    assert "`sync_stall`, needed first: Remove the host-device syncs" in text
+    assert "`sync_stall`, first in the plan: Remove the host-device syncs" in text and "needed by" not in text
 
 
 # ---- the clean runs: the whole matrix with CUPTI torn down after each profiler session -------------------

@@ -3,6 +3,8 @@ _after_prerequisites): a CUDA graph cannot capture a sync, so the user removes t
 On committed H100 traces whose fixes were measured (sample_traces/matrix)."""
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,25 @@ def test_a_ranked_sync_at_the_step_end_still_goes_before_the_graph_unmarked():
     assert all(r["prerequisite_for"] == [] for r in plan)
     launch = next(f for f in d["findings"] if f["kind"] == "launch_overhead")
     assert launch["needs_first"] == [] and plan[kinds.index("launch_overhead")]["saves_ms"] > launch["estimated_savings_ms"]
+
+
+def test_copies_after_a_sync_do_not_put_it_inside_the_step():
+    # sync_then_host_work logs loss.item() after the optimizer, then copies the next step's class weights to
+    # the GPU: only kernels count as the step's work after a sync (a copy, or a prefetch, does not).
+    d = document(analyze_file(MATRIX / "h200_rerun2" / "sync_then_host_work__before__default.json.gz"))
+    sync = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "sync_stall")
+    assert [(s["op"], s["at_step_edge"]) for s in sync["evidence"]["sync_sites"]] == [("aten::item", True)]
+    assert all(f["needs_first"] == [] for f in d["findings"])
+
+
+def test_without_step_markers_no_sync_is_at_an_edge(tmp_path):
+    # One step for the whole trace: where a step begins and ends is not known, so the .item() calls stay
+    # what a graph needs gone first, as before the edge rule.
+    raw = json.load(gzip.open(MATRIX / "h100_cleanA" / "item_logging__before__default.json.gz"))
+    raw["traceEvents"] = [e for e in raw["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")]
+    p = tmp_path / "no_markers.json"
+    p.write_text(json.dumps(raw))
+    d = document(analyze_file(p))
+    sync = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "sync_stall")
+    assert d["trace"]["step_source"] == "whole trace"
+    assert not any(s["at_step_edge"] for s in sync["evidence"]["sync_sites"])

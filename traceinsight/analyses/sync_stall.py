@@ -198,19 +198,35 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
 
 
 def _at_step_edge(ctx: Context, blocks, step: np.ndarray) -> np.ndarray:
-    """Per blocking call: whether its step launched no GPU work before it, or none after it (a harness's
+    """Per blocking call: whether its step launched no kernel before it, or none after it (a harness's
     torch.cuda.synchronize() before the step, a loss.item() logged after the optimizer): a CUDA graph of
-    the work between captures fine, so such a sync is not what a graph needs fixed first."""
+    the work between captures fine, so such a sync is not what a graph needs fixed first. Copies do not
+    count (the call's own copy for .item(), the next batch's prefetch), nor kernels of the call's own op;
+    without step markers no step has known edges."""
     m = ctx.model
-    launched = m.gpu["launcher"].to_numpy()
-    t = np.sort(m.cpu["ts"].to_numpy()[np.unique(launched[launched >= 0])])
+    out = np.zeros(len(blocks), dtype=bool)
+    if m.step_source != "ProfilerStep":
+        return out
+    g = m.gpu
+    rows = np.unique(g["launcher"].to_numpy()[(g["kind"] == "kernel").to_numpy() & (g["launcher"] >= 0).to_numpy()])
+    cts, cend = m.cpu["ts"].to_numpy(), m.cpu["end"].to_numpy()
+    parent, top_row = m.cpu["parent"].to_numpy(), m.cpu["top_op"].to_numpy()
+
+    def op_of(r):       # the op instance a runtime call is made under (-1: none)
+        return np.where(parent[r] >= 0, top_row[np.maximum(parent[r], 0)], -1)
+    order = np.argsort(cts[rows], kind="stable")
+    t, op = cts[rows][order], op_of(rows[order])
     st = m.steps.set_index("step")
-    inside = step >= 0
-    k = np.where(inside, step, st.index[0] if len(st) else 0)
-    lo, hi = st["cpu_start"].reindex(k).to_numpy(), st["cpu_end"].reindex(k).to_numpy()
-    before = np.searchsorted(t, blocks["ts"].to_numpy(), "left") - np.searchsorted(t, lo, "left")
-    after = np.searchsorted(t, hi, "left") - np.searchsorted(t, blocks["end"].to_numpy(), "right")
-    return inside & ((before <= 0) | (after <= 0))
+    for k, (s, b) in enumerate(zip(step, blocks.index.to_numpy())):
+        if s < 0 or s not in st.index:
+            continue
+        a, z = np.searchsorted(t, [st.at[s, "cpu_start"], st.at[s, "cpu_end"]], "left")
+        mine = op_of(np.array([b]))[0]
+        other = (op[a:z] != mine) | (mine < 0)
+        before = bool(np.any(other & (t[a:z] < cts[b])))
+        after = bool(np.any(other & (t[a:z] > cend[b])))
+        out[k] = not before or not after
+    return out
 
 
 QUEUE_TOL_US = 5.0   # GPU work ending this close after a blocking call starts was not waited for

@@ -167,10 +167,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
     for f in findings:
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
-            f.alternative_savings_us = tuple(
-                (key, what, min(f.estimated_savings_us,
-                                _alternative_saving(compiled, base, fx, bw, cuts, median_step, info) + extra(fx)))
-                for key, what, fx in f.alternatives)
+            alts = ((key, what, _alternative_saving(compiled, base, fx, bw, cuts, median_step, info) + extra(fx))
+                    for key, what, fx in f.alternatives)
+            # (one that saves as much as the fix is no other way: a copy the host reads at once is replayed
+            # as a sync, waited for either way)
+            f.alternative_savings_us = tuple(a for a in alts if a[2] < ALTERNATIVE_SAME * f.estimated_savings_us)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -257,6 +258,8 @@ def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
         f.fix = "First: " + "; ".join(what) + " (fix that before this one: see the plan). " + f.fix
 
 
+# An alternative within this share of the fix's own saving is the same fix: not shown.
+ALTERNATIVE_SAME = 0.98
 # Ranking weight of an estimate by its confidence.
 CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
 # Beyond this replay error on the unchanged trace, a replayed estimate is not trusted.
