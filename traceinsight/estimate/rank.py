@@ -171,7 +171,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                     for key, what, fx in f.alternatives)
             # (one that saves as much as the fix is no other way: a copy the host reads at once is replayed
             # as a sync, waited for either way)
-            f.alternative_savings_us = tuple(a for a in alts if a[2] < ALTERNATIVE_SAME * f.estimated_savings_us)
+            f.alternative_savings_us = tuple(
+                a for a in alts if abs(a[2] - f.estimated_savings_us) > ALTERNATIVE_SAME * f.estimated_savings_us)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -258,8 +259,8 @@ def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
         f.fix = "First: " + "; ".join(what) + " (fix that before this one: see the plan). " + f.fix
 
 
-# An alternative within this share of the fix's own saving is the same fix: not shown.
-ALTERNATIVE_SAME = 0.98
+# An alternative within this share of the fix's own saving, either way, is the same fix: not shown.
+ALTERNATIVE_SAME = 0.02
 # Ranking weight of an estimate by its confidence.
 CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
 # Beyond this replay error on the unchanged trace, a replayed estimate is not trusted.
@@ -315,7 +316,9 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             f.estimated_savings_us = cap
             f.estimate_note += "; " + why
         if f.savings_bound_us:
-            f.savings_bound_us = (min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1]))
+            lo, hi = min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1])
+            # (a range both of whose ends reach the cap is no range: what it was unsure of does not matter)
+            f.savings_bound_us = (lo, hi) if hi - lo >= 1.0 else None
 
 
 # Fixes that change GPU work itself (the others only remove idle time). Unblock can: a result kept on the

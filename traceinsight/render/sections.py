@@ -139,12 +139,15 @@ def saving(f: dict, sep: str) -> str:
 
 
 def alternatives(f: dict) -> str | None:
-    """The estimates for other ways users apply a fix (a copy pinned but still waited for), one line."""
+    """The estimates for other ways users apply a fix (a copy pinned but still waited for; only a result
+    copied), one line, each said to save less or more than the fix as advised."""
     alts = f.get("alternatives") or ()
     if not alts:
         return None
-    return "Done another way, it saves less: " + "; ".join(
-        f"{a['what']}: about {a['estimated_savings_ms']} ms per step (estimate)" for a in alts) + "."
+    own = f.get("estimated_savings_ms") or 0.0
+    return "Done another way: " + "; ".join(
+        f"{a['what']}: about {a['estimated_savings_ms']} ms per step (estimate, "
+        f"{'less' if a['estimated_savings_ms'] < own else 'more'} than the fix as advised)" for a in alts) + "."
 
 
 def prerequisite_fixes(doc) -> list[tuple[str, str, str]]:
