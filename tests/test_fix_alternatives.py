@@ -53,3 +53,16 @@ def test_an_alternative_that_saves_as_much_is_not_shown():
     d = document(analyze_file(RUN.parent / "h100_clean9A" / "holdout14_train_topk_acc_cpu_torch__before__default.json.gz"))
     f = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "pageable_memcpy")
     assert f["estimated_savings_ms"] > 0 and f["alternatives"] == [] and alternatives(f) is None
+
+
+def test_copies_still_waited_for_add_to_the_kernels_in_the_step_floor():
+    # Pinned but waited for, the copies run between the kernels: the shortest step is both (expert review);
+    # read a step later, they run beside them: the longer of the two.
+    from traceinsight.analyses.fixes import PinCopies
+    from traceinsight.estimate.rank import _floor
+    info = {"kernel_busy_ms": 0.2, "gpu_busy_ms": 0.9, "pinned_copy_ms": 0.7,
+            "pinned_copy_ms_by_direction": {"HtoD": 0.0, "DtoH": 0.7}}
+    assert _floor((PinCopies(overlap=False),), info) == pytest.approx(900.0)
+    assert _floor((PinCopies(),), info) == pytest.approx(700.0)
+    # A copy to the host not made (copy_result_only): the kernels only.
+    assert _floor((PinCopies(kept=1.0),), info) == pytest.approx(200.0)

@@ -121,3 +121,15 @@ def test_without_step_markers_no_sync_is_at_an_edge(tmp_path):
     sync = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "sync_stall")
     assert d["trace"]["step_source"] == "whole trace"
     assert not any(s["at_step_edge"] for s in sync["evidence"]["sync_sites"])
+
+
+def test_syncs_outside_any_op_count_once_each():
+    # a100_rank0_of2_nccl's harness calls cudaEventSynchronize 8 times a step under only the step's annotation:
+    # each call is its own instance (the first version counted them as one "no op" across the window: 0.33 a
+    # step, expert review); the GPU queue still drains once a step.
+    ext = Path(__file__).resolve().parent / "data" / "external" / "hta" / "a100_rank0_of2_nccl.json.gz"
+    a = analyze_file(ext)
+    (sync,) = [f for f in a.findings + a.minor_findings if f.kind == "sync_stall"]
+    (site,) = sync.evidence["sync_sites"]
+    assert site["call"] == "cudaEventSynchronize" and site["per_step"] == 8.0 and site["stalls_per_step"] == 1.0
+    assert "drains once per step" in sync.title

@@ -160,7 +160,12 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     step = ctx.cpu_step_of(blocks["ts"].to_numpy())
     full = np.isin(step, ctx.full_steps)
     edge = _at_step_edge(ctx, blocks, step)
-    op_row = cpu["top_op"].to_numpy()[np.maximum(cpu["parent"].to_numpy()[blocks.index.to_numpy()], 0)]
+    # The op instance each call blocks in (a call outside any op, a harness's cudaEventSynchronize under
+    # only a step annotation, is its own: counted per call, not as one "no op" for all of them).
+    b_rows = blocks.index.to_numpy()
+    parent = cpu["parent"].to_numpy()[b_rows]
+    op_row = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    op_row = np.where(op_row >= 0, op_row, -1 - b_rows)
     stalled = dict(rows)
     by_site: dict[tuple, dict] = {}
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
