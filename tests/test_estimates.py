@@ -1022,7 +1022,7 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
     assert f.evidence["host_reads_at_most_pct_of_the_copy"] < 25 and f.fix.startswith("Within the step")
     step = a.whatif["unprofiled_step_ms"]
-    opt = {k: us for k, _w, us in f.alternative_savings_us}
+    opt = {k: us for k, _w, us, _range in f.alternative_savings_us}
     assert set(opt) == {"pin_and_wait", "copy_result_only"}
     assert opt["pin_and_wait"] < f.estimated_savings_us < opt["copy_result_only"] < step * 1000
     # Scored against it (validate_matrix's SAME_FIX): every clean row within 50% of the measured speed-up,
@@ -1031,8 +1031,18 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     assert all(r["option"] == "copy_result_only" and r["ok_top"] and -50 <= r["err_pct"] < 0
                for r in sl if "_clean" in r["run"] and r["setting"] == "default")
     assert 3 <= step / (step - f.estimated_savings_us / 1000) <= 4
-    text = alternatives(document(a)["findings"][0])
-    assert "copy goes: about" in text and "(estimate, more than the fix as advised)" in text
+    # Not staging 33.5 MB a step through the CPU, the rest of the dispatch may run up to 1.5x faster (the
+    # advice's range): the option's range reaches the measured speed-up, its point stays at 1.0x.
+    doc = document(a)["findings"][0]
+    (cro,) = [x for x in doc["alternatives"] if x["option"] == "copy_result_only"]
+    top = step / (step - cro["savings_range_ms"][1])
+    assert 8.5 <= top <= 11, top
+    text = alternatives(doc)
+    assert "not the whole result (if the host needs only part of it): about" in text
+    assert "; estimate, more than the fix as advised)" in text
+    # The advice's own range (the same dispatch range) ends at the pinned copies' floor at both ends: no
+    # range, and no note that there is one.
+    assert f.savings_bound_us is None and "hence the range" not in f.estimate_note
     # The pinned copy's advice places the wait for it after the next step's launches: holdout2_d2h_features
     # measured 2.4-3.0x with the wait at the top of the step (copy and compute serialised), 3.9-5.1x after.
     assert "only after the next step's work is launched" in f.fix

@@ -78,8 +78,8 @@ class Finding:
     # first, in a phrase ("": the title).
     is_prerequisite: bool = True
     as_prerequisite: str = ""
-    # (key, what it is, estimated saving us) of each alternative, from the replay.
-    alternative_savings_us: tuple[tuple[str, str, float], ...] = ()
+    # (key, what it is, estimated saving us, (low, high) us or None) of each alternative, from the replay.
+    alternative_savings_us: tuple[tuple[str, str, float, tuple[float, float] | None], ...] = ()
 
 
 @dataclass

@@ -171,11 +171,11 @@ class PinCopies:
 
     @property
     def RANGE_NOTE(self) -> str:
-        why = []
-        if any(b[0] != 1.0 for b in self.bounds or ()):
+        why, ends = [], self.bounds or ()
+        if len({b[0] for b in ends}) > 1:
             why.append("how much faster the step's dispatch runs once the CPU no longer stages the copies "
                        "(measured 1.0-1.5x)")
-        if any(b[1] > 0 for b in self.bounds or ()):
+        if len({b[1] for b in ends}) > 1:
             why.append("whether the host needs all it copies to the host, or only what it had time to read "
                        "within the step (the top end: the rest is not copied)")
         return " and ".join(why) + (" are" if len(why) > 1 else " is") + " not in the trace, hence the range"

@@ -99,17 +99,18 @@ def analyze(ctx: Context) -> list[Finding]:
         kind="pageable_memcpy", title=title,
         lost_per_step_us=lost, lost_total_us=float(per_step.sum()), fix=fix,
         confidence="high", evidence=ev, fixes=(_pin(ev),),
-        alternatives=_alternatives(to_host, read))]
+        alternatives=_alternatives(ev, to_host, read))]
 
 
-def _alternatives(to_host: bool, read: float) -> tuple:
+def _alternatives(ev: dict, to_host: bool, read: float) -> tuple:
     """The other ways users apply the fix, each estimated on its own: the copies pinned but still waited
     for; and where the host cannot have read all it copies to the host within the step, only what it read
     computed on the GPU and copied (the trace cannot tell whether the rest is kept for later, so this is
-    an option beside the advice, not its point: holdout15_pageable_logits_slice measured 9-11x that way)."""
-    alts = (("pin_and_wait", PIN_AND_WAIT[to_host], (PinCopies(overlap=False),)),)
+    an option beside the advice, not its point: holdout15_pageable_logits_slice measured 9-11x that way).
+    Neither stages copies through the CPU any more: the same dispatch range as the advice."""
+    alts = (("pin_and_wait", PIN_AND_WAIT[to_host], (_pin(ev, overlap=False),)),)
     if to_host and read < 1.0:
-        alts += (("copy_result_only", COPY_RESULT_ONLY, (PinCopies(kept=1.0 - read),)),)
+        alts += (("copy_result_only", COPY_RESULT_ONLY, (_pin(ev, kept=1.0 - read),)),)
     return alts
 
 
@@ -119,15 +120,17 @@ PIN_AND_WAIT = {True: "pinned buffers, but the host waits for each copy before i
                 False: "pinned host memory, but each copy still waited for (no non_blocking, no prefetch)"}
 
 
-COPY_RESULT_ONLY = ("only what the host reads computed on the GPU and copied (if it needs only part of the "
-                    "copy): the copy goes")
+COPY_RESULT_ONLY = ("only what the host reads computed on the GPU and copied, not the whole result (if the "
+                    "host needs only part of it)")
 
 
-def _pin(ev: dict) -> PinCopies:
-    """The fix; where the CPU stages many MB per step, the step's dispatch also speeds up (a range)."""
+def _pin(ev: dict, kept: float = 0.0, overlap: bool = True) -> PinCopies:
+    """The fix (or one of its other ways); where the CPU stages many MB per step, the step's dispatch also
+    speeds up once it no longer does (a range)."""
     if ev["mb_per_step"] < STAGED_MB:
-        return PinCopies()
-    return PinCopies(STAGED_DISPATCH_SPEEDUP, ((STAGED_DISPATCH_BOUNDS[0], 0.0), (STAGED_DISPATCH_BOUNDS[1], 0.0)))
+        return PinCopies(kept=kept, overlap=overlap)
+    lo, hi = STAGED_DISPATCH_BOUNDS
+    return PinCopies(STAGED_DISPATCH_SPEEDUP, ((lo, kept), (hi, kept)), kept=kept, overlap=overlap)
 
 
 def _read_share(ctx: Context, copies) -> float:

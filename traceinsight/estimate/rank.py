@@ -146,9 +146,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 # range holds the point.)
                 f.savings_bound_us = (min(lo[0], saved), max(hi[0], saved))
                 gpu_removed_ends[id(f)] = (lo[1], hi[1])
-                f.estimate_note += "; " + "; ".join(dict.fromkeys(
-                    getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
-                    for fx in ranged))
+                f.estimate_note += "; " + _range_note(f.fixes)
         elif how == "idle_floor" and not warm and saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
@@ -167,12 +165,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
     for f in findings:
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
-            alts = ((key, what, _alternative_saving(compiled, base, fx, bw, cuts, median_step, info) + extra(fx))
+            alts = ((key, what) + _alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
                     for key, what, fx in f.alternatives)
-            # (one that saves as much as the fix is no other way: a copy the host reads at once is replayed
-            # as a sync, waited for either way)
-            f.alternative_savings_us = tuple(
-                a for a in alts if abs(a[2] - f.estimated_savings_us) > ALTERNATIVE_SAME * f.estimated_savings_us)
+            # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
+            # once is replayed as a sync, waited for either way)
+            f.alternative_savings_us = tuple(a for a in alts if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -259,8 +256,8 @@ def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
         f.fix = "First: " + "; ".join(what) + " (fix that before this one: see the plan). " + f.fix
 
 
-# An alternative within this share of the fix's own saving, either way, is the same fix: not shown.
-ALTERNATIVE_SAME = 0.02
+# An alternative whose saving is within this of the fix's own (us) replayed the same: not shown.
+ALTERNATIVE_SAME = 1.0
 # Ranking weight of an estimate by its confidence.
 CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
 # Beyond this replay error on the unchanged trace, a replayed estimate is not trusted.
@@ -319,6 +316,8 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             lo, hi = min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1])
             # (a range both of whose ends reach the cap is no range: what it was unsure of does not matter)
             f.savings_bound_us = (lo, hi) if hi - lo >= 1.0 else None
+            if f.savings_bound_us is None and _range_note(f.fixes):
+                f.estimate_note = f.estimate_note.replace("; " + _range_note(f.fixes), "")
 
 
 # Fixes that change GPU work itself (the others only remove idle time). Unblock can: a result kept on the
@@ -350,10 +349,17 @@ def _state_saving(base, state: replay.State) -> float:
     return max(0.0, base.median_us - replay.simulate(state).median_us)
 
 
-def _alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dict) -> float:
-    """What another way to apply a fix saves (us): replayed like the fix, never past the step's floor."""
-    saved = _saving(compiled, base, plan, bw, cuts)
-    return min(saved, max(0.0, step_us - _floor(plan, info)))
+def _alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dict,
+                        extra_us: float = 0.0) -> tuple[float, tuple[float, float] | None]:
+    """What another way to apply a fix saves (us) and its range where its fixes have one: replayed like
+    the fix, each end never past the step's floor at that end."""
+    def one(p) -> float:
+        return min(_saving(compiled, base, p, bw, cuts), max(0.0, step_us - _floor(p, info))) + extra_us
+    saved = one(plan)
+    if not any(getattr(fx, "bounds", None) for fx in plan):
+        return saved, None
+    lo, hi = sorted(one(_at_end(plan, k)) for k in (0, 1))
+    return saved, ((min(lo, saved), max(hi, saved)) if hi - lo >= 1.0 else None)
 
 
 def _floor(plan, info: dict) -> float:
@@ -381,6 +387,13 @@ def _floor(plan, info: dict) -> float:
         waited = not any(fx.overlap for fx in plan if isinstance(fx, PinCopies))
         floor = floor + copies * 1000 if waited else max(floor, copies * 1000)
     return floor
+
+
+def _range_note(plan) -> str:
+    """Why a ranged fix's estimate is a range, in the report's words."""
+    return "; ".join(dict.fromkeys(
+        getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
+        for fx in plan if getattr(fx, "bounds", None)))
 
 
 def _at_end(plan, k: int) -> tuple:

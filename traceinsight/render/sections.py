@@ -145,9 +145,17 @@ def alternatives(f: dict) -> str | None:
     if not alts:
         return None
     own = f.get("estimated_savings_ms") or 0.0
+
+    def compared(x: float) -> str:
+        return "about as much as" if abs(x - own) <= SAME_SHARE * own else "less than" if x < own else "more than"
     return "Done another way: " + "; ".join(
-        f"{a['what']}: about {a['estimated_savings_ms']} ms per step (estimate, "
-        f"{'less' if a['estimated_savings_ms'] < own else 'more'} than the fix as advised)" for a in alts) + "."
+        f"{a['what']}: about {a['estimated_savings_ms']} ms per step ("
+        + (f"range {a['savings_range_ms'][0]}-{a['savings_range_ms'][1]} ms; " if a.get("savings_range_ms") else "")
+        + f"estimate, {compared(a['estimated_savings_ms'])} the fix as advised)" for a in alts) + "."
+
+
+# Two estimates within this share of each other are "about as much" (the replay's own noise is ~1-2%).
+SAME_SHARE = 0.02
 
 
 def prerequisite_fixes(doc) -> list[tuple[str, str, str]]:

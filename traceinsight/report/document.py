@@ -77,8 +77,9 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
         "needs_first": list(f.after_prerequisites[0]) if f.after_prerequisites else [],
         "saves_after_needs_first_ms": num(f.after_prerequisites[1] / 1000) if f.after_prerequisites else None,
         # Other ways to apply the fix that users take, each estimated by the same replay.
-        "alternatives": [{"option": k, "what": w, "estimated_savings_ms": num(us / 1000)}
-                         for k, w, us in f.alternative_savings_us],
+        "alternatives": [{"option": k, "what": w, "estimated_savings_ms": num(us / 1000),
+                          "savings_range_ms": [num(x / 1000) for x in rng] if rng else None}
+                         for k, w, us, rng in f.alternative_savings_us],
         "measured_cost_ms_per_step": num(f.lost_per_step_us / 1000),
         "measured_cost_ms_total": num(f.lost_total_us / 1000),
         "confidence": f.confidence,
