@@ -66,7 +66,7 @@ def test_copies_still_waited_for_add_to_the_kernels_in_the_step_floor():
     # Pinned but waited for, the copies run between the kernels: the shortest step is both (expert review);
     # read a step later, they run beside them: the longer of the two.
     from traceinsight.analyses.fixes import PinCopies
-    from traceinsight.estimate.rank import _floor
+    from traceinsight.estimate.bounds import floor as _floor
     info = {"kernel_busy_ms": 0.2, "gpu_busy_ms": 0.9, "pinned_copy_ms": 0.7,
             "pinned_copy_ms_by_direction": {"HtoD": 0.0, "DtoH": 0.7}}
     assert _floor((PinCopies(overlap=False),), info) == pytest.approx(900.0)

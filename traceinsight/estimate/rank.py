@@ -12,13 +12,15 @@ import numpy as np
 
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
-from ..analyses.fixes import WARM_CPU, PinCopies, RemoveHostWork, Unblock, combine
+from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine
 from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import calibration_scale, profiler_cuts, unprofiled_method, unprofiled_range_us
 from .plan import fix_plan
+from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, range_note, saving,
+                     state_saving)
 from ..trace.steps import merged_intervals
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -125,7 +127,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, f.lost_per_step_us)
             continue
         state = replay.apply(compiled, f.fixes, bw, cuts)
-        saved = _state_saving(base, state) + extra(f.fixes)
+        saved = state_saving(base, state) + extra(f.fixes)
         f.estimated_savings_us = saved
         gpu_removed[id(f)] = _gpu_removed(compiled, state)
         f.estimate_note = "replay of the timeline with the fix applied"
@@ -137,8 +139,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         if ranged:
             ends = []
             for k in (1, 0):
-                end_state = replay.apply(compiled, _at_end(f.fixes, k), bw, cuts)
-                ends.append((_state_saving(base, end_state), _gpu_removed(compiled, end_state)))
+                end_state = replay.apply(compiled, at_end(f.fixes, k), bw, cuts)
+                ends.append((state_saving(base, end_state), _gpu_removed(compiled, end_state)))
             lo, hi = min(ends), max(ends)
             # A range whose ends agree (the uncertain part is not in this trace) is no range.
             if hi[0] - lo[0] >= 1.0:
@@ -146,7 +148,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 # range holds the point.)
                 f.savings_bound_us = (min(lo[0], saved), max(hi[0], saved))
                 gpu_removed_ends[id(f)] = (lo[1], hi[1])
-                f.estimate_note += "; " + _range_note(f.fixes)
+                f.estimate_note += "; " + range_note(f.fixes)
         elif how == "idle_floor" and not warm and saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
             # Removing host work also lets later launches go out sooner, but the replay removes all
             # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
@@ -165,7 +167,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
     for f in findings:
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
-            alts = ((key, what) + _alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
+            alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
                     for key, what, fx in f.alternatives)
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
@@ -186,15 +188,15 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
         plan = combine([f.fixes for f in replayable])
-        saved = _saving(compiled, base, plan, bw, cuts) + extra(plan)
-        after = max(median_step - saved, _floor(plan, info), 0.0)
+        saved = saving(compiled, base, plan, bw, cuts) + extra(plan)
+        after = max(median_step - saved, floor(plan, info), 0.0)
         info["combined"] = {"kinds": [f.kind for f in replayable],
                             "estimated_step_ms": round(after / 1000, 3),
                             "estimated_savings_ms": round((median_step - after) / 1000, 3)}
     if base is not None and base.step_us and replayable:
         def plan_of(ranked):
             return fix_plan(compiled, base, ranked, bw, cuts, step_us=median_step,
-                            floor=lambda applied: _floor(applied, info), extra=extra, minor=minor)
+                            floor=lambda applied: floor(applied, info), extra=extra, minor=minor)
         info["plan"] = plan_of(findings)
         ranked = _after_prerequisites(findings, info["plan"])
         if ranked != findings:
@@ -303,10 +305,10 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             caps = tuple(idle + r + f.beyond_idle_us for r in gpu_removed_ends.get(id(f), (gpu_removed[id(f)],) * 2))
         elif any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
             # Copies moved off the critical path still run every step on their copy engine.
-            cap = max(0.0, step_us - _floor(f.fixes, info))
+            cap = max(0.0, step_us - floor(f.fixes, info))
             why = "capped where the step reaches its kernels' or its pinned copies' time (the copies still run every step)"
             # (each end by its own copies: at the top end of a range, copies to the host may not be made)
-            caps = tuple(max(0.0, step_us - _floor(_at_end(f.fixes, k), info)) for k in (0, 1))
+            caps = tuple(max(0.0, step_us - floor(at_end(f.fixes, k), info)) for k in (0, 1))
         else:
             continue
         if f.estimated_savings_us > cap:
@@ -316,16 +318,8 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             lo, hi = min(f.savings_bound_us[0], caps[0]), min(f.savings_bound_us[1], caps[1])
             # (a range both of whose ends reach the cap is no range: what it was unsure of does not matter)
             f.savings_bound_us = (lo, hi) if hi - lo >= 1.0 else None
-            if f.savings_bound_us is None and _range_note(f.fixes):
-                f.estimate_note = f.estimate_note.replace("; " + _range_note(f.fixes), "")
-
-
-# Fixes that change GPU work itself (the others only remove idle time). Unblock can: a result kept on the
-# GPU is not copied whole, the data-dependent kernels of a boolean index go.
-GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "FuseChains", "Unblock"}
-# Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
-# more than the idle and the work they remove, so the cap on both does not apply.
-OVERLAP_FIXES = {"PinCopies"}
+            if f.savings_bound_us is None and range_note(f.fixes):
+                f.estimate_note = f.estimate_note.replace("; " + range_note(f.fixes), "")
 
 
 def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
@@ -337,68 +331,6 @@ def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, f
     if info.get("gpu_busy_ms") is not None:
         idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
     return idle, (idle / profiled_idle if profiled_idle > 0 else 1.0)
-
-
-def _saving(compiled, base, plan, bw, cuts) -> float:
-    """Replayed (de-inflated) baseline minus the replayed plan, median step (us), never below 0."""
-    return _state_saving(base, replay.apply(compiled, plan, bw, cuts))
-
-
-def _state_saving(base, state: replay.State) -> float:
-    """Replayed baseline minus a replay state with fixes applied, median step (us), never below 0."""
-    return max(0.0, base.median_us - replay.simulate(state).median_us)
-
-
-def _alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dict,
-                        extra_us: float = 0.0) -> tuple[float, tuple[float, float] | None]:
-    """What another way to apply a fix saves (us) and its range where its fixes have one: replayed like
-    the fix, each end never past the step's floor at that end."""
-    def one(p) -> float:
-        return min(_saving(compiled, base, p, bw, cuts), max(0.0, step_us - _floor(p, info))) + extra_us
-    saved = one(plan)
-    if not any(getattr(fx, "bounds", None) for fx in plan):
-        return saved, None
-    lo, hi = sorted(one(_at_end(plan, k)) for k in (0, 1))
-    return saved, ((min(lo, saved), max(hi, saved)) if hi - lo >= 1.0 else None)
-
-
-def _floor(plan, info: dict) -> float:
-    """The shortest step a plan can reach (us): its GPU busy time, or only the kernels' once a fix moves
-    the copies off the critical path; no floor once a fix changes the kernels themselves."""
-    names = {type(fx).__name__ for fx in plan}
-    if names & (GPU_FIXES - OVERLAP_FIXES - {"Unblock"}):
-        return 0.0
-    # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
-    key = "kernel_busy_ms" if names & (OVERLAP_FIXES | {"Unblock"}) else "gpu_busy_ms"
-    # Work moved from the host onto the GPU adds its kernels.
-    added = sum(fx.share * fx.replacement_gpu_us for fx in plan if isinstance(fx, Unblock))
-    floor = (info.get(key) or 0.0) * 1000 + added
-    # A pinned copy off the critical path still runs every step on its copy engine: the step is no shorter
-    # than its copies at pinned bandwidth (holdout2_d2h_features: 33.5 MB a step, 0.67 ms at the 50 GB/s
-    # assumed for an H200, 0.61 ms in the fixed trace; the fixed step 0.99 ms, its kernels 0.2, as the
-    # measured fix waits for each copy). Unless the result stays on the GPU.
-    if "PinCopies" in names and "Unblock" not in names:
-        kept = max(fx.kept for fx in plan if isinstance(fx, PinCopies))
-        by_dir = info.get("pinned_copy_ms_by_direction") or {}
-        copies = (max(by_dir.get("HtoD", 0.0), by_dir.get("DtoH", 0.0) * (1.0 - kept)) if kept else
-                  info.get("pinned_copy_ms") or 0.0)
-        # Copies still waited for (overlap=False: pinned, but the host blocks in each) run between the
-        # kernels, not beside them: the step is no shorter than both.
-        waited = not any(fx.overlap for fx in plan if isinstance(fx, PinCopies))
-        floor = floor + copies * 1000 if waited else max(floor, copies * 1000)
-    return floor
-
-
-def _range_note(plan) -> str:
-    """Why a ranged fix's estimate is a range, in the report's words."""
-    return "; ".join(dict.fromkeys(
-        getattr(fx, "RANGE_NOTE", "the new kernels' speed is not in the trace, hence the range")
-        for fx in plan if getattr(fx, "bounds", None)))
-
-
-def _at_end(plan, k: int) -> tuple:
-    """The plan with each ranged fix at end k of its range (0: the low end)."""
-    return tuple(fx.at(fx.bounds[k]) if getattr(fx, "bounds", None) else fx for fx in plan)
 
 
 def _pinned_copy_us(ctx: Context, steps, pinned_gbps: float, dirs=("HtoD", "DtoH")) -> float:
