@@ -298,7 +298,8 @@ def rows(jobs: int = 2, only: set | None = None) -> list[dict]:
             ok = d["healthy"] if expect == "healthy" else (not d["healthy"]) if expect == "not healthy" else True
             row.update(kind="healthy", measured_idle_pct=round(100 * idle, 1), expect=expect, ok_top=ok)
         else:
-            kinds, option = _same_fix(d, _kinds(var, before), wl, var)
+            own = _kinds(var, before)
+            kinds, option = _same_fix(d, own, wl, var)
             s, rng = _saving(d, kinds, option)
             meas = meas_before / after["step_ms"]["median"]
             pred = u / (u - s) if s is not None and u - s > 0 else None
@@ -312,7 +313,7 @@ def rows(jobs: int = 2, only: set | None = None) -> list[dict]:
                        pred_range=[round(x, 2) if x else None for x in lo_hi] if lo_hi else None,
                        err_pct=round(100 * (pred - meas) / meas, 1) if pred else None,
                        best_fix="+".join(want), ok_top=top in tied or (
-                           set(want) == set(_kinds(var, before)) and _names_same_fix(d, wl, var)),
+                           set(want) == set(own) and _names_same_fix(d, wl, var)),
                        meas_spread=[round(x, 2) for x in spread],
                        in_spread=bool(pred and spread[0] <= pred <= spread[1]))
         out.append(row)

@@ -159,10 +159,16 @@ def top_op(cpu: pd.DataFrame, row: int) -> str:
     return str(cpu["name"].iat[t]) if t >= 0 else str(cpu["name"].iat[row])
 
 
+def op_rows(cpu: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The op instance (its outermost op's row) each CPU row, a runtime call, is made under; -1 where it
+    is under no op."""
+    parent = cpu["parent"].to_numpy()[rows]
+    return np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+
+
 def top_ops(cpu: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """top_op() of many runtime calls at once."""
     rows = np.asarray(rows, dtype=np.int64)
-    parent = cpu["parent"].to_numpy()[rows]
-    top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    top = op_rows(cpu, rows)
     names = cpu["name"].to_numpy()
     return np.where(top >= 0, names[np.maximum(top, 0)], names[rows]).astype(str)

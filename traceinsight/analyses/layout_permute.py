@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .fixes import DropKernels
-from .base import Context, Finding, KindSpec
+from .base import Context, Finding, KindSpec, op_rows
 
 SPEC = KindSpec("layout_permute", "slowed by layout conversions", estimate="upper_bound",
                 caveat="NHWC convolutions may pick faster or slower kernels, which the trace cannot show: "
@@ -34,8 +34,7 @@ def analyze(ctx: Context) -> list[Finding]:
     ops = pd.Series(dtype=float)
     linked = full[full["launcher"] >= 0]
     if len(linked):
-        parent = cpu["parent"].to_numpy()[linked["launcher"].to_numpy()]
-        top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+        top = op_rows(cpu, linked["launcher"].to_numpy())
         names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
         ops = linked["dur"].groupby(pd.Series(names, index=linked.index)).sum().sort_values(ascending=False)
     ev = {

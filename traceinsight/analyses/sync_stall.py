@@ -11,7 +11,7 @@ import numpy as np
 from ..trace.facts import blocking_calls
 from .fixes import WARM_AFTER_HOST_US, Unblock
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
-from .base import Context, Finding, KindSpec, top_op, top_ops, user_frame
+from .base import Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
 
@@ -163,8 +163,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     # The op instance each call blocks in (a call outside any op, a harness's cudaEventSynchronize under
     # only a step annotation, is its own: counted per call, not as one "no op" for all of them).
     b_rows = blocks.index.to_numpy()
-    parent = cpu["parent"].to_numpy()[b_rows]
-    op_row = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    op_row = op_rows(cpu, b_rows)
     op_row = np.where(op_row >= 0, op_row, -1 - b_rows)
     stalled = dict(rows)
     by_site: dict[tuple, dict] = {}
@@ -215,18 +214,14 @@ def _at_step_edge(ctx: Context, blocks, step: np.ndarray) -> np.ndarray:
     g = m.gpu
     rows = np.unique(g["launcher"].to_numpy()[(g["kind"] == "kernel").to_numpy() & (g["launcher"] >= 0).to_numpy()])
     cts, cend = m.cpu["ts"].to_numpy(), m.cpu["end"].to_numpy()
-    parent, top_row = m.cpu["parent"].to_numpy(), m.cpu["top_op"].to_numpy()
-
-    def op_of(r):       # the op instance a runtime call is made under (-1: none)
-        return np.where(parent[r] >= 0, top_row[np.maximum(parent[r], 0)], -1)
     order = np.argsort(cts[rows], kind="stable")
-    t, op = cts[rows][order], op_of(rows[order])
+    t, op = cts[rows][order], op_rows(m.cpu, rows[order])
     st = m.steps.set_index("step")
-    for k, (s, b) in enumerate(zip(step, blocks.index.to_numpy())):
+    b_rows = blocks.index.to_numpy()
+    for k, (s, b, mine) in enumerate(zip(step, b_rows, op_rows(m.cpu, b_rows))):
         if s < 0 or s not in st.index:
             continue
         a, z = np.searchsorted(t, [st.at[s, "cpu_start"], st.at[s, "cpu_end"]], "left")
-        mine = op_of(np.array([b]))[0]
         other = (op[a:z] != mine) | (mine < 0)
         before = bool(np.any(other & (t[a:z] < cts[b])))
         after = bool(np.any(other & (t[a:z] > cend[b])))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyses import CAUSES
-from ..analyses.base import top_op
+from ..analyses.base import op_rows, top_op
 from ..analyses.sync_stall import SPEC as SYNC
 from ..trace.model import TraceModel, dims_text
 from ..trace.steps import merged_intervals, step_at
@@ -44,8 +44,7 @@ def op_table(a: Analysis, limit: int = 50) -> list[dict]:
     if g.empty:
         return []
     g = _in_full_steps(a, g)
-    parent = cpu["parent"].to_numpy()[g["launcher"].to_numpy()]
-    top = np.where(parent >= 0, cpu["top_op"].to_numpy()[np.maximum(parent, 0)], -1)
+    top = op_rows(cpu, g["launcher"].to_numpy())
     names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
     uniq, inv = np.unique(top, return_inverse=True)
     col = cpu["input_dims"].to_numpy()
