@@ -366,23 +366,30 @@ def test_compiled_wrapper_is_read_from_the_trace():
     assert compiled_wrapper_us(eager, eager.steps["step"]) is None
 
 
-def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows):
-    # 16-50 MB of pageable copies per step: the pinned program's dispatch measured 1.0-1.5x faster on the
-    # H100 host (the same ops before and after) and not on the H200 one; the held-out pageable workloads
-    # agreed. So the point estimate assumes no speed-up and the range reaches 1.5x.
+def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows, clean_rows):
+    # 16-50 MB of pageable copies per step: the pinned program's dispatch measured 1.0-1.5x faster (the same
+    # ops before and after) on some hosts and not on others. The range reaches 1.5x; the point is its middle.
     h100 = [r for r in _rows_of(rows, "pageable_h2d", "after") + _rows_of(rows, "blocking_pageable_d2h", "after")
             if r["gpu"] == "h100"]
     assert len(h100) == 4
     assert sum(r["pred_range"][0] <= r["meas_speedup"] <= r["pred_range"][1] for r in h100) >= 3, \
         [(r["pred_range"], r["meas_speedup"]) for r in h100]
+    # On the clean hosts the fixed steps that stay CPU-bound were under-predicted on 62 of 64 rows with the
+    # point at 1.0x (-4..-69%); at the middle they straddle the measurement: within 25% on 50 of 54.
+    staged = [r for r in clean_rows if r["variant"] == "after" and r["workload"] in (
+        "blocking_pageable_d2h", "holdout2_d2h_features", "holdout15_pageable_logits_slice")]
+    errs = [r["err_pct"] for r in staged]
+    assert len(staged) == 54 and sum(abs(e) <= 25 for e in errs) >= 48 and sum(e > 0 for e in errs) >= 2, errs
+    # The pageable convolution's H200 hosts did not speed up (+12..+40% over): the range's low end, no
+    # speed-up, is within 15% of what they measured.
+    conv = [r for r in clean_rows if r["workload"] == "holdout2_pageable_conv" and r["variant"] == "after"]
+    assert len(conv) == 14 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
+    assert all(r["pred_range"][0] <= 1.15 * r["meas_speedup"] for r in conv if r["gpu"] == "h200"), \
+        [(r["pred_range"], r["meas_speedup"]) for r in conv]
+    # The first held-out run (CUPTI attached while timing the fixed step: biased slow where CPU-bound) reads
+    # the convolution +18..+46% and the copy to pageable memory -18..+1%.
     held = _rows_of(rows, "holdout2_pageable_conv", "after") + _rows_of(rows, "holdout2_d2h_features", "after")
-    assert len(held) == 8 and sum(abs(r["err_pct"]) <= 25 for r in held) >= 6, [r["err_pct"] for r in held]
-    # The H200's 32 MiB copy to pageable memory is over-predicted (+61..+78%): the staged-copy dispatch
-    # speed-up the range allows did not happen on that host, and the measured fix waits for each pinned
-    # copy at the start of the next step, where the advice (and the estimate, which also drops the
-    # ~0.1 ms the CPU spends copying out of the staging buffer) reads it a step later.
-    # (+76/+81% since the costs were refitted on the clean runs.)
-    assert all(abs(r["err_pct"]) <= 85 for r in held), [r["err_pct"] for r in held]
+    assert len(held) == 8 and all(abs(r["err_pct"]) <= 50 for r in held), [r["err_pct"] for r in held]
 
 
 def test_python_data_preparation_chopped_by_tiny_ops_is_host_work(rows):

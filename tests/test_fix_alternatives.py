@@ -31,8 +31,9 @@ def test_pin_and_wait_is_estimated_beside_the_advice(setting):
     # The host can have read ~13% of each copy in the step, so the copy not made is an option too; this loop
     # keeps every copy (the trace cannot tell), where it saves about what the advice does.
     assert only["option"] == "copy_result_only" and only["estimated_savings_ms"] >= f["estimated_savings_ms"]
-    # 33.5 MB staged a step: each option carries the advice's dispatch range (1.0-1.5x), its point at 1.0x.
-    assert all(a["savings_range_ms"][0] == a["estimated_savings_ms"] < a["savings_range_ms"][1] for a in (alt, only))
+    # 33.5 MB staged a step: each option carries the advice's dispatch range (1.0-1.5x), its point inside it
+    # (1.25x, the range's middle).
+    assert all(a["savings_range_ms"][0] < a["estimated_savings_ms"] < a["savings_range_ms"][1] for a in (alt, only))
     m = _measured()
     u = d["summary"]["unprofiled_step_ms"]
 
