@@ -113,6 +113,10 @@ ALL = [
     "holdout15_confusion_cpu_torch",
     "holdout15_pageable_logits_slice",
     "holdout15_quantile_calib_cpu_torch",
+    # sixteenth held-out set: copies staged through pageable memory whose fixed steps stay CPU-bound, after the
+    # staged copy's dispatch point moved to 1.25x (the *_clean10 runs)
+    "holdout16_pageable_feature_cache",
+    "holdout16_pageable_h2d_train",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
