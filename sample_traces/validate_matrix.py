@@ -229,7 +229,13 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # and holdout14_train_topk_acc: once a sync after the step's last launch was no longer taken for what the
         # graph needs gone first (17:55Z-18:00Z, the recorder at b3faee9; 9B asked for an H200 and got the
         # held H100 of 9A a minute later, 9C a fresh lease).
-        "h100_clean9A": "h100", "h100_clean9B": "h100", "h100_clean9C": "h100"}
+        "h100_clean9A": "h100", "h100_clean9B": "h100", "h100_clean9C": "h100",
+        # The sixteenth held-out set (committed as 63733de before it was recorded) and the five pageable pairs,
+        # after the staged copy's dispatch point moved to 1.25x (26a833c), read with the tool at 63733de first:
+        # an H100 host twice (2026-11-27 03:56Z and 03:57Z; 10B asked for an H200 and got 10A's warm H100, so it
+        # was recorded as h200_clean10A and relabelled) and a fresh H100 lease (03:59Z). These hosts staged
+        # pageable copies slowly: holdout15's 33.5 MB copy took 25-38 ms a step, 2.4-3.3 ms on earlier hosts.
+        "h100_clean10A": "h100", "h100_clean10B": "h100", "h100_clean10C": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -376,14 +376,21 @@ def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows
         [(r["pred_range"], r["meas_speedup"]) for r in h100]
     # On the clean hosts the fixed steps that stay CPU-bound were under-predicted on 62 of 64 rows with the
     # point at 1.0x (-4..-69%); at the middle they straddle the measurement: within 25% on 50 of 54.
-    staged = [r for r in clean_rows if r["variant"] == "after" and r["workload"] in (
+    staged = [r for r in clean_rows if r["variant"] == "after" and "_clean10" not in r["run"] and r["workload"] in (
         "blocking_pageable_d2h", "holdout2_d2h_features", "holdout15_pageable_logits_slice")]
     errs = [r["err_pct"] for r in staged]
     assert len(staged) == 54 and sum(abs(e) <= 25 for e in errs) >= 48 and sum(e > 0 for e in errs) >= 2, errs
+    # Out of sample (*_clean10: two new pageable pairs, committed before they were recorded, and the five
+    # pageable pairs on new hosts): within 25% on 36 of 48 rows, as with the point at 1.0x, but centred
+    # (median error -16% at 1.0x).
+    held = [r for r in clean_rows if "_clean10" in r["run"]]
+    errs = sorted(r["err_pct"] for r in held)
+    assert len(held) == 48 and sum(abs(e) <= 25 for e in errs) >= 36 and sum(abs(e) <= 50 for e in errs) >= 47, errs
+    assert abs(errs[len(errs) // 2]) <= 10, errs
     # The pageable convolution's H200 hosts did not speed up (+12..+40% over): the range's low end, no
     # speed-up, is within 15% of what they measured.
     conv = [r for r in clean_rows if r["workload"] == "holdout2_pageable_conv" and r["variant"] == "after"]
-    assert len(conv) == 14 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
+    assert len(conv) == 20 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
     assert all(r["pred_range"][0] <= 1.15 * r["meas_speedup"] for r in conv if r["gpu"] == "h200"), \
         [(r["pred_range"], r["meas_speedup"]) for r in conv]
     # The first held-out run (CUPTI attached while timing the fixed step: biased slow where CPU-bound) reads
@@ -1002,11 +1009,14 @@ def test_a_pinned_copy_off_the_critical_path_still_takes_its_copy_engine_time(cl
     # copy still ran between two steps' compute (0.97-1.16 ms measured for kernels of 0.35 and a copy of
     # 0.61): not the advice, which reads the copy a step later. Measured as advised (after_overlap, four
     # H100 hosts of *_clean4/5, and 3.9x on *_clean8A): 0.62 ms, and the estimate within 15%.
-    serial = [r for r in got if r["variant"] == "after"]
-    overlap = [r for r in got if r["variant"] == "after_overlap"]
+    serial = [r for r in got if r["variant"] == "after" and "_clean10" not in r["run"]]
+    overlap = [r for r in got if r["variant"] == "after_overlap" and "_clean10" not in r["run"]]
     assert len(serial) == 24 and all(r["err_pct"] <= 75 for r in serial), [r["err_pct"] for r in serial]
     assert len(overlap) == 10 and all(abs(r["err_pct"]) <= 15 for r in overlap), [r["err_pct"] for r in overlap]
     assert all(r["meas_speedup"] > 1.5 * s["meas_speedup"] for r in overlap for s in serial if s["run"] == r["run"])
+    # Three more H100 runs (*_clean10, after the staged dispatch point moved to 1.25x): -15..+25%.
+    later = [r for r in got if r["variant"] == "after_overlap" and "_clean10" in r["run"]]
+    assert len(later) == 6 and all(abs(r["err_pct"]) <= 30 for r in later), [r["err_pct"] for r in later]
     from traceinsight.report.analyze import analyze_file
     a = analyze_file(ROOT / "sample_traces/matrix/h200_cleanA/holdout2_d2h_features__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
@@ -1023,8 +1033,13 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     from traceinsight.report.analyze import analyze_file
     from traceinsight.report.document import document
     from traceinsight.render.sections import alternatives
-    sl = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice"]
+    sl = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice"
+          and "_clean10" not in r["run"]]
     assert sl and all(8.5 <= r["meas_speedup"] <= 12 for r in sl)
+    # The *_clean10 hosts staged the copy 10x slower (25-38 ms a step; 59-70x once it went): there the host's
+    # wait is most of the step, and the tool names the sync.
+    slow = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice" and "_clean10" in r["run"]]
+    assert len(slow) == 6 and all(r["meas_speedup"] > 50 and r["kind"] == "sync_stall" and r["ok_top"] for r in slow)
     a = analyze_file(ROOT / "sample_traces/matrix/h100_clean3B/holdout15_pageable_logits_slice__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
     assert f.evidence["host_reads_at_most_pct_of_the_copy"] < 25 and f.fix.startswith("Within the step")
@@ -1032,14 +1047,14 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     opt = {k: us for k, _w, us, _range in f.alternative_savings_us}
     assert set(opt) == {"pin_and_wait", "copy_result_only"}
     assert opt["pin_and_wait"] < f.estimated_savings_us < opt["copy_result_only"] < step * 1000
-    # Scored against it (validate_matrix's SAME_FIX): every clean row within 50% of the measured speed-up,
-    # below it (the rest of the step's dispatch, slowed 1.0-1.5x by the staging, is kept at 1.0x), the top
-    # finding right; the pinned copy alone would read 3-4x against 9-11x measured.
-    assert all(r["option"] == "copy_result_only" and r["ok_top"] and -50 <= r["err_pct"] < 0
-               for r in sl if "_clean" in r["run"] and r["setting"] == "default")
+    # Scored against it (validate_matrix's SAME_FIX): every clean row with default options within 25% of the
+    # measured speed-up (the rest of the step's dispatch, slowed 1.0-1.5x by the staging, taken at 1.25x; at
+    # 1.0x they read -24..-40%), the top finding right; the pinned copy alone would read 3-4x against 9-11x.
+    assert all(r["option"] == "copy_result_only" and r["ok_top"] and abs(r["err_pct"]) <= 25
+               for r in sl if "_clean" in r["run"] and r["setting"] == "default"), [r["err_pct"] for r in sl]
     assert 3 <= step / (step - f.estimated_savings_us / 1000) <= 4
     # Not staging 33.5 MB a step through the CPU, the rest of the dispatch may run up to 1.5x faster (the
-    # advice's range): the option's range reaches the measured speed-up, its point stays at 1.0x.
+    # advice's range): the option's range reaches the measured speed-up, its point is the range's middle.
     doc = document(a)["findings"][0]
     (cro,) = [x for x in doc["alternatives"] if x["option"] == "copy_result_only"]
     top = step / (step - cro["savings_range_ms"][1])
