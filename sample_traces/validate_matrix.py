@@ -235,7 +235,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # an H100 host twice (2026-11-27 03:56Z and 03:57Z; 10B asked for an H200 and got 10A's warm H100, so it
         # was recorded as h200_clean10A and relabelled) and a fresh H100 lease (03:59Z). These hosts staged
         # pageable copies slowly: holdout15's 33.5 MB copy took 25-38 ms a step, 2.4-3.3 ms on earlier hosts.
-        "h100_clean10A": "h100", "h100_clean10B": "h100", "h100_clean10C": "h100"}
+        "h100_clean10A": "h100", "h100_clean10B": "h100", "h100_clean10C": "h100",
+        # The sixteenth set's graph variants (committed as f6bce3c before they were recorded; the tool had ranked
+        # launch_overhead first on 9 of the set's 12 rows above), two fresh H100 leases (04:19Z, 04:21Z).
+        "h100_clean11A": "h100", "h100_clean11B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
