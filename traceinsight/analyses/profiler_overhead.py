@@ -15,6 +15,18 @@ from .base import Context, Finding, KindSpec
 SPEC = KindSpec("profiler_overhead", "inflated by the profiler", estimate="measured", note=True,
                 profiler_cost=True)
 US_PER_MEMORY_EVENT = 0.5   # profile_memory's allocation events (not in the fitted model; rough)
+FIX = ("Nothing to change in the program: only the profiled run pays this. For true CPU timings measure the "
+       "step time outside the profiler's window (traceinsight record does).")
+COSTLY_OPTIONS = ("with_stack", "record_shapes", "profile_memory")
+
+
+def _fix(opts: str) -> str:
+    """The note's advice: turn off the costlier options that were on (a default trace has none on)."""
+    on = [o for o in COSTLY_OPTIONS if o in opts]
+    if not on:
+        return FIX
+    return FIX.replace("For true CPU timings ", "For true CPU timings record with " +
+                       ", ".join(f"{o}=False" for o in on) + " (traceinsight record's defaults) and ")
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -36,9 +48,7 @@ def analyze(ctx: Context) -> list[Finding]:
     return [Finding(
         kind=SPEC.kind, title=title(opts, lost, unprof or profiled),
         lost_per_step_us=lost, lost_total_us=lost * len(steps),
-        fix="Nothing to change in the program: only the profiled run pays this. For true CPU timings record "
-            "with with_stack=False and profile_memory=False (traceinsight record's defaults) and measure the "
-            "step time outside the profiler's window (traceinsight record does).",
+        fix=_fix(opts),
         confidence="medium" if unprof is not None else "low", evidence=ev, fixes=())]
 
 

@@ -85,7 +85,9 @@ def _notes(console: Console, d) -> None:
     if ns:
         console.print(Text("Notes about the measurement (not fixes):", style="bold"))
         for n in ns:
-            console.print(Text(f"- {n['title']}" + (f" {n['fix']}" if n.get("fix") else ""), style="dim"))
+            # (A title is not a sentence: the fix after it starts a new one.)
+            sep = " " if n["title"].rstrip().endswith((".", ":", "!", "?")) else ". "
+            console.print(Text(f"- {n['title']}" + (f"{sep}{n['fix']}" if n.get("fix") else ""), style="dim"))
 
 
 def _plan(console: Console, d) -> None:

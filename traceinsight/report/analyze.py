@@ -255,10 +255,22 @@ def _recording_note(rec: dict) -> str | None:
             f"{where}; window: {detail}")
 
 
+def _in_steps(model: TraceModel, rows: np.ndarray) -> int:
+    """How many of the cpu rows start inside a step's CPU range (the count per step is read over these:
+    frames before the first step and after the last are not any step's)."""
+    st = model.steps.sort_values("cpu_start")
+    ts = model.cpu["ts"].to_numpy()[rows]
+    if st.empty:
+        return len(ts)
+    starts, ends = st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()
+    k = np.searchsorted(starts, ts, "right") - 1
+    return int(((k >= 0) & (ts < ends[np.maximum(k, 0)])).sum())
+
+
 def profiler_note(model: TraceModel) -> str:
     """What the profiler's own options did to this trace's CPU times, in one sentence."""
     n = max(1, len(model.steps))
-    py = int((model.cpu["kind"] == "python").sum())
+    py = _in_steps(model, (model.cpu["kind"] == "python").to_numpy())
     mem = int(model.meta.get("n_memory_events", 0))
     on = []
     if py:
