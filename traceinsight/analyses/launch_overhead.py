@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from ..trace.facts import COMPILE_REGION, compiled_wrapper_us, program_facts
+from ..trace.facts import COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -71,6 +71,14 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
                "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
                "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
                "layers).")
+    mb = _host_copy_mb(ctx)
+    if mb:
+        # A capture records kernels, not copies to or from host memory (holdout16_*: the graphed forward or
+        # training step, its 12 MiB copy kept outside: 1.3-3.2x measured).
+        fix += (f" The step copies {mb:.1f} MB a step between host and GPU memory, which a graph does not "
+                "capture: keep those copies outside it, into the graph's static input tensors before each "
+                "replay (from pinned memory, non_blocking=True) and out of its static outputs after it (into a "
+                "buffer of their own if a copy on another stream still reads them when the next replay runs).")
     return ("eager", fix, (CudaGraph(),))
 
 
@@ -95,6 +103,14 @@ def _regions_per_step(ctx: Context) -> float:
 def _host_copies(ctx: Context) -> bool:
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
     return bool(((g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD")).any())
+
+
+def _host_copy_mb(ctx: Context) -> float:
+    """MB per full step copied between host and GPU memory in copies of PAGEABLE_MIN_BYTES or more (a
+    scalar read for .item() is a sync, which the plan already puts before the graph)."""
+    g = ctx.gpu_in_full_steps(ctx.model.gpu)
+    big = g[(g["kind"] == "memcpy") & g["copy_dir"].isin(("HtoD", "DtoH")) & (g["bytes"] >= PAGEABLE_MIN_BYTES)]
+    return float(big["bytes"].sum()) / max(1, ctx.n_full) / 1e6
 
 
 def _capturable(ctx: Context, ev: dict):

@@ -96,9 +96,10 @@ def analyze(ctx: Context) -> list[Finding]:
     else:
         title = (f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at {bw:.1f} GB/s, "
                  "the CPU blocked while it runs")
-        fix = ("Pin the host memory and copy asynchronously: DataLoader(pin_memory=True) or "
-               "tensor.pin_memory(), then .to('cuda', non_blocking=True); prefetch the next batch on a "
-               "side torch.cuda.Stream so the copy overlaps compute.")
+        fix = ("Pin the host memory and copy asynchronously: DataLoader(pin_memory=True), or host buffers "
+               "allocated once with torch.empty(..., pin_memory=True) and filled in place (tensor.pin_memory() "
+               "on each batch copies it once more on the CPU), then .to('cuda', non_blocking=True); prefetch "
+               "the next batch on a side torch.cuda.Stream so the copy overlaps compute.")
     return [Finding(
         kind="pageable_memcpy", title=title,
         lost_per_step_us=lost, lost_total_us=float(per_step.sum()), fix=fix,
