@@ -125,6 +125,27 @@ class Compiled:
         gaps = gaps[gaps >= 0]
         return float(min(np.median(gaps), QUEUED_GAP_MAX_US)) if len(gaps) else 0.0
 
+    def step_times(self, start: list, end: list) -> dict[int, float]:
+        """Each (reported) step's replayed duration from the replay's start and end times per node."""
+        gpu_last: dict[int, float] = {}
+        for i in np.flatnonzero(self.gpu_step >= 0):
+            k = self.steps[self.gpu_step[i]]
+            if end[i] > gpu_last.get(k, -np.inf):
+                gpu_last[k] = end[i]
+        # The first step starts where it started: the replay anchors each thread's first call there.
+        # A step ends when both its CPU part (its end marker) and the GPU work it issued are done.
+        prev = self.step_starts[0]
+        out = {}
+        for st in self.steps:
+            m = self.markers.get(st)
+            if m is None:
+                continue
+            done = max(start[m], gpu_last.get(st, -np.inf))
+            if self.report_steps is None or st in self.report_steps:
+                out[st] = done - prev
+            prev = done
+        return out
+
     def gpu_named(self, pattern: str, flags: int = 0) -> np.ndarray:
         """Positions of the GPU nodes whose name the regex finds (searched once per distinct name)."""
         if self._gpu_names is None:

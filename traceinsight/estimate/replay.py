@@ -431,25 +431,4 @@ def simulate(s: State) -> Replay:
             e = t + d
         start[i] = t
         end[i] = e
-    return Replay(step_us=_step_times(c, start, end))
-
-
-def _step_times(c: Compiled, start: list, end: list) -> dict[int, float]:
-    gpu_last: dict[int, float] = {}
-    for i in np.flatnonzero(c.gpu_step >= 0):
-        k = c.steps[c.gpu_step[i]]
-        if end[i] > gpu_last.get(k, -np.inf):
-            gpu_last[k] = end[i]
-    # The first step starts where it started: the replay anchors each thread's first call there.
-    # A step ends when both its CPU part (its end marker) and the GPU work it issued are done.
-    prev = c.step_starts[0]
-    out = {}
-    for st in c.steps:
-        m = c.markers.get(st)
-        if m is None:
-            continue
-        done = max(start[m], gpu_last.get(st, -np.inf))
-        if c.report_steps is None or st in c.report_steps:
-            out[st] = done - prev
-        prev = done
-    return out
+    return Replay(step_us=c.step_times(start, end))
