@@ -21,7 +21,7 @@ from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
 from ..trace.profiler_cost import measured_unprofiled_us
-from ..trace.steps import full_step_mask
+from ..trace.steps import full_step_mask, step_at
 
 HEALTHY_MAX_IDLE = 0.25
 
@@ -255,22 +255,12 @@ def _recording_note(rec: dict) -> str | None:
             f"{where}; window: {detail}")
 
 
-def _in_steps(model: TraceModel, rows: np.ndarray) -> int:
-    """How many of the cpu rows start inside a step's CPU range (the count per step is read over these:
-    frames before the first step and after the last are not any step's)."""
-    st = model.steps.sort_values("cpu_start")
-    ts = model.cpu["ts"].to_numpy()[rows]
-    if st.empty:
-        return len(ts)
-    starts, ends = st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()
-    k = np.searchsorted(starts, ts, "right") - 1
-    return int(((k >= 0) & (ts < ends[np.maximum(k, 0)])).sum())
-
-
 def profiler_note(model: TraceModel) -> str:
     """What the profiler's own options did to this trace's CPU times, in one sentence."""
     n = max(1, len(model.steps))
-    py = _in_steps(model, (model.cpu["kind"] == "python").to_numpy())
+    # (frames before the first step and after the last are not any step's)
+    py_ts = model.cpu["ts"].to_numpy()[(model.cpu["kind"] == "python").to_numpy()]
+    py = int((step_at(model.steps, py_ts, "cpu_start", "cpu_end") >= 0).sum()) if len(model.steps) else len(py_ts)
     mem = int(model.meta.get("n_memory_events", 0))
     on = []
     if py:
