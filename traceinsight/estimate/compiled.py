@@ -85,6 +85,9 @@ class Compiled:
         self.markers = {x[1]: pos[x] for x in order if x[0] == "step"}
         # The steps a replay reports (all replayed ones unless set: the quiet steps of a disturbed host).
         self.report_steps: set | None = None
+        # Every replayed step time is multiplied by this: 1, or a measured un-profiled step over the replay's
+        # (the host's own pace; estimate/rank.py).
+        self.time_scale = 1.0
         # Which step issued each GPU activity (by its launch call's original time).
         issue_t = np.where(self.lpred >= 0, self.ts[np.maximum(self.lpred, 0)], self.ts)
         bounds = np.array(list(self.step_starts) + [self.t1])
@@ -142,7 +145,7 @@ class Compiled:
                 continue
             done = max(start[m], gpu_last.get(st, -np.inf))
             if self.report_steps is None or st in self.report_steps:
-                out[st] = done - prev
+                out[st] = (done - prev) * self.time_scale
             prev = done
         return out
 

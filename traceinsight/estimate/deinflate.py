@@ -105,7 +105,8 @@ def unprofiled_range_us(model: TraceModel, unprofiled_us: float, busy_us: float,
 
 def unprofiled_method(model: TraceModel) -> str:
     if measured_unprofiled_us(model) is not None:
-        return "measured by traceinsight record (steps outside the profiler's window); the cost model is scaled to it"
+        return ("measured by traceinsight record (steps outside the profiler's window); the replay is scaled to it: "
+                "the profiler's per-event cost takes the part its own spread explains, the host's pace the rest")
     _, machine = cost_model(model)
     where = f"{machine} machines" if machine != "any" else "H100 and H200 machines, pooled"
     return (f"estimate: the profiler's per-event CPU cost ({profiler_options(model)}; calibrated on {where}) "
@@ -113,13 +114,23 @@ def unprofiled_method(model: TraceModel) -> str:
 
 
 def calibration_scale(model: TraceModel, c: replay.Compiled, profiled: replay.Replay, measured_step: float,
-                      target: float | None) -> float:
-    """The factor on the per-event cuts that makes the de-inflated replay land on the un-profiled step."""
+                      target: float | None, host_us: float = 0.0) -> float:
+    """The factor on the per-event cuts for a step `record` measured un-profiled (1 without one): what the
+    cost model's own replay misses the step by is the profiler's cost only in proportion to how far that
+    cost is known to stray (UNPROFILED_SPREAD x the profiler time taken out), against how far the host's own
+    work does (HOST_SPREAD x `host_us`, the step's host work); rank.py spreads the rest over the step. The
+    cuts used to take it all: a host-heavy step that ran 4% faster un-profiled had every cut tripled (the
+    clamp), its launches kept their inflation, and the fix that removes its host work read up to 4x the
+    measured speed-up (holdout6_eval_topk_numpy, 2026-11-27)."""
     if target is None or not profiled.step_us:
         return 1.0
     raw = replay.simulate(replay.apply(c, (), cuts=profiler_cuts(model, c))).median_us
     shrink = profiled.median_us - raw
-    want = profiled.median_us * (target / measured_step) if measured_step else target
     if shrink <= 0:
         return 1.0
-    return float(min(3.0, max(0.0, (profiled.median_us - want) / shrink)))
+    want = profiled.median_us * (target / measured_step) if measured_step else target
+    miss = want - raw                       # > 0: the program runs slower than the cost model says
+    below, above = UNPROFILED_SPREAD[profile_setting(model)]
+    wp = (above if miss > 0 else below) * shrink
+    wh = HOST_SPREAD[1 if miss > 0 else 0] * max(0.0, host_us)
+    return float(min(3.0, max(0.0, 1.0 - wp / (wp + wh) * miss / shrink)))

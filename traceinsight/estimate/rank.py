@@ -73,9 +73,16 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["replayed_steps"] = sorted(profiled.step_us)
             busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in profiled.step_us]))
             target = measured_unprofiled_us(ctx.model)
-            cuts = profiler_cuts(ctx.model, compiled,
-                                 calibration_scale(ctx.model, compiled, profiled, act, target))
+            # (A loop fed by DataLoader workers runs at their pace un-profiled: the wait, not the profiler's
+            # cost or the loop's own work, is what differs; `absorbed` below is its share.)
+            cuts = profiler_cuts(ctx.model, compiled, 1.0 if wait else calibration_scale(
+                ctx.model, compiled, profiled, act, target, host_work_us(ctx)))
             base = replay.simulate(replay.apply(compiled, (), bw, cuts))
+            if target is not None and base.step_us and not wait:
+                # What the cuts do not explain of the measured step runs at the host's own pace: spread over
+                # the whole step (every replayed step time scaled), so a fix keeps its replayed share of it.
+                compiled.time_scale = target / base.median_us
+                base = replay.simulate(replay.apply(compiled, (), bw, cuts))
             # The measured step less what the profiler's cost took in the replay (a replay that misses
             # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), or the
             # cost model's own figure; no step shorter than its GPU work.
