@@ -256,7 +256,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The sixteenth set with its graph variants and the five pageable pairs again (2026-11-27 06:35Z, the
         # tool at 07b0402, read before any change): the call asked for an H200, listed as lent, and was given a
         # fresh H100 lease, so it was recorded as h200_clean12A and relabelled.
-        "h100_clean12A": "h100"}
+        "h100_clean12A": "h100",
+        # The record path end to end (record_e2e.sh, 07:17Z and 07:25Z, two fresh H100 leases asked as H200s, the
+        # tool at 9679215): sixteen training workloads timed and profiled as above, and `traceinsight record`
+        # run on each before variant (record/, scored by score_e2e.py).
+        "h100_clean13A": "h100", "h100_clean13B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

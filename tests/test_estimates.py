@@ -41,6 +41,12 @@ def pairs(rows):
     return [r for r in rows if r["kind"] != "healthy"]
 
 
+def slow_staging(r) -> bool:
+    """A run on the hosts that staged pageable copies about 10x slower than the earlier ones (2026-11-27:
+    *_clean10A-C and *_clean12A; holdout15's 33.5 MB copy took 24-38 ms a step there, 2.4-3.3 ms before)."""
+    return "_clean10" in r["run"] or "_clean12" in r["run"]
+
+
 def test_every_measured_fix_gets_an_estimate(rows):
     assert len(pairs(rows)) >= 200
     assert all(r["pred_speedup"] is not None for r in pairs(rows))
@@ -376,7 +382,7 @@ def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows
         [(r["pred_range"], r["meas_speedup"]) for r in h100]
     # On the clean hosts the fixed steps that stay CPU-bound were under-predicted on 62 of 64 rows with the
     # point at 1.0x (-4..-69%); at the middle they straddle the measurement: within 25% on 50 of 54.
-    staged = [r for r in clean_rows if r["variant"] == "after" and "_clean10" not in r["run"] and r["workload"] in (
+    staged = [r for r in clean_rows if r["variant"] == "after" and not slow_staging(r) and r["workload"] in (
         "blocking_pageable_d2h", "holdout2_d2h_features", "holdout15_pageable_logits_slice")]
     errs = [r["err_pct"] for r in staged]
     assert len(staged) == 54 and sum(abs(e) <= 25 for e in errs) >= 48 and sum(e > 0 for e in errs) >= 2, errs
@@ -387,10 +393,15 @@ def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows
     errs = sorted(r["err_pct"] for r in held)
     assert len(held) == 48 and sum(abs(e) <= 25 for e in errs) >= 36 and sum(abs(e) <= 50 for e in errs) >= 47, errs
     assert abs(errs[len(errs) // 2]) <= 10, errs
+    # Out of sample again (*_clean12A, a fresh H100 lease, the tool at 07b0402): 22 of 24 within 25%; the two
+    # misses are holdout15 on a host that staged its copy slowly again (24 ms a step, 82x once it went: -48%).
+    held = [r for r in clean_rows if "_clean12" in r["run"]]
+    assert len(held) == 24 and sum(abs(r["err_pct"]) <= 25 for r in held) >= 22
+    assert all(abs(r["err_pct"]) <= 50 for r in held), [r["err_pct"] for r in held]
     # The pageable convolution's H200 hosts did not speed up (+12..+40% over): the range's low end, no
     # speed-up, is within 15% of what they measured.
     conv = [r for r in clean_rows if r["workload"] == "holdout2_pageable_conv" and r["variant"] == "after"]
-    assert len(conv) == 20 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
+    assert len(conv) == 22 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
     assert all(r["pred_range"][0] <= 1.15 * r["meas_speedup"] for r in conv if r["gpu"] == "h200"), \
         [(r["pred_range"], r["meas_speedup"]) for r in conv]
     # The first held-out run (CUPTI attached while timing the fixed step: biased slow where CPU-bound) reads
@@ -993,7 +1004,8 @@ def test_removing_a_sync_alone_is_measured_as_the_tool_says_once_cupti_is_detach
     # again on three H100 hosts: 1.06-1.18x. One more H100 host, *_clean5A, measured 1.58x where the tool
     # said 1.12x: its un-profiled step with the masked_select was 3.1 ms, 2.4-2.7 ms on the others. And
     # *_clean8A measured 0.87x where the tool said 1.16-1.18x: its fixed step's blocks ran 1.77-2.47 ms.)
-    assert len(got) == 38
+    # (*_clean13A, the record path's first host: 0.89x and 1.00x measured, the tool 1.00x and 1.18x.)
+    assert len(got) == 42
     assert all(0.85 <= r["meas_speedup"] <= 1.6 for r in got), [r["meas_speedup"] for r in got]
     off = [(r["run"], r["err_pct"]) for r in got if abs(r["err_pct"]) > 25]
     assert all(run in ("h100_clean5A", "h100_clean8A") and abs(e) <= 40 for run, e in off) and len(off) <= 4, off
@@ -1009,14 +1021,14 @@ def test_a_pinned_copy_off_the_critical_path_still_takes_its_copy_engine_time(cl
     # copy still ran between two steps' compute (0.97-1.16 ms measured for kernels of 0.35 and a copy of
     # 0.61): not the advice, which reads the copy a step later. Measured as advised (after_overlap, four
     # H100 hosts of *_clean4/5, and 3.9x on *_clean8A): 0.62 ms, and the estimate within 15%.
-    serial = [r for r in got if r["variant"] == "after" and "_clean10" not in r["run"]]
-    overlap = [r for r in got if r["variant"] == "after_overlap" and "_clean10" not in r["run"]]
+    serial = [r for r in got if r["variant"] == "after" and not slow_staging(r)]
+    overlap = [r for r in got if r["variant"] == "after_overlap" and not slow_staging(r)]
     assert len(serial) == 24 and all(r["err_pct"] <= 75 for r in serial), [r["err_pct"] for r in serial]
     assert len(overlap) == 10 and all(abs(r["err_pct"]) <= 15 for r in overlap), [r["err_pct"] for r in overlap]
     assert all(r["meas_speedup"] > 1.5 * s["meas_speedup"] for r in overlap for s in serial if s["run"] == r["run"])
-    # Three more H100 runs (*_clean10, after the staged dispatch point moved to 1.25x): -15..+25%.
-    later = [r for r in got if r["variant"] == "after_overlap" and "_clean10" in r["run"]]
-    assert len(later) == 6 and all(abs(r["err_pct"]) <= 30 for r in later), [r["err_pct"] for r in later]
+    # Four more H100 runs (*_clean10 and *_clean12A, after the staged dispatch point moved to 1.25x): -15..+25%.
+    later = [r for r in got if r["variant"] == "after_overlap" and slow_staging(r)]
+    assert len(later) == 8 and all(abs(r["err_pct"]) <= 30 for r in later), [r["err_pct"] for r in later]
     from traceinsight.report.analyze import analyze_file
     a = analyze_file(ROOT / "sample_traces/matrix/h200_cleanA/holdout2_d2h_features__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
@@ -1033,13 +1045,12 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     from traceinsight.report.analyze import analyze_file
     from traceinsight.report.document import document
     from traceinsight.render.sections import alternatives
-    sl = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice"
-          and "_clean10" not in r["run"]]
+    sl = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice" and not slow_staging(r)]
     assert sl and all(8.5 <= r["meas_speedup"] <= 12 for r in sl)
-    # The *_clean10 hosts staged the copy 10x slower (25-38 ms a step; 59-70x once it went): there the host's
-    # wait is most of the step, and the tool names the sync.
-    slow = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice" and "_clean10" in r["run"]]
-    assert len(slow) == 6 and all(r["meas_speedup"] > 50 and r["kind"] == "sync_stall" and r["ok_top"] for r in slow)
+    # The *_clean10 and *_clean12A hosts staged the copy 10x slower (24-38 ms a step; 59-83x once it went):
+    # there the host's wait is most of the step, and the tool names the sync.
+    slow = [r for r in pairs(clean_rows) if r["workload"] == "holdout15_pageable_logits_slice" and slow_staging(r)]
+    assert len(slow) == 8 and all(r["meas_speedup"] > 50 and r["kind"] == "sync_stall" and r["ok_top"] for r in slow)
     a = analyze_file(ROOT / "sample_traces/matrix/h100_clean3B/holdout15_pageable_logits_slice__before__default.json.gz")
     f = next(f for f in a.findings if f.kind == "pageable_memcpy")
     assert f.evidence["host_reads_at_most_pct_of_the_copy"] < 25 and f.fix.startswith("Within the step")
