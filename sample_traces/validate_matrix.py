@@ -260,7 +260,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The record path end to end (record_e2e.sh, 07:17Z and 07:25Z, two fresh H100 leases asked as H200s, the
         # tool at 9679215): sixteen training workloads timed and profiled as above, and `traceinsight record`
         # run on each before variant (record/, scored by score_e2e.py).
-        "h100_clean13A": "h100", "h100_clean13B": "h100"}
+        "h100_clean13A": "h100", "h100_clean13B": "h100",
+        # Eight more training workloads the same way on a third fresh H100 lease (07:55Z, asked as an H200), the
+        # tool at fa7b1cf, nothing changed after the calibration: the record path out of sample.
+        "h100_clean13C": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -17,7 +17,8 @@ from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
-from .deinflate import calibration_scale, profiler_cuts, unprofiled_method, unprofiled_range_us
+from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
+                        unprofiled_range_us)
 from .plan import fix_plan
 from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, range_note, saving,
                      state_saving)
@@ -78,11 +79,21 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             cuts = profiler_cuts(ctx.model, compiled, 1.0 if wait else calibration_scale(
                 ctx.model, compiled, profiled, act, target, host_work_us(ctx)))
             base = replay.simulate(replay.apply(compiled, (), bw, cuts))
+            calibrated = ""
             if target is not None and base.step_us and not wait:
                 # What the cuts do not explain of the measured step runs at the host's own pace: spread over
                 # the whole step (every replayed step time scaled), so a fix keeps its replayed share of it.
-                compiled.time_scale = target / base.median_us
+                lo, hi = TIME_SCALE
+                compiled.time_scale = replay_target(profiled, act, target) / base.median_us
                 base = replay.simulate(replay.apply(compiled, (), bw, cuts))
+                # (Even far off, scaling keeps each fix's share of the step: left a constant, a 10x gap between
+                # a disturbed window and the measured step had a sync fix save more than the step.)
+                calibrated = ("; the replay is scaled to it: the profiler's per-event cost takes the part of the "
+                              "difference its own spread allows, the host's pace the rest"
+                              + ("" if lo <= compiled.time_scale <= hi else
+                                 f", though the trace's steps and the measured step differ by more than "
+                                 f"{hi:.0f}x (a window unlike the program's steps, or a disturbed host): each fix "
+                                 "keeps its share of the step, and the estimates are less certain"))
             # The measured step less what the profiler's cost took in the replay (a replay that misses
             # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), or the
             # cost model's own figure; no step shorter than its GPU work.
@@ -91,9 +102,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             moved = act - max(0.0, profiled.median_us - base.median_us - wait)
             unprof = max(target if target is not None else moved, busy)
             info["unprofiled_step_ms"] = round(unprof / 1000, 3)
-            info["unprofiled_step_method"] = unprofiled_method(ctx.model) + (
+            info["unprofiled_step_method"] = unprofiled_method(ctx.model) + calibrated + (
                 f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers, which the profiler does "
-                "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else "")
+                "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else
+                f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers: the difference is their "
+                "pace, and the replay keeps the cost model's cuts" if wait else "")
             band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else host_work_us(ctx))
             if band and erratic:
                 # Even the quiet steps of a disturbed host may run long: the band reaches down to half the
@@ -117,7 +130,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     def extra(applied) -> float:
         return absorbed if any(isinstance(fx, RemoveHostWork) for fx in applied) else 0.0
     if info["unprofiled_step_ms"]:
-        _settle_profiler_note(findings, ctx.median_step_us, median_step)
+        _settle_profiler_note(findings, ctx.median_step_us, median_step, measured_unprofiled_us(ctx.model) is not None)
     gpu_removed: dict[int, float] = {}
     gpu_removed_ends: dict[int, tuple[float, float]] = {}
     measured: set[int] = set()      # findings whose estimate is their measured (profiled) cost
@@ -239,8 +252,10 @@ def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
         f.after_prerequisites = (first, min(f.estimated_savings_us, adds[f.kind])) if first and f.kind in adds else None
 
 
-def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float) -> None:
+def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float,
+                          measured: bool = False) -> None:
     """The profiler-cost note gives the same un-profiled step as the summary."""
+    how = "measured" if measured else "an estimate"
     for f in findings:
         if spec(f.kind).profiler_cost:
             lost = max(0.0, profiled_us - unprofiled_us)
@@ -249,7 +264,7 @@ def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofile
                               inflation_ms_per_step=round(lost / 1000, 3),
                               inflation_pct_of_unprofiled_step=round(100 * lost / unprofiled_us, 1) if unprofiled_us else None)
             f.title = (f"Recording ({f.evidence.get('options_seen')}) added about {lost / 1000:.2f} ms to each "
-                       f"step: the un-profiled step is about {unprofiled_us / 1000:.2f} ms (an estimate); "
+                       f"step: the un-profiled step is about {unprofiled_us / 1000:.2f} ms ({how}); "
                        "CPU-side figures here are profiled")
 
 
