@@ -27,16 +27,14 @@ import validate_matrix as vm  # noqa: E402
 def _doc(path: Path, keep_measured: bool) -> dict:
     from traceinsight.report.analyze import analyze_model
     from traceinsight.report.document import document
-    from traceinsight.trace.load import load_trace
-    from traceinsight.trace.model import build_model
-    raw = load_trace(path)
-    rec = dict(raw.meta.get("traceinsight_record") or {})
-    if not keep_measured:
-        raw.meta["traceinsight_record"] = {k: v for k, v in rec.items() if not k.startswith("unprofiled_step")}
-    d = document(analyze_model(build_model(raw)))
+    from traceinsight.trace.profiler_cost import measured_unprofiled_us
+    model = vm.model_of(path, strip=not keep_measured)
+    recorded = measured_unprofiled_us(model)
+    d = document(analyze_model(model))
     return {"findings": d["findings"], "minor": d["minor_findings"], "plan": (d["whatif"] or {}).get("plan") or [],
             "u": d["summary"].get("unprofiled_step_ms") or d["summary"]["median_step_ms"],
-            "profiled": d["summary"]["median_step_ms"], "record_u": rec.get("unprofiled_step_ms"),
+            "profiled": d["summary"]["median_step_ms"],
+            "record_u": round(recorded / 1000, 4) if recorded is not None else None,
             "top": d["findings"][0]["kind"] if d["findings"] else ("healthy" if d["healthy"] else "-")}
 
 

@@ -37,18 +37,27 @@ MEASURED_FIX = {
 NOT_COMPARABLE = {"large_vs_small_batch"}
 
 
-def _analyze(job: tuple) -> dict:
-    """job: (path, measured_ms). With measured_ms the trace is read as `traceinsight record` writes it, the
-    un-profiled step it measured stored beside the events (the analysis calibrates to it)."""
-    from traceinsight.report.analyze import analyze_model
-    from traceinsight.report.document import document
+def model_of(path, step_ms: float | None = None, strip: bool = False):
+    """A trace's model with the un-profiled step `traceinsight record` stores beside the events (the analysis
+    calibrates to it): as recorded, `step_ms` put there, or (strip) the recorded one taken out."""
     from traceinsight.trace.load import load_trace
     from traceinsight.trace.model import build_model
-    path, measured_ms = job
     raw = load_trace(Path(path))
-    if measured_ms is not None:
-        raw.meta["traceinsight_record"] = {"unprofiled_step_ms": measured_ms}
-    model = build_model(raw)
+    if step_ms is not None or strip:
+        rec = {k: v for k, v in (raw.meta.get("traceinsight_record") or {}).items()
+               if not (strip and k.startswith("unprofiled_step"))}
+        if step_ms is not None:
+            rec["unprofiled_step_ms"] = step_ms
+        raw.meta["traceinsight_record"] = rec
+    return build_model(raw)
+
+
+def _analyze(job: tuple) -> dict:
+    """job: (path, measured_ms): with measured_ms the trace is read as `record` writes it (model_of)."""
+    from traceinsight.report.analyze import analyze_model
+    from traceinsight.report.document import document
+    path, measured_ms = job
+    model = model_of(path, measured_ms)
     d = document(analyze_model(model))
     # A training loop: `record` times its optimizer steps outside the window (its un-profiled step); an
     # eval or inference loop gets the cost model's estimate there too.

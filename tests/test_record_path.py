@@ -21,10 +21,8 @@ sys.path.insert(0, str(ROOT / "sample_traces"))
 
 
 def _analysis(path: Path, measured_ms: float | None):
-    raw = load_trace(path)
-    if measured_ms is not None:
-        raw.meta["traceinsight_record"] = {"unprofiled_step_ms": measured_ms}
-    return analyze_model(build_model(raw))
+    import validate_matrix
+    return analyze_model(validate_matrix.model_of(path, measured_ms))
 
 
 def _measured_before(run: str, workload: str) -> tuple[float, float]:

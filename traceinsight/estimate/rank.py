@@ -74,10 +74,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["replayed_steps"] = sorted(profiled.step_us)
             busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in profiled.step_us]))
             target = measured_unprofiled_us(ctx.model)
+            host = host_work_us(ctx)
             # (A loop fed by DataLoader workers runs at their pace un-profiled: the wait, not the profiler's
             # cost or the loop's own work, is what differs; `absorbed` below is its share.)
             cuts = profiler_cuts(ctx.model, compiled, 1.0 if wait else calibration_scale(
-                ctx.model, compiled, profiled, act, target, host_work_us(ctx)))
+                ctx.model, compiled, profiled, act, target, host))
             base = replay.simulate(replay.apply(compiled, (), bw, cuts))
             calibrated = ""
             if target is not None and base.step_us and not wait:
@@ -107,7 +108,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else
                 f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers: the difference is their "
                 "pace, and the replay keeps the cost model's cuts" if wait else "")
-            band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else host_work_us(ctx))
+            band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else host)
             if band and erratic:
                 # Even the quiet steps of a disturbed host may run long: the band reaches down to half the
                 # estimate (a host measured at 4.5 ms un-profiled gave quiet steps of 10.7-12.9 ms).
