@@ -81,14 +81,63 @@ def toward(factor: float, share: float) -> float:
     return 1.0 - (1.0 - factor) * share
 
 
+# DataLoader worker processes do not scale evenly: every batch still passes through the main process
+# (unpickled, its shared-memory tensors mapped, pinned by one thread) and the workers share the host. As
+# Amdahl's law, a batch paces the loop at loading x (serial + (1 - serial) / N). Fitted on the clean
+# matrix's 36 rows where N workers could not keep up (num_workers 0 -> 4 and 8, dataloader_workers0,
+# holdout4, holdout12, 16-core H100/H200 hosts, both profiler settings): a worker's batch took k times
+# the loop's own, serial = (k - 1) / (N - 1), median 0.19, p10-p90 0.03-0.36. (The advice as it stood,
+# enough workers for loading / N to fit the step, over-predicted 31 of those 62 pairs by more than 25%.)
+LOADER_SERIAL = 0.19
+LOADER_SERIAL_RANGE = (0.36, 0.03)
+# The worker counts the report estimates, besides as many as keep up.
+WORKER_COUNTS = (2, 4, 8, 12, 16)
+MAX_WORKERS = 64
+
+
+def loader_pace(loading_us: float, workers: int = 0, serial: float = LOADER_SERIAL) -> float:
+    """The step's shortest time (us) once `workers` DataLoader processes make its batches (0: as many as
+    it takes): what each batch costs the main process, and its share of the rest run N ways."""
+    return loading_us * (serial + ((1.0 - serial) / workers if workers else 0.0))
+
+
+def workers_to_keep_up(loading_us: float, step_us: float, serial: float = LOADER_SERIAL) -> int | None:
+    """The fewest DataLoader workers whose batches keep up with a step of `step_us`; None past MAX_WORKERS."""
+    if loading_us <= step_us:
+        return 1
+    return next((n for n in range(2, MAX_WORKERS + 1) if loader_pace(loading_us, n, serial) <= step_us), None)
+
+
 @dataclass(frozen=True)
 class RemoveHostWork:
     """CPU work that launches nothing (preprocessing, Python, data loading) leaves the step's path;
     `warm`: it leaves the machine's CPU too (not moved to DataLoader workers), so the rest of the step's
     CPU work runs at WARM_CPU of its time. `loading_us`: the DataLoader work per batch that worker
-    processes must take over (num_workers=0): the fix plan says how many keep up with each step."""
+    processes must take over (num_workers=0): the step is then no shorter than their pace (loader_pace
+    with `workers` of them, 0: as many as keep up; `serial`, with `bounds` a range), and the fix plan says
+    how many keep up with each step."""
     warm: bool = False
     loading_us: float = 0.0
+    workers: int = 0
+    serial: float = LOADER_SERIAL
+    bounds: tuple[float, float] | None = None
+    RANGE_NOTE = ("how evenly DataLoader worker processes scale on the host is not in the trace (each batch's "
+                  "serial share measured 0.03-0.36 on our H100/H200 hosts), hence the range")
+
+    def __post_init__(self):
+        if self.loading_us < 0 or self.workers < 0:
+            raise ValueError("RemoveHostWork: loading_us and workers must be >= 0")
+        for v in (self.serial, *(self.bounds or ())):
+            if not 0 <= v < 1:
+                raise ValueError(f"RemoveHostWork: serial must be in [0, 1), got {v}")
+
+    def at(self, serial: float) -> "RemoveHostWork":
+        """The same fix at one end of its range."""
+        return replace(self, serial=serial, bounds=None)
+
+    def pace_us(self) -> float:
+        """The step's shortest time with the loading in workers (0 for host work that is not loading)."""
+        return loader_pace(self.loading_us, self.workers, self.serial) if self.loading_us else 0.0
 
 
 # The Python that reads a copy to the host (numpy argmax, metrics) runs right after the copy returns: it

@@ -4,10 +4,12 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
-from .fixes import WARM_AFTER_HOST_US, RemoveHostWork
+from .fixes import (LOADER_SERIAL_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork, loader_pace,
+                    workers_to_keep_up)
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -100,11 +102,16 @@ def analyze(ctx: Context) -> list[Finding]:
     elif loader:
         inside = f" (most of it in {frames[0][0]})" if frames else ""
         # Workers run the loader's work in parallel with the step: N of them keep up only when the work
-        # per batch, N ways, fits in the rest of the step. That rest is profiled, longer than it runs
-        # without the profiler: the N it gives is the least that can keep up.
+        # per batch, N ways, fits in the rest of the step, and they do not scale evenly (fixes.loader_pace).
+        # That rest is profiled, longer than it runs without the profiler: the N it gives is the least that
+        # can keep up; the fix plan says how many keep up with the un-profiled step.
         rest = ctx.median_step_us - lost
+        n = workers_to_keep_up(lost, rest) if rest > 0 < lost else None
         need = (f" ({lost / 1000:.1f} ms of loading per batch against {rest / 1000:.1f} ms for the rest of the "
-                f"step, profiled: at least {int(np.ceil(lost / rest))} workers to keep up)") if rest > 0 < lost else ""
+                f"step, profiled: " + (f"at least {n} workers to keep up" if n else
+                                       f"no number of workers keeps up: each batch's pass through the main "
+                                       f"process takes about {loader_pace(lost) / 1000:.1f} ms") +
+                "; workers do not scale evenly, and the estimates below say what fewer give)") if rest > 0 < lost else ""
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                f"pin_memory=True, persistent_workers=True, prefetch_factor=2){need}, and do augmentation/"
                f"preprocessing on the GPU or in the workers{inside}.")
@@ -141,6 +148,7 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
                "batch, the allocator, the host), not work every step does; check that it repeats before "
                "acting on it. ") + fix
+    fix_ = RemoveHostWork(warm=warm, loading_us=lost if loader and not workers else 0.0)
     return [Finding(
         kind="host_bound",
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
@@ -148,7 +156,16 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev,
-        fixes=(RemoveHostWork(warm=warm, loading_us=lost if loader and not workers else 0.0),))]
+        fixes=(fix_,), alternatives=_fewer_workers(fix_))]
+
+
+def _fewer_workers(fx: RemoveHostWork) -> tuple:
+    """Loading moved into DataLoader workers: the step with each common worker count (fixes.WORKER_COUNTS),
+    a range for how evenly they scale. (The replay drops those that save what as many as keep up do.)"""
+    if not fx.loading_us:
+        return ()
+    return tuple((f"num_workers={n}", f"DataLoader(num_workers={n})",
+                  (replace(fx, workers=n, bounds=LOADER_SERIAL_RANGE),)) for n in WORKER_COUNTS)
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

@@ -2,7 +2,7 @@
 the ends of a ranged fix, and the estimates of a fix's other ways (Finding.alternatives)."""
 from __future__ import annotations
 
-from ..analyses.fixes import PinCopies, Unblock
+from ..analyses.fixes import PinCopies, RemoveHostWork, Unblock
 from . import replay
 
 
@@ -39,10 +39,12 @@ def alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dic
 
 def floor(plan, info: dict) -> float:
     """The shortest step a plan can reach (us): its GPU busy time, or only the kernels' once a fix moves
-    the copies off the critical path; no floor once a fix changes the kernels themselves."""
+    the copies off the critical path; no floor from the GPU once a fix changes the kernels themselves.
+    Loading moved into DataLoader workers: the step also waits for their batches (fixes.loader_pace)."""
     names = {type(fx).__name__ for fx in plan}
+    pace = max([0.0] + [fx.pace_us() for fx in plan if isinstance(fx, RemoveHostWork)])
     if names & (GPU_FIXES - OVERLAP_FIXES - {"Unblock"}):
-        return 0.0
+        return pace
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
     key = "kernel_busy_ms" if names & (OVERLAP_FIXES | {"Unblock"}) else "gpu_busy_ms"
     # Work moved from the host onto the GPU adds its kernels.
@@ -61,7 +63,7 @@ def floor(plan, info: dict) -> float:
         # kernels, not beside them: the step is no shorter than both.
         waited = not any(fx.overlap for fx in plan if isinstance(fx, PinCopies))
         floor = floor + copies * 1000 if waited else max(floor, copies * 1000)
-    return floor
+    return max(floor, pace)
 
 
 def range_note(plan) -> str:

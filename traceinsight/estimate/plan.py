@@ -8,11 +8,9 @@ those inside the step are marked as needed first (analyses.needs); the others as
 """
 from __future__ import annotations
 
-import math
-
 from ..analyses import needs, spec
 from ..analyses.base import Finding
-from ..analyses.fixes import combine
+from ..analyses.fixes import combine, workers_to_keep_up
 from . import replay
 
 
@@ -70,7 +68,8 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         saved = max(saved, saved_before)
         saved_before, kinds = saved, kinds | {f.kind}
         t = max(step - saved, floor(applied), 0.0)
-        # Loading moved into DataLoader workers keeps up only with enough of them for the step it feeds.
+        # Loading moved into DataLoader workers keeps up only with enough of them for the step it feeds
+        # (they do not scale evenly: fixes.loader_pace).
         loading = max((getattr(fx, "loading_us", 0.0) for fx in applied), default=0.0)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
@@ -78,6 +77,6 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],
                      # placed before them as their kind's prerequisite, though they do not need it
                      "helps": [g.kind for g in order if f.kind in spec(g.kind).prerequisites and not needs(g, f)],
-                     "loader_workers_needed": math.ceil(loading / t) if loading and t > 0 else None})
+                     "loader_workers_needed": workers_to_keep_up(loading, t) if loading and t > 0 else None})
         prev = min(prev, t)
     return rows

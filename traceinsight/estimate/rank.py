@@ -321,6 +321,14 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
         if sp.idle_cause and not changes_gpu:
             cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
             caps = (cap, cap)
+            if any(getattr(fx, "loading_us", 0.0) for fx in f.fixes):
+                # Loading moved into DataLoader workers: however many, the step waits for each batch's
+                # pass through the main process (fixes.loader_pace).
+                paced = max(0.0, step_us - floor(f.fixes, info))
+                if paced < cap:
+                    cap, why = paced, ("capped where the step waits for the DataLoader workers' batches (their "
+                                       "pass through the main process)")
+                caps = tuple(min(cap, max(0.0, step_us - floor(at_end(f.fixes, k), info))) for k in (0, 1))
         elif id(f) in gpu_removed and not any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
             cap = idle + gpu_removed[id(f)] + f.beyond_idle_us
             why = "capped at the step's GPU idle time plus the GPU work the fix removes"

@@ -117,6 +117,10 @@ ALL = [
     # staged copy's dispatch point moved to 1.25x (the *_clean10 runs)
     "holdout16_pageable_feature_cache",
     "holdout16_pageable_h2d_train",
+    # seventeenth held-out set: loading of other kinds (Python string work, a numpy STFT) moved into 2, 4 or 8
+    # DataLoader workers, after the workers' uneven scaling was fitted on three numpy image loaders
+    "holdout17_loader_text_python",
+    "holdout17_loader_spectrogram",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
