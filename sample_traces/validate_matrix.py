@@ -283,7 +283,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean13A": "h100", "h100_clean13B": "h100",
         # Eight more training workloads the same way on a third fresh H100 lease (07:55Z, asked as an H200), the
         # tool at fa7b1cf, nothing changed after the calibration: the record path out of sample.
-        "h100_clean13C": "h100"}
+        "h100_clean13C": "h100",
+        # The seventeenth held-out set (two DataLoader loops of other kinds, 2, 4 or 8 workers), pre-registered
+        # with the workers' serial share (501e697) and recorded with record_e2e.sh on a fresh H100 lease
+        # (2026-11-27 09:31Z), read with the tool as committed.
+        "h100_clean14A": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

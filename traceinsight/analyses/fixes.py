@@ -81,31 +81,31 @@ def toward(factor: float, share: float) -> float:
     return 1.0 - (1.0 - factor) * share
 
 
-# DataLoader worker processes do not scale evenly: every batch still passes through the main process
-# (unpickled, its shared-memory tensors mapped, pinned by one thread) and the workers share the host. As
-# Amdahl's law, a batch paces the loop at loading x (serial + (1 - serial) / N). Fitted on the clean
-# matrix's 36 rows where N workers could not keep up (num_workers 0 -> 4 and 8, dataloader_workers0,
-# holdout4, holdout12, 16-core H100/H200 hosts, both profiler settings): a worker's batch took k times
-# the loop's own, serial = (k - 1) / (N - 1), median 0.19, p10-p90 0.03-0.36. (The advice as it stood,
-# enough workers for loading / N to fit the step, over-predicted 31 of those 62 pairs by more than 25%.)
-LOADER_SERIAL = 0.19
-LOADER_SERIAL_RANGE = (0.36, 0.03)
+# DataLoader worker processes do not take a batch off the loop for free: each batch they make is written
+# into shared memory, mapped by the main process and copied again by its pin-memory thread, in series with
+# the step (the loop waits for the next batch). A batch paces the loop at loading / N + its bytes at
+# LOADER_MS_PER_MB. Fitted on the clean matrix's 35 rows where N workers could not keep up (num_workers 0 ->
+# 4 and 8; dataloader_workers0, holdout4 and holdout12, batches of 1.2-7.2 MB; 16-core H100/H200 hosts; both
+# profiler settings): (measured step - loading / N) / MB per batch, median 0.39, p10-p90 0.22-1.12 ms per
+# MB. (The advice as it stood, enough workers for loading / N to fit the step, over-predicted 31 of those
+# 62 pairs by more than 25%; a serial share of the loading instead of its bytes fitted them as well, but
+# made a 2.5 MB batch of 41 ms of numpy STFT, which 4 workers ran at 9.6 ms, pace at 17.)
+LOADER_MS_PER_MB = 0.4
+LOADER_MS_PER_MB_RANGE = (1.1, 0.2)
 # The worker counts the report estimates, besides as many as keep up.
 WORKER_COUNTS = (2, 4, 8, 12, 16)
 MAX_WORKERS = 64
 
 
-def loader_pace(loading_us: float, workers: int = 0, serial: float = LOADER_SERIAL) -> float:
+def loader_pace(loading_us: float, batch_mb: float, workers: int = 0, ms_per_mb: float = LOADER_MS_PER_MB) -> float:
     """The step's shortest time (us) once `workers` DataLoader processes make its batches (0: as many as
-    it takes): what each batch costs the main process, and its share of the rest run N ways."""
-    return loading_us * (serial + ((1.0 - serial) / workers if workers else 0.0))
+    it takes): each worker's share of the loading, and the batch's hand-off to the main process."""
+    return (loading_us / workers if workers else 0.0) + 1000.0 * ms_per_mb * batch_mb
 
 
-def workers_to_keep_up(loading_us: float, step_us: float, serial: float = LOADER_SERIAL) -> int | None:
+def workers_to_keep_up(loading_us: float, batch_mb: float, step_us: float) -> int | None:
     """The fewest DataLoader workers whose batches keep up with a step of `step_us`; None past MAX_WORKERS."""
-    if loading_us <= step_us:
-        return 1
-    return next((n for n in range(2, MAX_WORKERS + 1) if loader_pace(loading_us, n, serial) <= step_us), None)
+    return next((n for n in range(1, MAX_WORKERS + 1) if loader_pace(loading_us, batch_mb, n) <= step_us), None)
 
 
 @dataclass(frozen=True)
@@ -113,31 +113,32 @@ class RemoveHostWork:
     """CPU work that launches nothing (preprocessing, Python, data loading) leaves the step's path;
     `warm`: it leaves the machine's CPU too (not moved to DataLoader workers), so the rest of the step's
     CPU work runs at WARM_CPU of its time. `loading_us`: the DataLoader work per batch that worker
-    processes must take over (num_workers=0): the step is then no shorter than their pace (loader_pace
-    with `workers` of them, 0: as many as keep up; `serial`, with `bounds` a range), and the fix plan says
-    how many keep up with each step."""
+    processes must take over (num_workers=0), `batch_mb` the batch they hand back: the step is then no
+    shorter than their pace (loader_pace with `workers` of them, 0: as many as keep up; `ms_per_mb`, with
+    `bounds` a range), and the fix plan says how many keep up with each step."""
     warm: bool = False
     loading_us: float = 0.0
+    batch_mb: float = 0.0
     workers: int = 0
-    serial: float = LOADER_SERIAL
+    ms_per_mb: float = LOADER_MS_PER_MB
     bounds: tuple[float, float] | None = None
-    RANGE_NOTE = ("how evenly DataLoader worker processes scale on the host is not in the trace (each batch's "
-                  "serial share measured 0.03-0.36 on our H100/H200 hosts), hence the range")
+    RANGE_NOTE = ("how fast the host hands each batch from the DataLoader's worker processes to the loop is "
+                  "not in the trace (0.2-1.1 ms per MB on our H100/H200 hosts), hence the range")
 
     def __post_init__(self):
-        if self.loading_us < 0 or self.workers < 0:
-            raise ValueError("RemoveHostWork: loading_us and workers must be >= 0")
-        for v in (self.serial, *(self.bounds or ())):
-            if not 0 <= v < 1:
-                raise ValueError(f"RemoveHostWork: serial must be in [0, 1), got {v}")
+        if min(self.loading_us, self.batch_mb, self.workers) < 0:
+            raise ValueError("RemoveHostWork: loading_us, batch_mb and workers must be >= 0")
+        for v in (self.ms_per_mb, *(self.bounds or ())):
+            if not v >= 0:
+                raise ValueError(f"RemoveHostWork: ms_per_mb must be >= 0, got {v}")
 
-    def at(self, serial: float) -> "RemoveHostWork":
+    def at(self, ms_per_mb: float) -> "RemoveHostWork":
         """The same fix at one end of its range."""
-        return replace(self, serial=serial, bounds=None)
+        return replace(self, ms_per_mb=ms_per_mb, bounds=None)
 
     def pace_us(self) -> float:
         """The step's shortest time with the loading in workers (0 for host work that is not loading)."""
-        return loader_pace(self.loading_us, self.workers, self.serial) if self.loading_us else 0.0
+        return loader_pace(self.loading_us, self.batch_mb, self.workers, self.ms_per_mb) if self.loading_us else 0.0
 
 
 # The Python that reads a copy to the host (numpy argmax, metrics) runs right after the copy returns: it

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .fixes import (LOADER_SERIAL_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork, loader_pace,
+from .fixes import (LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork, loader_pace,
                     workers_to_keep_up)
+from ..trace.profiler_cost import event_cost_us
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -65,6 +66,10 @@ def analyze(ctx: Context) -> list[Finding]:
     # DataLoader workers take turns: the loop waits long in some steps and not at all in others (two
     # workers: every other step). That is the pace, not a stall, and the mean per step is what it costs.
     workers = loader and any(_WORKERS.search(n) for n, _ in top)
+    batch_mb = _batch_mb(ctx) if loader and not workers else 0.0
+    # Workers run the loading un-profiled: without what recording its events cost (with_stack records
+    # every Python call a tokenizer makes: 8.8 ms of loading read 33 ms).
+    loading = lost * (1.0 - _recorded_share(ctx, gaps)) if loader and not workers else 0.0
     if workers and stalls:
         stalls = False
         lost = total / len(per_step)
@@ -85,6 +90,11 @@ def analyze(ctx: Context) -> list[Finding]:
                                                       "(its callees included)" if by_call else
                                                       "an op's ms include the ops nested in it"),
           "idle_ms_per_step": round(lost / 1000, 3)}
+    if loading:
+        # What DataLoader workers would take over: the loading without the profiler's cost, and the batch
+        # they hand back (the bytes copied to the GPU per step).
+        ev["loading_ms_per_batch_unprofiled"] = round(loading / 1000, 3)
+        ev["batch_mb"] = round(batch_mb, 3)
     if workers and lost > median:
         ev["idle_per_step_is"] = (f"the mean over {len(per_step)} full steps: the loop waits in "
                                   f"{int((per_step > 0.1 * per_step.max()).sum())} of them (the workers take turns)")
@@ -102,16 +112,17 @@ def analyze(ctx: Context) -> list[Finding]:
     elif loader:
         inside = f" (most of it in {frames[0][0]})" if frames else ""
         # Workers run the loader's work in parallel with the step: N of them keep up only when the work
-        # per batch, N ways, fits in the rest of the step, and they do not scale evenly (fixes.loader_pace).
-        # That rest is profiled, longer than it runs without the profiler: the N it gives is the least that
-        # can keep up; the fix plan says how many keep up with the un-profiled step.
+        # per batch, N ways, and the batch's hand-off to the loop fit in the rest of the step
+        # (fixes.loader_pace). That rest is profiled, longer than it runs without the profiler: the N it
+        # gives is the least that can keep up; the fix plan says how many keep up with the un-profiled step.
         rest = ctx.median_step_us - lost
-        n = workers_to_keep_up(lost, rest) if rest > 0 < lost else None
-        need = (f" ({lost / 1000:.1f} ms of loading per batch against {rest / 1000:.1f} ms for the rest of the "
+        n = workers_to_keep_up(loading, batch_mb, rest) if rest > 0 < loading else None
+        need = (f" ({loading / 1000:.1f} ms of loading per batch, the profiler's own cost in it taken out, against "
+                f"{rest / 1000:.1f} ms for the rest of the "
                 f"step, profiled: " + (f"at least {n} workers to keep up" if n else
-                                       f"no number of workers keeps up: each batch's pass through the main "
-                                       f"process takes about {loader_pace(lost) / 1000:.1f} ms") +
-                "; workers do not scale evenly, and the estimates below say what fewer give)") if rest > 0 < lost else ""
+                                       f"no number of workers keeps up: handing each {batch_mb:.1f} MB batch to "
+                                       f"the loop takes about {loader_pace(0.0, batch_mb) / 1000:.1f} ms") +
+                "; the estimates below say what fewer give)") if rest > 0 < loading else ""
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                f"pin_memory=True, persistent_workers=True, prefetch_factor=2){need}, and do augmentation/"
                f"preprocessing on the GPU or in the workers{inside}.")
@@ -148,7 +159,8 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
                "batch, the allocator, the host), not work every step does; check that it repeats before "
                "acting on it. ") + fix
-    fix_ = RemoveHostWork(warm=warm, loading_us=lost if loader and not workers else 0.0)
+    fix_ = RemoveHostWork(warm=warm, loading_us=loading, batch_mb=batch_mb if loading else 0.0,
+                          bounds=LOADER_MS_PER_MB_RANGE if loading and batch_mb else None)
     return [Finding(
         kind="host_bound",
         title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
@@ -159,13 +171,49 @@ def analyze(ctx: Context) -> list[Finding]:
         fixes=(fix_,), alternatives=_fewer_workers(fix_))]
 
 
+def _recorded_share(ctx: Context, gaps) -> float:
+    """The share of these gaps' time that recording the events in them cost the CPU (the profiler cost
+    model, trace/profiler_cost.py), at most MAX_RECORDED_SHARE."""
+    cost = event_cost_us(ctx.model)
+    ts = ctx.model.cpu["ts"].to_numpy()
+    total = spent = 0.0
+    rows_of = ctx.model.thread_rows()
+    for th, g in gaps.groupby("thread"):
+        rows = rows_of.get(th)
+        if rows is None or not len(rows):
+            continue
+        order = rows[np.argsort(ts[rows], kind="stable")]
+        cum = np.concatenate(([0.0], np.cumsum(cost[order])))
+        t = ts[order]
+        a = np.searchsorted(t, g["start"].to_numpy(), "left")
+        b = np.searchsorted(t, g["end"].to_numpy(), "left")
+        spent += float((cum[b] - cum[a]).sum())
+        total += float((g["end"] - g["start"]).sum())
+    return min(MAX_RECORDED_SHARE, spent / total) if total > 0 else 0.0
+
+
+# The profiler's cost can be most of a gap, never all of it (the work it recorded ran too).
+MAX_RECORDED_SHARE = 0.9
+
+
+def _batch_mb(ctx: Context) -> float:
+    """The batch a DataLoader hands the loop, as the bytes it copies to the GPU per step (median over full
+    steps): what worker processes would pass back through shared memory."""
+    g = ctx.model.gpu
+    cp = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD")]
+    if cp.empty or not len(ctx.full_steps):
+        return 0.0
+    per_step = cp.groupby(ctx.step_of(cp["ts"].to_numpy()))["bytes"].sum().reindex(ctx.full_steps).fillna(0.0)
+    return float(per_step.median()) / 1e6
+
+
 def _fewer_workers(fx: RemoveHostWork) -> tuple:
     """Loading moved into DataLoader workers: the step with each common worker count (fixes.WORKER_COUNTS),
     a range for how evenly they scale. (The replay drops those that save what as many as keep up do.)"""
     if not fx.loading_us:
         return ()
     return tuple((f"num_workers={n}", f"DataLoader(num_workers={n})",
-                  (replace(fx, workers=n, bounds=LOADER_SERIAL_RANGE),)) for n in WORKER_COUNTS)
+                  (replace(fx, workers=n),)) for n in WORKER_COUNTS)
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).

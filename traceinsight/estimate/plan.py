@@ -69,14 +69,17 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         saved_before, kinds = saved, kinds | {f.kind}
         t = max(step - saved, floor(applied), 0.0)
         # Loading moved into DataLoader workers keeps up only with enough of them for the step it feeds
-        # (they do not scale evenly: fixes.loader_pace).
-        loading = max((getattr(fx, "loading_us", 0.0) for fx in applied), default=0.0)
+        # (and each batch is handed back to the loop: fixes.loader_pace).
+        loader = next((fx for fx in applied if getattr(fx, "loading_us", 0.0)), None)
+        need = workers_to_keep_up(loader.loading_us, loader.batch_mb, t) if loader and t > 0 else None
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],
                      # placed before them as their kind's prerequisite, though they do not need it
                      "helps": [g.kind for g in order if f.kind in spec(g.kind).prerequisites and not needs(g, f)],
-                     "loader_workers_needed": workers_to_keep_up(loading, t) if loading and t > 0 else None})
+                     "loader_workers_needed": need,
+                     # (False: no number of workers keeps up, each batch's hand-off to the loop sets the step)
+                     "loader_keeps_up": None if loader is None else need is not None})
         prev = min(prev, t)
     return rows

@@ -161,7 +161,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             ends = []
             for k in (1, 0):
                 end_state = replay.apply(compiled, at_end(f.fixes, k), bw, cuts)
-                ends.append((state_saving(base, end_state), _gpu_removed(compiled, end_state)))
+                end = state_saving(base, end_state)
+                if any(getattr(fx, "loading_us", 0.0) for fx in f.fixes):
+                    # (how fast batches come back from DataLoader workers is the range: the replay has no
+                    # workers, their pace is the step's floor at each end)
+                    end = min(end, max(0.0, median_step - floor(at_end(f.fixes, k), info)))
+                ends.append((end, _gpu_removed(compiled, end_state)))
             lo, hi = min(ends), max(ends)
             # A range whose ends agree (the uncertain part is not in this trace) is no range.
             if hi[0] - lo[0] >= 1.0:
@@ -324,11 +329,11 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             if any(getattr(fx, "loading_us", 0.0) for fx in f.fixes):
                 # Loading moved into DataLoader workers: however many, the step waits for each batch's
                 # pass through the main process (fixes.loader_pace).
+                caps = tuple(min(cap, max(0.0, step_us - floor(at_end(f.fixes, k), info))) for k in (0, 1))
                 paced = max(0.0, step_us - floor(f.fixes, info))
                 if paced < cap:
                     cap, why = paced, ("capped where the step waits for the DataLoader workers' batches (their "
                                        "pass through the main process)")
-                caps = tuple(min(cap, max(0.0, step_us - floor(at_end(f.fixes, k), info))) for k in (0, 1))
         elif id(f) in gpu_removed and not any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
             cap = idle + gpu_removed[id(f)] + f.beyond_idle_us
             why = "capped at the step's GPU idle time plus the GPU work the fix removes"

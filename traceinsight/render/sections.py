@@ -115,6 +115,8 @@ def plan_note(row: dict) -> str:
         parts.append("first: " + ", ".join(row["helps"]) + " then saves more")
     if row.get("loader_workers_needed"):
         parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
+    elif row.get("loader_keeps_up") is False:
+        parts.append("no number of DataLoader workers keeps up: handing each batch to the loop sets the step")
     return "; ".join(parts)
 
 

@@ -121,6 +121,8 @@ ALL = [
     # DataLoader workers, after the workers' uneven scaling was fitted on three numpy image loaders
     "holdout17_loader_text_python",
     "holdout17_loader_spectrogram",
+    # (added once those two were read: a transform in torch CPU ops, which a worker runs on one thread)
+    "holdout17_loader_torch_cpu_resize",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
