@@ -287,7 +287,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The seventeenth held-out set (two DataLoader loops of other kinds, 2, 4 or 8 workers), pre-registered
         # with the workers' serial share (501e697) and recorded with record_e2e.sh on a fresh H100 lease
         # (2026-11-27 09:31Z), read with the tool as committed.
-        "h100_clean14A": "h100"}
+        "h100_clean14A": "h100",
+        # The same set with holdout17_loader_torch_cpu_resize on a fresh H100 lease (09:41Z), the tool at c216535
+        # (the hand-off model, changed after reading 14A's rows): held out for it.
+        "h100_clean14B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
