@@ -290,7 +290,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean14A": "h100",
         # The same set with holdout17_loader_torch_cpu_resize on a fresh H100 lease (09:41Z), the tool at c216535
         # (the hand-off model, changed after reading 14A's rows): held out for it.
-        "h100_clean14B": "h100"}
+        "h100_clean14B": "h100",
+        # Again on a third fresh lease (09:45Z, asked as an H200, given an H100: recorded as gpu_clean14C and
+        # relabelled), with holdout4_numpy_dataset_workers0 (the hand-off's fit, on a host it was not fitted on).
+        "h100_clean14C": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
