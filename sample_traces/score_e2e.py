@@ -61,7 +61,7 @@ def rows(label: str) -> list[dict]:
                    "matrix_before_ms": before["step_ms"]["median"], "record_u_ms": docs[True]["record_u"],
                    "profiled_ms": docs[True]["profiled"], "estimate_u_ms": docs[False]["u"]}
             for key, d in (("record", docs[True]), ("alone", docs[False])):
-                k, option = vm._same_fix(d, kinds, wl, var)
+                k, option = vm.scored_fix(d, kinds, wl, var, before, after)
                 s, _rng = vm._saving(d, k, option)
                 u = d["u"]
                 pred = u / (u - s) if s is not None and u - s > 0 else None

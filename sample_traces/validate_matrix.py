@@ -118,12 +118,25 @@ def _names_same_fix(doc: dict, wl: str, var: str) -> bool:
     return top.get("kind") in other and any(a["option"] == other[top["kind"]] for a in top.get("alternatives") or ())
 
 
+def scored_fix(doc: dict, kinds: tuple, wl: str, var: str, before: dict, after: dict) -> tuple[tuple, str | None]:
+    """(kinds, option) the measured fix is scored against: _same_fix's, or for loading moved into N DataLoader
+    workers the report's estimate for N; an option the report leaves out is the fix as advised (_saving)."""
+    kinds, option = _same_fix(doc, kinds, wl, var)
+    option = option or _workers_option(kinds, before, after)
+    return kinds, option if option and _has_option(doc, kinds, option) else None
+
+
 def _workers_option(kinds: tuple, before: dict, after: dict) -> str | None:
     """Loading moved from the loop (num_workers=0) into N DataLoader workers: the tool's estimate for N
     (analyses/host_bound.py lists common counts; one that keeps up is the fix as advised)."""
     n = (after.get("info") or {}).get("num_workers")
     return f"num_workers={n}" if kinds == ("host_bound",) and n and not (before.get("info") or {}).get(
         "num_workers") else None
+
+
+def _has_option(doc: dict, kinds: tuple, option: str) -> bool:
+    f = next((x for x in doc["findings"] + doc["minor"] if x["kind"] == kinds[0]), None)
+    return any(a["option"] == option for a in (f or {}).get("alternatives") or ())
 
 
 def _saving(doc: dict, kinds: tuple, option: str | None = None) -> tuple[float | None, list | None]:
@@ -366,8 +379,7 @@ def rows(jobs: int = 2, only: set | None = None, measured: bool = False) -> list
             row.update(kind="healthy", measured_idle_pct=round(100 * idle, 1), expect=expect, ok_top=ok)
         else:
             own = _kinds(var, before)
-            kinds, option = _same_fix(d, own, wl, var)
-            option = option or _workers_option(kinds, before, after)
+            kinds, option = scored_fix(d, own, wl, var, before, after)
             s, rng = _saving(d, kinds, option)
             meas = meas_before / after["step_ms"]["median"]
             pred = u / (u - s) if s is not None and u - s > 0 else None

@@ -929,9 +929,9 @@ def test_the_plan_says_how_many_loader_workers_keep_up_and_shows_a_prerequisites
     # DataLoader(num_workers=0): moving 16 ms of loading per batch into workers keeps a 4.5 ms step fed only
     # with enough of them, and every later fix that shortens the step needs more (expert review: the
     # plan ran to 0.46 ms, which ~35 workers could feed, without saying so). Each batch is also handed back
-    # to the loop (fixes.loader_pace): the count is more than loading / step, and no step in the plan is
-    # shorter than that hand-off, which no number of workers takes away.
-    from traceinsight.analyses.fixes import loader_pace
+    # to the loop (fixes.loader_pace): the count is more than loading / step, said where it is first needed
+    # and where a later fix raises it, and no step in the plan is shorter than the advised count's pace.
+    from traceinsight.analyses.fixes import ADVISED_WORKERS, loader_pace
     from traceinsight.cli.common import analyze_and_write
     (r,) = analyze_and_write([ROOT / "sample_traces/matrix/h100_holdout12/"
                                      "holdout12_loader_workers0_resize__before__stack.json.gz"])
@@ -942,13 +942,14 @@ def test_the_plan_says_how_many_loader_workers_keep_up_and_shows_a_prerequisites
     assert 0 < loading < ev["idle_ms_per_step"] * 1000 and abs(mb - 48 * 3 * 112 * 112 * 4 / 1e6) < 0.1
     assert plan[0]["kind"] == "host_bound" and len(plan) >= 2
     assert plan[0]["loader_workers_needed"] > math.ceil(loading / 1000 / plan[0]["estimated_step_ms"])
+    said = [p for p in plan if p["loader_workers_needed"]]
+    assert said[0] is plan[0] and [p["loader_workers_needed"] for p in said] == sorted({p["loader_workers_needed"]
+                                                                                       for p in said})
     for p in plan:
         t, n = p["estimated_step_ms"] * 1000, p["loader_workers_needed"]
-        assert t >= loader_pace(0.0, mb) - 1.0
+        assert t >= loader_pace(loading, mb, ADVISED_WORKERS) - 1.0
         if n:
             assert loader_pace(loading, mb, n) <= t + 1.0 and (n == 1 or loader_pace(loading, mb, n - 1) > t - 1.0)
-        else:
-            assert p["loader_keeps_up"] is False
     # A sync that costs little alone but blocks the CUDA graph (a nonzero mid-step, launches after it): the plan
     # puts it first, says the graph needs it, and shows its fix.
     md = tmp_path / "r.md"
@@ -1011,11 +1012,25 @@ def test_loading_moved_into_n_workers_is_estimated_for_n(clean_rows):
     # as workers that keep up, 31 of these 62 were within 25% and holdout4 read up to +163%: 4 workers ran
     # 1.0-2.4x slower per batch than the loop did. With each batch's hand-off (fixes.LOADER_MS_PER_MB,
     # fitted on these rows, so in-sample here) 49.
-    got = [r for r in pairs(clean_rows) if (r["option"] or "").startswith("num_workers=")
-           and not r["workload"].startswith("holdout17")]
-    assert len(got) >= 62 and {r["option"] for r in got} == {"num_workers=4", "num_workers=8", "num_workers=12"}
+    loaders = {"dataloader_workers0", "holdout4_numpy_dataset_workers0", "holdout12_loader_workers0_resize"}
+    got = [r for r in pairs(clean_rows) if r["workload"] in loaders and "_clean14" not in r["run"]]
+    # (scored at the count measured, or at the fix as advised where the report finds that count the same)
+    assert len(got) == 62 and {r["option"] for r in got} == {"num_workers=4", "num_workers=8", "num_workers=12", None}
     assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 47, sorted(r["err_pct"] for r in got)
     assert sum(abs(r["err_pct"]) <= 50 for r in got) >= 56
+
+
+def test_the_seventeenth_set_held_out_for_the_workers_hand_off(clean_rows):
+    # DataLoader loops of other kinds (a Python tokenizer, a numpy STFT, torch CPU resizing; 2, 4 or 8 workers)
+    # on two fresh H100 leases, read with the hand-off model as committed (c216535): 22 of 28 within 25%, top
+    # right on 24 (the tokenizer with stacks ranks launch_overhead first). holdout4 on the third host: 4 of 4.
+    got = [r for r in pairs(clean_rows) if r["run"] in ("h100_clean14B", "h100_clean14C")]
+    assert len(got) == 28 and all(r["option"] for r in got if r["workload"] in (
+        "holdout17_loader_spectrogram", "holdout17_loader_torch_cpu_resize"))
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 22, sorted(r["err_pct"] for r in got)
+    assert sum(abs(r["err_pct"]) <= 50 for r in got) >= 26
+    assert sum(r["ok_top"] for r in got) >= 24
+    assert all(abs(r["err_pct"]) <= 25 for r in got if r["workload"] == "holdout4_numpy_dataset_workers0")
 
 
 def test_fewer_workers_save_less_and_never_more_than_the_fix_as_advised():
@@ -1031,12 +1046,18 @@ def test_fewer_workers_save_less_and_never_more_than_the_fix_as_advised():
     assert saved == sorted(saved) and saved[-1] <= f["estimated_savings_ms"] + 1e-3
     # Each a range (how evenly workers scale on the host), holding its point.
     assert all(a["savings_range_ms"][0] <= a["estimated_savings_ms"] <= a["savings_range_ms"][1] for a in alts.values())
-    # The advice names the count: 7.6 ms of loading (the profiler's cost out), N ways, plus the 4.9 MB batch's
-    # hand-off at 0.4 ms per MB, within the 2.7 ms rest of the step; loading / rest took 3.
-    assert "at least 10 workers to keep up" in f["fix"]
-    # As many workers as keep up: the hand-off is the range (0.2-1.1 ms per MB), and the point is capped there.
+    # The advice gives what the count rests on (7.6 ms of loading with the profiler's cost out, a 4.9 MB batch);
+    # the plan gives the count: 16 workers (the most advised) still leave the 2 ms hand-off of each batch at
+    # 0.4 ms per MB, longer than the rest of the un-profiled step, so more help little (loading / rest took 3).
+    assert "7.6 ms of loading per batch" in f["fix"] and "4.9 MB batch" in f["fix"]
+    row = d["whatif"]["plan"][0]
+    assert row["kind"] == "host_bound" and row["loader_workers_needed"] == 16
+    assert abs(row["loader_handoff_ms"] - 0.4 * f["evidence"]["batch_mb"]) < 0.01
+    assert all(r["loader_workers_needed"] is None for r in d["whatif"]["plan"][1:])   # said once
+    # The hand-off is the range (0.2-1.1 ms per MB) of the fix as advised, and of each count.
     lo, hi = f["savings_range_ms"]
     assert lo < f["estimated_savings_ms"] <= hi and "hence the range" in f["estimate_method"]
+    assert f["estimated_savings_ms"] >= saved[-1]
 
 
 def test_removing_a_sync_alone_is_measured_as_the_tool_says_once_cupti_is_detached(clean_rows):
@@ -1117,7 +1138,7 @@ def test_a_copy_the_host_cannot_have_read_gets_the_copy_not_made_as_its_own_opti
     top = step / (step - cro["savings_range_ms"][1])
     assert 8.5 <= top <= 11, top
     text = alternatives(doc)
-    assert "not the whole result (if the host needs only part of it): about" in text
+    assert "not the whole result (if the host needs only part of it): saves about" in text
     assert "; estimate, more than the fix as advised)" in text
     # The advice's own range (the same dispatch range) ends at the pinned copies' floor at both ends: no
     # range, and no note that there is one.

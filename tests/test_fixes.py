@@ -25,6 +25,8 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
     lambda: fixes.FusedOptimizer(((0.0, 1.0, "t"),), 1.5),
     lambda: fixes.FuseChains(((1,),)),
     lambda: fixes.FuseChains(((1, 2),), cost=0.0),
+    lambda: fixes.RemoveHostWork(loading_us=-1.0),
+    lambda: fixes.RemoveHostWork(loading_us=1000.0, batch_mb=1.0, bounds=(1.1, -0.2)),
 ])
 def test_nonsense_fixes_fail_when_made(make):
     with pytest.raises((ValueError, Exception)):
@@ -84,3 +86,19 @@ def test_a_ranged_fix_keeps_what_it_acts_on_at_either_end():
         fixes.PinCopies(1.0, ((1.0, 0.0), (1.5, 1.2)))
     with pytest.raises(ValueError):
         fixes.CudaGraph(python_share=0.0)
+
+
+def test_workers_pace_a_loop_by_their_share_of_the_loading_and_each_batch_hand_off():
+    # 8 ms of loading per batch, 5 MB batches: N workers give 8/N ms, plus 2 ms of hand-off at 0.4 ms per MB.
+    assert fixes.loader_pace(8000.0, 5.0, 4) == pytest.approx(2000.0 + 2000.0)
+    assert fixes.loader_pace(8000.0, 5.0) == pytest.approx(2000.0)       # as many as it takes: the hand-off
+    paces = [fixes.loader_pace(8000.0, 5.0, n) for n in (1, 2, 4, 8, 16)]
+    assert paces == sorted(paces, reverse=True)
+    # The fewest that keep up with a 3 ms step: 8/N + 2 <= 3 -> 8; none keep up with a 2 ms step.
+    assert fixes.workers_to_keep_up(8000.0, 5.0, 3000.0) == 8
+    assert fixes.workers_to_keep_up(8000.0, 5.0, 2000.0) is None
+    assert fixes.workers_to_keep_up(1000.0, 0.0, 3000.0) == 1
+    # A fix's pace, at either end of its range, and none for host work that is not loading.
+    fx = fixes.RemoveHostWork(loading_us=8000.0, batch_mb=5.0, workers=4, bounds=fixes.LOADER_MS_PER_MB_RANGE)
+    assert fx.at(fx.bounds[0]).pace_us() > fx.pace_us() > fx.at(fx.bounds[1]).pace_us()
+    assert fixes.RemoveHostWork().pace_us() == 0.0

@@ -8,8 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .fixes import (LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork, loader_pace,
-                    workers_to_keep_up)
+from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
 from ..trace.profiler_cost import event_cost_us
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
@@ -113,16 +112,10 @@ def analyze(ctx: Context) -> list[Finding]:
         inside = f" (most of it in {frames[0][0]})" if frames else ""
         # Workers run the loader's work in parallel with the step: N of them keep up only when the work
         # per batch, N ways, and the batch's hand-off to the loop fit in the rest of the step
-        # (fixes.loader_pace). That rest is profiled, longer than it runs without the profiler: the N it
-        # gives is the least that can keep up; the fix plan says how many keep up with the un-profiled step.
-        rest = ctx.median_step_us - lost
-        n = workers_to_keep_up(loading, batch_mb, rest) if rest > 0 < loading else None
-        need = (f" ({loading / 1000:.1f} ms of loading per batch, the profiler's own cost in it taken out, against "
-                f"{rest / 1000:.1f} ms for the rest of the "
-                f"step, profiled: " + (f"at least {n} workers to keep up" if n else
-                                       f"no number of workers keeps up: handing each {batch_mb:.1f} MB batch to "
-                                       f"the loop takes about {loader_pace(0.0, batch_mb) / 1000:.1f} ms") +
-                "; the estimates below say what fewer give)") if rest > 0 < loading else ""
+        # (fixes.loader_pace). How many that takes depends on the un-profiled rest: the fix plan says.
+        need = (f" ({loading / 1000:.1f} ms of loading per batch, the profiler's own cost in it taken out, and a "
+                f"{batch_mb:.1f} MB batch to hand back to the loop each step: the fix plan says how many workers "
+                "keep up)") if loading else ""
         fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
                f"pin_memory=True, persistent_workers=True, prefetch_factor=2){need}, and do augmentation/"
                f"preprocessing on the GPU or in the workers{inside}.")
@@ -160,6 +153,7 @@ def analyze(ctx: Context) -> list[Finding]:
                "batch, the allocator, the host), not work every step does; check that it repeats before "
                "acting on it. ") + fix
     fix_ = RemoveHostWork(warm=warm, loading_us=loading, batch_mb=batch_mb if loading else 0.0,
+                          workers=ADVISED_WORKERS if loading else 0,
                           bounds=LOADER_MS_PER_MB_RANGE if loading and batch_mb else None)
     return [Finding(
         kind="host_bound",
@@ -208,8 +202,8 @@ def _batch_mb(ctx: Context) -> float:
 
 
 def _fewer_workers(fx: RemoveHostWork) -> tuple:
-    """Loading moved into DataLoader workers: the step with each common worker count (fixes.WORKER_COUNTS),
-    a range for how evenly they scale. (The replay drops those that save what as many as keep up do.)"""
+    """Loading moved into DataLoader workers: the step with fewer of them than advised (fixes.WORKER_COUNTS),
+    each a range for the batch's hand-off. (The replay drops those that save what the advice does.)"""
     if not fx.loading_us:
         return ()
     return tuple((f"num_workers={n}", f"DataLoader(num_workers={n})",

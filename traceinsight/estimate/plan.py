@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..analyses import needs, spec
 from ..analyses.base import Finding
-from ..analyses.fixes import combine, workers_to_keep_up
+from ..analyses.fixes import combine, loader_pace, workers_to_keep_up
 from . import replay
 
 
@@ -52,6 +52,7 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
     prev = step
     everything = list(findings) + list(minor)
     saved_before, kinds = 0.0, set()
+    need_before = None
     order = plan_order(findings, minor)
     for f in order:
         applied = combine([applied, f.fixes])
@@ -72,14 +73,17 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         # (and each batch is handed back to the loop: fixes.loader_pace).
         loader = next((fx for fx in applied if getattr(fx, "loading_us", 0.0)), None)
         need = workers_to_keep_up(loader.loading_us, loader.batch_mb, t) if loader and t > 0 else None
+        # Said where the count is first needed and where a later fix raises it; where the advised count's
+        # pace is the step itself, what sets it is each batch's hand-off (fixes.loader_pace).
+        bound = loader is not None and loader.pace_us() >= t - 1.0
+        said, need_before = (need if need != need_before else None), need if need else need_before
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],
                      # placed before them as their kind's prerequisite, though they do not need it
                      "helps": [g.kind for g in order if f.kind in spec(g.kind).prerequisites and not needs(g, f)],
-                     "loader_workers_needed": need,
-                     # (False: no number of workers keeps up, each batch's hand-off to the loop sets the step)
-                     "loader_keeps_up": None if loader is None else need is not None})
+                     "loader_workers_needed": said,
+                     "loader_handoff_ms": round(loader_pace(0.0, loader.batch_mb) / 1000, 3) if said and bound else None})
         prev = min(prev, t)
     return rows

@@ -113,10 +113,11 @@ def plan_note(row: dict) -> str:
         parts.append("first: needed by " + ", ".join(row["prerequisite_for"]))
     if row.get("helps"):
         parts.append("first: " + ", ".join(row["helps"]) + " then saves more")
-    if row.get("loader_workers_needed"):
+    if row.get("loader_handoff_ms"):
+        parts.append(f"{row['loader_workers_needed']} DataLoader workers, and more help little: each batch's "
+                     f"hand-off to the loop (about {row['loader_handoff_ms']} ms) sets the step")
+    elif row.get("loader_workers_needed"):
         parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
-    elif row.get("loader_keeps_up") is False:
-        parts.append("no number of DataLoader workers keeps up: handing each batch to the loop sets the step")
     return "; ".join(parts)
 
 
@@ -151,7 +152,7 @@ def alternatives(f: dict) -> str | None:
     def compared(x: float) -> str:
         return "about as much as" if abs(x - own) <= SAME_SHARE * own else "less than" if x < own else "more than"
     return "Done another way: " + "; ".join(
-        f"{a['what']}: about {a['estimated_savings_ms']} ms per step ("
+        f"{a['what']}: saves about {a['estimated_savings_ms']} ms per step ("
         + (f"range {a['savings_range_ms'][0]}-{a['savings_range_ms'][1]} ms; " if a.get("savings_range_ms") else "")
         + f"estimate, {compared(a['estimated_savings_ms'])} the fix as advised)" for a in alts) + "."
 
