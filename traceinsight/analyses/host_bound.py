@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
-from ..trace.profiler_cost import event_cost_us
+from ..trace.profiler_cost import PY_CALL_FLOOR_US, event_cost_us
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -170,6 +170,7 @@ def _recorded_share(ctx: Context, gaps) -> float:
     model, trace/profiler_cost.py), at most MAX_RECORDED_SHARE."""
     cost = event_cost_us(ctx.model)
     ts = ctx.model.cpu["ts"].to_numpy()
+    py = (ctx.model.cpu["kind"] == "python").to_numpy().astype(float)
     total = spent = 0.0
     rows_of = ctx.model.thread_rows()
     for th, g in gaps.groupby("thread"):
@@ -178,11 +179,14 @@ def _recorded_share(ctx: Context, gaps) -> float:
             continue
         order = rows[np.argsort(ts[rows], kind="stable")]
         cum = np.concatenate(([0.0], np.cumsum(cost[order])))
+        calls = np.concatenate(([0.0], np.cumsum(py[order])))
         t = ts[order]
         a = np.searchsorted(t, g["start"].to_numpy(), "left")
         b = np.searchsorted(t, g["end"].to_numpy(), "left")
-        spent += float((cum[b] - cum[a]).sum())
-        total += float((g["end"] - g["start"]).sum())
+        span = (g["end"] - g["start"]).to_numpy()
+        # Each Python call keeps its least un-profiled cost, as the replay's cuts do (PY_CALL_FLOOR_US).
+        spent += float(np.minimum(cum[b] - cum[a], np.maximum(0.0, span - PY_CALL_FLOOR_US * (calls[b] - calls[a]))).sum())
+        total += float(span.sum())
     return min(MAX_RECORDED_SHARE, spent / total) if total > 0 else 0.0
 
 

@@ -11,17 +11,9 @@ import math
 import numpy as np
 
 from ..trace.model import TraceModel
-from ..trace.profiler_cost import (cost_model, event_classes, graph_node_cost_us, measured_unprofiled_us,
-                                   profiler_options, profile_setting)
+from ..trace.profiler_cost import (PY_CALL_FLOOR_US, cost_model, event_classes, graph_node_cost_us,
+                                   measured_unprofiled_us, profiler_options, profile_setting)
 from . import replay
-
-# What a recorded Python call costs at the least un-profiled: pure-Python feature hashing (helpers, dict
-# and string built-ins; sample_traces/matrix/workloads/calib_python_features.py) ran 7715 calls in 505 us
-# (0.065 us a call, an Intel Xeon, CPython 3.11). A stretch's cut never leaves less than this per Python
-# event that started in it: a with_stack trace of such code is 85-90% profiler, so a per-event cost a
-# little high took the whole stretch out (the hashing, 0.6-1.5 ms un-profiled on the H100 hosts, went
-# to nothing, and a CUDA graph looked like it removed it).
-PY_CALL_FLOOR_US = 0.065
 
 
 def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

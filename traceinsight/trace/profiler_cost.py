@@ -62,6 +62,14 @@ FIT_NESTED_US = {"default": {"any": 0.460, "H100": 0.452, "H200": 0.479},
 # their un-profiled step within 15% (206 without).
 FIT_PY_NESTED_US = 0.192
 
+# What a recorded Python call costs at the least un-profiled: pure-Python feature hashing (helpers, dict
+# and string built-ins; sample_traces/matrix/workloads/calib_python_features.py) ran 7715 calls in 505 us
+# (0.065 us a call, an Intel Xeon, CPython 3.11). A stretch's cut never leaves less than this per Python
+# event that started in it: a with_stack trace of such code is 85-90% profiler, so a per-event cost a
+# little high took the whole stretch out (the hashing, 0.6-1.5 ms un-profiled on the H100 hosts, went
+# to nothing, and a CUDA graph looked like it removed it).
+PY_CALL_FLOOR_US = 0.065
+
 
 def host_factor(model: TraceModel) -> float:
     """How much more (or less) this trace's host pays per profiled event than the hosts the costs were
