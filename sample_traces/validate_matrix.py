@@ -306,7 +306,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean14B": "h100",
         # Again on a third fresh lease (09:45Z, asked as an H200, given an H100: recorded as gpu_clean14C and
         # relabelled), with holdout4_numpy_dataset_workers0 (the hand-off's fit, on a host it was not fitted on).
-        "h100_clean14C": "h100"}
+        "h100_clean14C": "h100",
+        # And on an H200 at last (10:43Z, the call asked for one and got one; recorded as gpu_clean14D and
+        # relabelled), with holdout12_loader_workers0_resize, the tool at c29bd6f.
+        "h200_clean14D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

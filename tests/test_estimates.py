@@ -1031,6 +1031,10 @@ def test_the_seventeenth_set_held_out_for_the_workers_hand_off(clean_rows):
     assert sum(abs(r["err_pct"]) <= 50 for r in got) >= 26
     assert sum(r["ok_top"] for r in got) >= 24
     assert all(abs(r["err_pct"]) <= 25 for r in got if r["workload"] == "holdout4_numpy_dataset_workers0")
+    # An H200 host (h200_clean14D, read with c29bd6f) whose workers handed batches back at 0.7-0.85 ms per MB:
+    # 9 of 16, top 14 (holdout12's four rows +37..+78%).
+    h200 = [r for r in pairs(clean_rows) if r["run"] == "h200_clean14D"]
+    assert len(h200) == 16 and sum(abs(r["err_pct"]) <= 25 for r in h200) >= 9 and sum(r["ok_top"] for r in h200) >= 14
 
 
 def test_fewer_workers_save_less_and_never_more_than_the_fix_as_advised():
