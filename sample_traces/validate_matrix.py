@@ -301,7 +301,7 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # with the workers' serial share (501e697) and recorded with record_e2e.sh on a fresh H100 lease
         # (2026-11-27 09:31Z), read with the tool as committed.
         "h100_clean14A": "h100",
-        # The same set with holdout17_loader_torch_cpu_resize on a fresh H100 lease (09:41Z), the tool at c216535
+        # The same set with holdout17_loader_torch_cpu_resize on a fresh H100 lease (09:41Z), the tool at 96baf23
         # (the hand-off model, changed after reading 14A's rows): held out for it.
         "h100_clean14B": "h100",
         # Again on a third fresh lease (09:45Z, asked as an H200, given an H100: recorded as gpu_clean14C and

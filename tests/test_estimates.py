@@ -1022,7 +1022,7 @@ def test_loading_moved_into_n_workers_is_estimated_for_n(clean_rows):
 
 def test_the_seventeenth_set_held_out_for_the_workers_hand_off(clean_rows):
     # DataLoader loops of other kinds (a Python tokenizer, a numpy STFT, torch CPU resizing; 2, 4 or 8 workers)
-    # on two fresh H100 leases, read with the hand-off model as committed (c216535): 22 of 28 within 25%, top
+    # on two fresh H100 leases, read with the hand-off model as committed (96baf23): 22 of 28 within 25%, top
     # right on 24 (the tokenizer with stacks ranks launch_overhead first). holdout4 on the third host: 4 of 4.
     got = [r for r in pairs(clean_rows) if r["run"] in ("h100_clean14B", "h100_clean14C")]
     assert len(got) == 28 and all(r["option"] for r in got if r["workload"] in (
