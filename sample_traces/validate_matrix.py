@@ -134,13 +134,16 @@ def _workers_option(kinds: tuple, before: dict, after: dict) -> str | None:
         "num_workers") else None
 
 
+def _finding(doc: dict, kind: str) -> dict | None:
+    return next((x for x in doc["findings"] + doc["minor"] if x["kind"] == kind), None)
+
+
 def _has_option(doc: dict, kinds: tuple, option: str) -> bool:
-    f = next((x for x in doc["findings"] + doc["minor"] if x["kind"] == kinds[0]), None)
-    return any(a["option"] == option for a in (f or {}).get("alternatives") or ())
+    return any(a["option"] == option for a in (_finding(doc, kinds[0]) or {}).get("alternatives") or ())
 
 
 def _saving(doc: dict, kinds: tuple, option: str | None = None) -> tuple[float | None, list | None]:
-    f = next((x for x in doc["findings"] + doc["minor"] if x["kind"] == kinds[0]), None)
+    f = _finding(doc, kinds[0])
     if option:
         alt = next((a for a in (f or {}).get("alternatives") or () if a["option"] == option), None)
         if alt:

@@ -143,6 +143,11 @@ class RemoveHostWork:
         return loader_pace(self.loading_us, self.batch_mb, self.workers, self.ms_per_mb) if self.loading_us else 0.0
 
 
+def loader_fix(plan) -> RemoveHostWork | None:
+    """The fix in a plan that moves DataLoader loading into worker processes, if any."""
+    return next((fx for fx in plan if isinstance(fx, RemoveHostWork) and fx.loading_us), None)
+
+
 # The Python that reads a copy to the host (numpy argmax, metrics) runs right after the copy returns: it
 # belongs to the copy when reading the bytes copied at this rate would take at least as long. The slowest
 # pace we take a reader to have: numpy's argmax over eval_to_numpy_large's 3.3 MB of probabilities ran at

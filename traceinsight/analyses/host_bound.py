@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
-from ..trace.profiler_cost import PY_CALL_FLOOR_US, event_cost_us
+from ..trace.profiler_cost import PY_CALL_FLOOR_US, recorded_in
 from ..trace.pycalls import calls_in
 from .base import Context, Finding, KindSpec
 
@@ -168,24 +168,16 @@ def analyze(ctx: Context) -> list[Finding]:
 def _recorded_share(ctx: Context, gaps) -> float:
     """The share of these gaps' time that recording the events in them cost the CPU (the profiler cost
     model, trace/profiler_cost.py), at most MAX_RECORDED_SHARE."""
-    cost = event_cost_us(ctx.model)
-    ts = ctx.model.cpu["ts"].to_numpy()
-    py = (ctx.model.cpu["kind"] == "python").to_numpy().astype(float)
     total = spent = 0.0
     rows_of = ctx.model.thread_rows()
     for th, g in gaps.groupby("thread"):
         rows = rows_of.get(th)
         if rows is None or not len(rows):
             continue
-        order = rows[np.argsort(ts[rows], kind="stable")]
-        cum = np.concatenate(([0.0], np.cumsum(cost[order])))
-        calls = np.concatenate(([0.0], np.cumsum(py[order])))
-        t = ts[order]
-        a = np.searchsorted(t, g["start"].to_numpy(), "left")
-        b = np.searchsorted(t, g["end"].to_numpy(), "left")
+        cost, calls = recorded_in(ctx.model, g["start"].to_numpy(), g["end"].to_numpy(), rows)
         span = (g["end"] - g["start"]).to_numpy()
         # Each Python call keeps its least un-profiled cost, as the replay's cuts do (PY_CALL_FLOOR_US).
-        spent += float(np.minimum(cum[b] - cum[a], np.maximum(0.0, span - PY_CALL_FLOOR_US * (calls[b] - calls[a]))).sum())
+        spent += float(np.minimum(cost, np.maximum(0.0, span - PY_CALL_FLOOR_US * calls)).sum())
         total += float(span.sum())
     return min(MAX_RECORDED_SHARE, spent / total) if total > 0 else 0.0
 
@@ -199,10 +191,7 @@ def _batch_mb(ctx: Context) -> float:
     steps): what worker processes would pass back through shared memory."""
     g = ctx.model.gpu
     cp = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD")]
-    if cp.empty or not len(ctx.full_steps):
-        return 0.0
-    per_step = cp.groupby(ctx.step_of(cp["ts"].to_numpy()))["bytes"].sum().reindex(ctx.full_steps).fillna(0.0)
-    return float(per_step.median()) / 1e6
+    return ctx.per_step_median(cp.groupby(ctx.step_of(cp["ts"].to_numpy()))["bytes"].sum()) / 1e6
 
 
 def _fewer_workers(fx: RemoveHostWork) -> tuple:

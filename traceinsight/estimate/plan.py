@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..analyses import needs, spec
 from ..analyses.base import Finding
-from ..analyses.fixes import combine, loader_pace, workers_to_keep_up
+from ..analyses.fixes import combine, loader_fix, loader_pace, workers_to_keep_up
 from . import replay
 
 
@@ -71,7 +71,7 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         t = max(step - saved, floor(applied), 0.0)
         # Loading moved into DataLoader workers keeps up only with enough of them for the step it feeds
         # (and each batch is handed back to the loop: fixes.loader_pace).
-        loader = next((fx for fx in applied if getattr(fx, "loading_us", 0.0)), None)
+        loader = loader_fix(applied)
         need = workers_to_keep_up(loader.loading_us, loader.batch_mb, t) if loader and t > 0 else None
         # Said where the count is first needed and where a later fix raises it; where the advised count's
         # pace is the step itself, what sets it is each batch's hand-off (fixes.loader_pace).

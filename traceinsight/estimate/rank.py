@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
-from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine
+from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
 from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
@@ -162,7 +162,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             for k in (1, 0):
                 end_state = replay.apply(compiled, at_end(f.fixes, k), bw, cuts)
                 end = state_saving(base, end_state)
-                if any(getattr(fx, "loading_us", 0.0) for fx in f.fixes):
+                if loader_fix(f.fixes):
                     # (how fast batches come back from DataLoader workers is the range: the replay has no
                     # workers, their pace is the step's floor at each end)
                     end = min(end, max(0.0, median_step - floor(at_end(f.fixes, k), info)))
@@ -326,7 +326,7 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
         if sp.idle_cause and not changes_gpu:
             cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
             caps = (cap, cap)
-            if any(getattr(fx, "loading_us", 0.0) for fx in f.fixes):
+            if loader_fix(f.fixes):
                 # Loading moved into DataLoader workers: however many, the step waits for each batch's
                 # pass through the main process (fixes.loader_pace).
                 caps = tuple(min(cap, max(0.0, step_us - floor(at_end(f.fixes, k), info))) for k in (0, 1))

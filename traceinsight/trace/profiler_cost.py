@@ -188,12 +188,7 @@ def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
     cpu = model.cpu
     if st.empty or cpu.empty:
         return None
-    cost = event_cost_us(model)
-    order = np.argsort(cpu["ts"].to_numpy(), kind="stable")
-    ts, csum = cpu["ts"].to_numpy()[order], np.concatenate([[0.0], np.cumsum(cost[order])])
-    lo = np.searchsorted(ts, st["cpu_start"].to_numpy(), "left")
-    hi = np.searchsorted(ts, st["cpu_end"].to_numpy(), "left")
-    inflation = csum[hi] - csum[lo]
+    inflation, _calls = recorded_in(model, st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy())
     cpu_step = (st["cpu_end"] - st["cpu_start"]).to_numpy()
     return float(np.median(np.maximum(st["gpu_busy"].to_numpy(), np.maximum(cpu_step, st["dur"].to_numpy())
                                       - inflation)))
@@ -268,6 +263,21 @@ def event_cost_us(model: TraceModel) -> np.ndarray:
     for _k, rows, us in event_classes(model):
         cost[rows] += us
     return cost + graph_node_cost_us(model)
+
+
+def recorded_in(model: TraceModel, starts: np.ndarray, ends: np.ndarray,
+                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per window [start, end): what recording the events that start in it cost the CPU (us,
+    event_cost_us), and how many of them are Python calls; over `rows` (cpu rows: one thread's) or all."""
+    cpu = model.cpu
+    rows = np.arange(len(cpu)) if rows is None else rows
+    ts = cpu["ts"].to_numpy()
+    order = rows[np.argsort(ts[rows], kind="stable")]
+    cost = np.concatenate(([0.0], np.cumsum(event_cost_us(model)[order])))
+    calls = np.concatenate(([0.0], np.cumsum((cpu["kind"].to_numpy()[order] == "python").astype(float))))
+    t = ts[order]
+    a, b = np.searchsorted(t, starts, "left"), np.searchsorted(t, ends, "left")
+    return cost[b] - cost[a], calls[b] - calls[a]
 
 
 def measured_unprofiled_us(model: TraceModel) -> float | None:
