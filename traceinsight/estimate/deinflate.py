@@ -52,7 +52,7 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
                     continue  # the thread's own calls are cut in `call`
                 n_k = np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right")
                 total += coef[k] * n_k
-                calls += n_k if k == "python" else 0
+                calls += n_k if k in ("python", "python_c") else 0
         edge[i] = min(scale * total, max(0.0, b - a - PY_CALL_FLOOR_US * calls))
     # Between two ProfilerStep ranges the loop thread is inside the profiler's own step(): measured in
     # the trace, it goes whole (a per-step cost the per-event model does not hold: 10-40 us).
