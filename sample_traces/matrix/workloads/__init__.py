@@ -123,6 +123,12 @@ ALL = [
     "holdout17_loader_spectrogram",
     # (added once those two were read: a transform in torch CPU ops, which a worker runs on one thread)
     "holdout17_loader_torch_cpu_resize",
+    # eighteenth held-out set: loading and preparation whose Python is mostly C built-ins doing real work (json),
+    # mostly Python frames (transform objects), or a mix (regex parsing on the main thread), after with_stack's
+    # Python events were costed as frames and built-ins apart
+    "holdout18_loader_json_records",
+    "holdout18_loader_python_transforms",
+    "holdout18_regex_features_main",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
