@@ -312,7 +312,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean14C": "h100",
         # And on an H200 at last (10:43Z, the call asked for one and got one; recorded as gpu_clean14D and
         # relabelled), with holdout12_loader_workers0_resize, the tool at c29bd6f.
-        "h200_clean14D": "h200"}
+        "h200_clean14D": "h200",
+        # The eighteenth held-out set (pre-registered at f3fdb7e, the tool at 6156f17: with_stack's Python events
+        # costed as frames and C built-ins apart) and holdout2_tokenize_main, on an H200 lease (11:56Z; asked
+        # with no kind, recorded as gpu_clean15A and relabelled).
+        "h200_clean15A": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
