@@ -316,7 +316,9 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The eighteenth held-out set (pre-registered at f3fdb7e, the tool at 6156f17: with_stack's Python events
         # costed as frames and C built-ins apart) and holdout2_tokenize_main, on an H200 lease (11:56Z; asked
         # with no kind, recorded as gpu_clean15A and relabelled).
-        "h200_clean15A": "h200"}
+        "h200_clean15A": "h200",
+        # The same on an H100 lease (12:19Z; recorded as gpu_clean15B and relabelled).
+        "h100_clean15B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
