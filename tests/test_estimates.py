@@ -1277,14 +1277,28 @@ def test_a_builtin_call_costs_the_profiler_less_than_a_python_frame(clean_rows):
     cost = {k: (int(rows.sum()), us) for k, rows, us in event_classes(m)}
     assert cost["python_c"][0] > 30 * cost["python"][0]      # len / append / get: the tokenizer's calls
     assert cost["python_c"][1] == pytest.approx(BUILTIN_CALL_SHARE * cost["python"][1])
-    # The tokenizers' with_stack rows (moved to workers) now rank the loading first on 11 of 15 (with one cost:
-    # 1 of the 13 recorded then).
+    # The tokenizers' with_stack rows (moved to workers) now rank the loading first on 12 of 15 (with one cost:
+    # 1 of the 13 recorded then; 11 of 15 until the first profiled step's tokenizing counted as host work).
     tok = [r for r in pairs(clean_rows) if r["setting"] == "stack" and r["variant"] == "after" and r["workload"] in (
         "holdout2_tokenize_main", "holdout17_loader_text_python")]
-    assert len(tok) == 15 and sum(r["top"] == "host_bound" for r in tok) >= 11, [(r["run"], r["top"]) for r in tok]
+    assert len(tok) == 15 and sum(r["top"] == "host_bound" for r in tok) >= 12, [(r["run"], r["top"]) for r in tok]
     # Held out (the eighteenth set, pre-registered at f3fdb7e, and the tokenizer on two fresh leases, 20 rows):
-    # top finding right on 17 (15 with one cost), within 25% on 9 (8), within 50% on 13 (13).
+    # top finding right on 17 (15 with one cost), within 25% on 9 (8), within 50% on 13 (13) as committed;
+    # 19, 10 and 14 once a thread's stretch without launches before its first one counted as host work.
     held = [r for r in pairs(clean_rows) if r["run"] in ("h200_clean15A", "h100_clean15B")]
     errs = [abs(r["err_pct"]) for r in held]
-    assert len(held) == 20 and sum(r["ok_top"] for r in held) >= 17
-    assert sum(e <= 25 for e in errs) >= 9 and sum(e <= 50 for e in errs) >= 13, sorted(errs)
+    assert len(held) == 20 and sum(r["ok_top"] for r in held) >= 19
+    assert sum(e <= 25 for e in errs) >= 10 and sum(e <= 50 for e in errs) >= 14, sorted(errs)
+
+
+def test_work_before_a_threads_first_launch_is_host_work():
+    # The window opened on the first profiled step's tokenizing: 20.8 ms of Python (and tiny torch.tensor ops)
+    # on the loop thread before any GPU work, which had been called launch overhead because a stretch without
+    # launches counted only between two launches; the same work in the later steps was host work.
+    from traceinsight.analyses.attribution import attribute_gaps
+    from traceinsight.trace.host import HostActivity
+    from validate_matrix import model_of
+    m = model_of(ROOT / "sample_traces/matrix/h100_clean15B/holdout2_tokenize_main__before__stack.json.gz")
+    gaps = attribute_gaps(m, HostActivity(m))
+    first = gaps[gaps["step"] == m.steps["step"].min()].sort_values("start").iloc[0]
+    assert first["dur"] > 15_000 and first["host_bound"] > 0.9 * first["dur"], first.to_dict()

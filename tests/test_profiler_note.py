@@ -38,7 +38,10 @@ def test_python_frames_per_step_count_only_those_inside_the_steps():
     steps = [(e["ts"], e["ts"] + e["dur"]) for e in raw
              if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")]
     inside = sum(1 for e in raw if e.get("cat") == "python_function" and any(a <= e["ts"] < b for a, b in steps))
+    builtin = sum(1 for e in raw if e.get("cat") == "python_function" and any(a <= e["ts"] < b for a, b in steps)
+                  and str(e.get("name", "")).startswith("<built-in "))
     total = sum(1 for e in raw if e.get("cat") == "python_function")
-    assert total > inside > 0
+    assert total > inside > builtin > 0
     note = profiler_note(build_model(load_trace(path)))
-    assert f"({inside / len(steps):.0f} Python frames recorded per step)" in note, (note, inside, total)
+    assert (f"({inside / len(steps):.0f} Python calls recorded per step on average, {builtin / len(steps):.0f} of "
+            "them calls of C built-ins)") in note, (note, inside, builtin, total)

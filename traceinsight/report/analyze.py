@@ -20,7 +20,7 @@ from ..trace.facts import (erratic_steps, model_has_cpu_ops, no_complete_step, r
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
-from ..trace.profiler_cost import measured_unprofiled_us
+from ..trace.profiler_cost import BUILTIN_CALL, measured_unprofiled_us
 from ..trace.steps import full_step_mask, step_at
 
 HEALTHY_MAX_IDLE = 0.25
@@ -259,12 +259,17 @@ def profiler_note(model: TraceModel) -> str:
     """What the profiler's own options did to this trace's CPU times, in one sentence."""
     n = max(1, len(model.steps))
     # (frames before the first step and after the last are not any step's)
-    py_ts = model.cpu["ts"].to_numpy()[(model.cpu["kind"] == "python").to_numpy()]
-    py = int((step_at(model.steps, py_ts, "cpu_start", "cpu_end") >= 0).sum()) if len(model.steps) else len(py_ts)
+    is_py = (model.cpu["kind"] == "python").to_numpy()
+    py_ts = model.cpu["ts"].to_numpy()[is_py]
+    inside = step_at(model.steps, py_ts, "cpu_start", "cpu_end") >= 0 if len(model.steps) else np.ones(len(py_ts), bool)
+    py = int(inside.sum())
+    # A C built-in's call costs the profiler less than a frame (trace/profiler_cost.BUILTIN_CALL_SHARE).
+    builtin = int((inside & model.cpu_match(BUILTIN_CALL)[is_py]).sum())
     mem = int(model.meta.get("n_memory_events", 0))
     on = []
     if py:
-        on.append(f"with_stack ({py / n:.0f} Python frames recorded per step)")
+        on.append(f"with_stack ({py / n:.0f} Python calls recorded per step on average, {builtin / n:.0f} of "
+                  "them calls of C built-ins)")
     if mem:
         on.append(f"profile_memory ({mem / n:.0f} allocation events per step)")
     if not on:

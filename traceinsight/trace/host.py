@@ -151,7 +151,12 @@ class HostActivity:
         fs, fe = merged_intervals(cpu["ts"].to_numpy()[r], cpu["end"].to_numpy()[r])
         if not len(fs):
             return np.zeros(0), np.zeros(0)
-        s_, e_ = fe[:-1], fs[1:]
+        # Between launches, and before the thread's first launch and after its last: the window may open
+        # on a step's data preparation (the first profiled step's tokenizing, before any GPU work, had
+        # been called launch overhead while the same work in the later steps was host work).
+        ts, end = cpu["ts"].to_numpy()[rows], cpu["end"].to_numpy()[rows]
+        s_ = np.concatenate([[ts.min()], fe])
+        e_ = np.concatenate([fs, [max(float(end.max()), fe[-1])]])
         long = (e_ - s_) >= BARE_HOST_US
         s_, e_ = s_[long], e_[long]
         if not len(s_):
