@@ -20,7 +20,8 @@ from ..trace.facts import (erratic_steps, model_has_cpu_ops, no_complete_step, r
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model
-from ..trace.profiler_cost import BUILTIN_CALL, measured_unprofiled_us
+from ..trace.profiler_cost import measured_unprofiled_us
+from ..trace.pycalls import BUILTIN_CALL
 from ..trace.steps import full_step_mask, step_at
 
 HEALTHY_MAX_IDLE = 0.25

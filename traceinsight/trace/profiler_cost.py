@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .model import TraceModel
+from .pycalls import BUILTIN_CALL
 
 # us per recorded event, by profiler setting ("stack": with_stack and/or record_shapes) and by the
 # machine it was fitted on (the host CPU sets the cost); "any" (both pooled) for a trace from elsewhere.
@@ -218,7 +219,6 @@ INDUCTOR_RANGE_US = {"default": 9.0, "stack": 17.0}
 # on the matrix's pair rows it put the top finding right on 14 more with_stack rows (all tokenizers, none
 # lost) and the un-profiled step within 15% on 11 more traces (sample_traces/matrix/README, 2026-11-27).
 BUILTIN_CALL_SHARE = 0.35
-BUILTIN_CALL = r"^<built-in (?:method|function) "
 INDUCTOR_RANGE = r"^triton_"
 
 
@@ -263,14 +263,11 @@ def _event_classes(model: TraceModel) -> list[tuple[str, np.ndarray, float]]:
     f = {"runtime": host_factor(model)}
     g = op_factor(model)
     step = cpu["is_step"].to_numpy()
-    out = [(k, (cpu["kind"] == k).to_numpy() & ~step, f.get(k, g) * coef[k])
-           for k in ("op", "annotation", "python", "runtime")]
-    if coef["python"]:
-        # A call of a C built-in (len, dict.get, list.append) costs the tracer less than a Python frame.
-        py = out[2][1]
-        builtin = py & model.cpu_match(BUILTIN_CALL)
-        out[2] = ("python", py & ~builtin, out[2][2])
-        out.append(("python_c", builtin, out[2][2] * BUILTIN_CALL_SHARE))
+    out = [(k, (cpu["kind"] == k).to_numpy() & ~step, f.get(k, g) * coef[k]) for k in ("op", "annotation", "runtime")]
+    # A call of a C built-in (len, dict.get, list.append) costs the tracer less than a Python frame.
+    py = (cpu["kind"] == "python").to_numpy() & ~step
+    builtin = py & model.cpu_match(BUILTIN_CALL)
+    out += [("python", py & ~builtin, g * coef["python"]), ("python_c", builtin, g * coef["python"] * BUILTIN_CALL_SHARE)]
     inductor = (cpu["kind"] == "op").to_numpy() & model.cpu_match(INDUCTOR_RANGE)
     if inductor.any():
         out.append(("inductor", inductor, f["runtime"] * INDUCTOR_RANGE_US[setting]))

@@ -17,7 +17,9 @@ from .model import TraceModel
 
 PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in)")
-BUILTIN = re.compile(r"^<built-in (?:method|function) (?P<meth>\w+)(?: of (?P<cls>[\w.]+) object)?")
+# A call of a C built-in, as with_stack names it (the method's name may be empty: pybind11's functions).
+BUILTIN_CALL = r"^<built-in (?:method|function) "
+BUILTIN = re.compile(BUILTIN_CALL + r"(?P<meth>\w+)(?: of (?P<cls>[\w.]+) object)?")
 # The profiler's own Python (its step(), record_function's enter/exit): absent from the un-profiled run.
 PROFILER_OWN = re.compile(r"torch/profiler/|torch/autograd/profiler\.py|_record_function_(enter|exit)")
 
