@@ -164,6 +164,17 @@ def _saving(doc: dict, kinds: tuple, option: str | None = None) -> tuple[float |
     return (f["estimated_savings_ms"], f["savings_range_ms"]) if f else (0.0, None)
 
 
+def _likely(doc: dict, kinds: tuple, option: str | None = None) -> list | None:
+    """The report's likely saving range (ms) for a one-kind fix it shows (estimate/likely.py), else None."""
+    f = _finding(doc, kinds[0])
+    if f is None or len(kinds) > 1:
+        return None
+    if option:
+        alt = next((a for a in f.get("alternatives") or () if a["option"] == option), None)
+        return alt.get("likely_savings_range_ms") if alt else f.get("likely_savings_range_ms")
+    return f.get("likely_savings_range_ms")
+
+
 # Recording runs: the first matrix run per GPU, and two more (15:49Z / 15:51Z and 16:19Z / 16:20Z) that
 # measured the launch fix (a CUDA graph of the step) beside the kind's own fix, to check the ranking,
 # and a larger-batch convnet. A run's pairs are compared within the run (a new lease may be a new host).
@@ -396,6 +407,8 @@ def rows(jobs: int = 2, only: set | None = None, measured: bool = False) -> list
             meas = meas_before / after["step_ms"]["median"]
             pred = u / (u - s) if s is not None and u - s > 0 else None
             lo_hi = [u / (u - x) if u - x > 0 else None for x in rng] if rng else None
+            likely = _likely(d, kinds, option)
+            likely = [u / (u - x) if u - x > 0 else None for x in likely] if likely else None
             _sp, want, tied = best[(_family(run), wl)]
             # The spread of the measurement: p10/p90 of the per-block step times, before and after.
             b, a = before["step_ms"], after["step_ms"]
@@ -407,6 +420,8 @@ def rows(jobs: int = 2, only: set | None = None, measured: bool = False) -> list
                        best_fix="+".join(want), ok_top=top in tied or (
                            set(want) == set(own) and _names_same_fix(d, wl, var)),
                        meas_spread=[round(x, 2) for x in spread],
+                       likely_speedup=[round(x, 2) if x else None for x in likely] if likely else None,
+                       in_likely=bool(likely) and likely[0] <= meas and (likely[1] is None or meas <= likely[1]),
                        in_spread=bool(pred and spread[0] <= pred <= spread[1]))
         out.append(row)
     return out
@@ -571,10 +586,13 @@ def _figures(rs: list[dict]) -> str:
     healthy = [r for r in rs if r["kind"] == "healthy"]
     strict = [r for r in healthy if r["expect"] == "healthy"]
     w25s = sum(abs(r["err_pct"]) <= 25 or r["in_spread"] for r in pairs if r["err_pct"] is not None)
+    ranged = [r for r in pairs if r.get("likely_speedup")]
     return (f"{len(pairs)} pair rows: measured fix found in {found}; predicted speed-up within 25% of the measured "
             f"one (median) in {w25}/{len(pairs)}, within 50% in {w50}/{len(pairs)}; within 25% of the median or "
             f"inside the measured p10-p90 spread in {w25s}/{len(pairs)}; the top finding is the fix measured to "
-            f"help most (of the fixes measured on that GPU; (x) marks a miss) in {top}/{len(pairs)}. Un-profiled step "
+            f"help most (of the fixes measured on that GPU; (x) marks a miss) in {top}/{len(pairs)}; the measured "
+            f"speed-up inside the report's likely range in {sum(r['in_likely'] for r in ranged)}/{len(ranged)} rows "
+            f"that have one. Un-profiled step "
             f"estimate within 15% of the measured median in {sum(e <= 15 for e in de)}/{len(de)} traces, inside "
             f"the tool's 80% band in {sum(_in_band(r) for r in rs)}/{len(rs)}. "
             f"Healthy-role workloads: the verdict is right in {sum(r['ok_top'] for r in healthy)}/{len(healthy)} "

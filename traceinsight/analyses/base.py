@@ -69,6 +69,9 @@ class Finding:
     # Filled in by estimate/rank.py from the replay.
     estimated_savings_us: float = math.nan
     savings_bound_us: tuple[float, float] | None = None
+    # Where the saving will likely land (us): the replay's range widened to the band that held 8 in 10 of
+    # our measured fixes of the kind (estimate/likely.py); None for a kind we have not validated.
+    likely_range_us: tuple[float, float] | None = None
     estimate_note: str = ""
     # (the ranked fixes it needs first, what it adds once they are done: the plan's row), where it needs
     # some: it is ranked by that, the estimate above being what it would save alone.
@@ -78,8 +81,10 @@ class Finding:
     # first, in a phrase ("": the title).
     is_prerequisite: bool = True
     as_prerequisite: str = ""
-    # (key, what it is, estimated saving us, (low, high) us or None) of each alternative, from the replay.
-    alternative_savings_us: tuple[tuple[str, str, float, tuple[float, float] | None], ...] = ()
+    # (key, what it is, estimated saving us, (low, high) us or None, likely (low, high) us or None) of each
+    # alternative, from the replay.
+    alternative_savings_us: tuple[tuple[str, str, float, tuple[float, float] | None,
+                                        tuple[float, float] | None], ...] = ()
 
 
 @dataclass

@@ -37,12 +37,13 @@ def alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dic
     return saved, ((min(lo, saved), max(hi, saved)) if hi - lo >= 1.0 else None)
 
 
-def floor(plan, info: dict) -> float:
+def floor(plan, info: dict, paced: bool = True) -> float:
     """The shortest step a plan can reach (us): its GPU busy time, or only the kernels' once a fix moves
     the copies off the critical path; no floor from the GPU once a fix changes the kernels themselves.
-    Loading moved into DataLoader workers: the step also waits for their batches (fixes.loader_pace)."""
+    Loading moved into DataLoader workers: the step also waits for their batches (fixes.loader_pace), unless
+    `paced` is off (the physical floor alone)."""
     names = {type(fx).__name__ for fx in plan}
-    pace = max([0.0] + [fx.pace_us() for fx in plan if isinstance(fx, RemoveHostWork)])
+    pace = max([0.0] + [fx.pace_us() for fx in plan if isinstance(fx, RemoveHostWork)]) if paced else 0.0
     if names & (GPU_FIXES - OVERLAP_FIXES - {"Unblock"}):
         return pace
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.

@@ -19,6 +19,7 @@ from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
                         unprofiled_range_us)
+from .likely import likely_range_us
 from .plan import fix_plan
 from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, range_note, saving,
                      state_saving)
@@ -133,6 +134,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     if info["unprofiled_step_ms"]:
         _settle_profiler_note(findings, ctx.median_step_us, median_step, measured_unprofiled_us(ctx.model) is not None)
     gpu_removed: dict[int, float] = {}
+    gpu_touched: dict[int, float] = {}      # GPU time per step of the kernels each fix changes
     gpu_removed_ends: dict[int, tuple[float, float]] = {}
     measured: set[int] = set()      # findings whose estimate is their measured (profiled) cost
     for f in findings:
@@ -151,6 +153,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         saved = state_saving(base, state) + extra(f.fixes)
         f.estimated_savings_us = saved
         gpu_removed[id(f)] = _gpu_removed(compiled, state)
+        gpu_touched[id(f)] = _gpu_removed(compiled, state, touched=True)
         f.estimate_note = "replay of the timeline with the fix applied"
         warm = any(getattr(fx, "warm", False) for fx in f.fixes)
         if warm:
@@ -197,7 +200,15 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                     for key, what, fx in f.alternatives)
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
-            f.alternative_savings_us = tuple(a for a in alts if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
+            f.alternative_savings_us = tuple(
+                a + (likely_range_us(f.kind, a[2], median_step, _physical_cap(fx, median_step, info), a[3]),)
+                for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
+        if not spec(f.kind).note and not math.isnan(f.estimated_savings_us):
+            cap = _physical_cap(f.fixes, median_step, info)
+            if id(f) in gpu_touched and any(type(fx).__name__ in GPU_FIXES for fx in f.fixes):
+                # A fix of the kernels removes at most the kernels it changes, and the idle.
+                cap = min(cap, _unprofiled_idle(ctx, info, median_step)[0] + gpu_touched[id(f)] + f.beyond_idle_us)
+            f.likely_range_us = likely_range_us(f.kind, f.estimated_savings_us, median_step, cap, f.savings_bound_us)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -210,6 +221,9 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     findings.sort(key=_rank_key)
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0
              and not spec(f.kind).note]
+    for f in minor:
+        # Below the bar, host noise makes most of a likely range: the replay's own range is what is said.
+        f.likely_range_us = None
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
@@ -358,6 +372,13 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
                 f.estimate_note = f.estimate_note.replace("; " + range_note(f.fixes), "")
 
 
+def _physical_cap(fixes, step_us: float, info: dict) -> float:
+    """The most a plan can save by physics alone: down to the GPU work it leaves (floor() without the
+    DataLoader workers' modelled pace, an estimate that our measured fixes beat). The likely range's top
+    (estimate/likely.py) stops there; the point also stops at the finding's own caps (_physics)."""
+    return max(0.0, step_us - floor(fixes, info, paced=False)) if fixes else 0.0
+
+
 def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
     """The un-profiled step's GPU idle (us; what no fix of idle time can exceed) and its share of the
     profiled idle: a measured idle cost is profiled idle, and shrinks by that share without the profiler."""
@@ -409,10 +430,13 @@ def _kernel_busy_us(ctx: Context, steps) -> float:
     return float(np.median(per))
 
 
-def _gpu_removed(compiled, s: replay.State) -> float:
-    """GPU time per replayed step a replay state takes away (kernels dropped, shortened or fused; us)."""
+def _gpu_removed(compiled, s: replay.State, touched: bool = False) -> float:
+    """GPU time per replayed step a replay state takes away (kernels dropped, shortened or fused; us), or
+    with `touched` the whole time of the kernels it changes (the most such a fix could take away)."""
     idx = compiled.gpu_idx[compiled.gpu_step[compiled.gpu_idx] >= 0]
     n = max(1, len(compiled.steps))
+    if touched:
+        return float(compiled.dur[idx][compiled.dur[idx] != s.dur[idx]].sum()) / n
     return max(0.0, float((compiled.dur[idx] - s.dur[idx]).sum()) / n)
 
 

@@ -54,7 +54,8 @@ def _fix_details(fx) -> list[str]:
                  f"measured cost {f['measured_cost_ms_per_step']} ms per step"
                  + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
                  + f"; confidence {f['confidence']}.",
-                 f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}",
+                 f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}"
+                 + (f"; likely range: {_cell(f['likely_basis'])}" if f.get("likely_basis") else ""),
                  f"- Fix: {_cell(f['fix'])}"]
         if S.alternatives(f):
             body.append(f"- {_cell(S.alternatives(f))}")

@@ -73,6 +73,8 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     tab.add_column("what we saw")
     for i, f in enumerate(fx, 1):
         tab.add_row(str(i), f["kind"], S.saving(f, "\n"), f.get("confidence") or "", Text(f["title"]))
+    if any(f.get("likely_savings_range_ms") for f in fx):
+        tab.caption = S.LIKELY_CAPTION
     console.print(tab)
     for i, f in enumerate(fx, 1):
         console.print(Text(f"{i}. {f['kind']}: ", style="bold") + Text(f["fix"]))

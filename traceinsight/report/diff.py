@@ -206,6 +206,7 @@ def compare_causes(db: dict, da: dict) -> list[dict]:
             "reported_after": rep_a,
             "is_idle_cause": k in causes,
             "estimated_savings_ms_before": _r((mb.get(k) or {}).get("estimated_savings_ms")),
+            "likely_savings_range_ms_before": (mb.get(k) or {}).get("likely_savings_range_ms"),
             "rank_before": (list(mb).index(k) + 1) if k in mb else None,
             "title_before": (fb or {}).get("title"),
             "title_after": (fa or {}).get("title"),
@@ -313,8 +314,10 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) 
         c = min(resolved, key=lambda c: c.get("rank_before") or 99)
         est = c.get("estimated_savings_ms_before")
         if est:
+            likely = c.get("likely_savings_range_ms_before")
             notes.append(f"{c['kind']} ({c['resolved_how'] or c['status']}) was estimated to save "
-                         f"{est:.3f} ms per step; the median step changed by {change['delta_ms']:+.3f} ms.")
+                         f"{est:.3f} ms per step" + (f" (likely {likely[0]:.3f} to {likely[1]:.3f})" if likely else "")
+                         + f"; the median step changed by {change['delta_ms']:+.3f} ms.")
     if change["significance"] == "within_noise" and resolved:
         notes.append(f"{', '.join(c['kind'] for c in resolved)} went down, but the step time did not change "
                      "beyond noise: that cause was not on the critical path, or something else filled the time.")

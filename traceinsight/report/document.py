@@ -6,10 +6,12 @@ diff works on its own copy (`thaw`).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .. import __version__
-from ..analyses import CAUSES, Finding
+from ..analyses import CAUSES, Finding, spec
+from ..estimate.likely import basis as likely_basis
 from .analyze import Analysis, breakdown, representative_step
 from .cpu_time import cpu_time
 from .numbers import num
@@ -63,14 +65,18 @@ def build_report(a: Analysis, timeline_items: int = MAX_ITEMS, full_tables: bool
                   warnings=tuple(a.model.warnings))
 
 
-def finding_dict(f: Finding, median_step_us: float) -> dict:
+def finding_dict(f: Finding, median_step_us: float, minor: bool = False) -> dict:
     return {
         "kind": f.kind,
         "title": f.title,
         "estimated_savings_ms": num(f.estimated_savings_us / 1000),
         "estimated_savings_pct": num(100 * f.estimated_savings_us / median_step_us if median_step_us else 0, 1),
-        "savings_range_ms": [num(f.savings_bound_us[0] / 1000), num(f.savings_bound_us[1] / 1000)]
-        if f.savings_bound_us else None,
+        "savings_range_ms": _ms_pair(f.savings_bound_us),
+        # Where the saving will likely land: the range widened to where our measured fixes of this kind
+        # landed (likely_basis says on what; null for a kind we have not validated).
+        "likely_savings_range_ms": _ms_pair(f.likely_range_us),
+        "likely_basis": likely_basis(f.kind) if f.likely_range_us or not (
+            spec(f.kind).note or math.isnan(f.estimated_savings_us) or minor) else None,
         "estimate_method": f.estimate_note,
         # Where the fix needs other ranked fixes first: which, and what it adds after them (it is ranked by
         # that; estimated_savings_ms is what it would save alone).
@@ -78,14 +84,18 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
         "saves_after_needs_first_ms": num(f.after_prerequisites[1] / 1000) if f.after_prerequisites else None,
         # Other ways to apply the fix that users take, each estimated by the same replay.
         "alternatives": [{"option": k, "what": w, "estimated_savings_ms": num(us / 1000),
-                          "savings_range_ms": [num(x / 1000) for x in rng] if rng else None}
-                         for k, w, us, rng in f.alternative_savings_us],
+                          "savings_range_ms": _ms_pair(rng), "likely_savings_range_ms": _ms_pair(likely)}
+                         for k, w, us, rng, likely in f.alternative_savings_us],
         "measured_cost_ms_per_step": num(f.lost_per_step_us / 1000),
         "measured_cost_ms_total": num(f.lost_total_us / 1000),
         "confidence": f.confidence,
         "fix": f.fix,
         "evidence": f.evidence,
     }
+
+
+def _ms_pair(us: tuple[float, float] | None) -> list | None:
+    return [num(us[0] / 1000), num(us[1] / 1000)] if us else None
 
 
 def document(a: Analysis, full_tables: bool = False) -> dict:
@@ -120,7 +130,7 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
         },
         "findings": [finding_dict(f, a.reference_step_us) for f in a.fixes],
         "notes": [finding_dict(f, a.reference_step_us) for f in a.notes],
-        "minor_findings": [finding_dict(f, a.reference_step_us) for f in a.minor_findings],
+        "minor_findings": [finding_dict(f, a.reference_step_us, minor=True) for f in a.minor_findings],
         "whatif": a.whatif,
         "steps": [
             {"step": int(r.step), "start_ms": num(r.start / 1000), "duration_ms": num(r.dur / 1000),

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Fit the likely-range tables of traceinsight/estimate/likely.py from the validation matrix's rows, and say how
+well they held on the runs they were not fitted on.
+
+    python sample_traces/fit_likely.py            # reads sample_traces/matrix/validation.json
+    python sample_traces/fit_likely.py --write    # and writes traceinsight/estimate/likely.json
+
+The band is the 10th and 90th percentile of (predicted speed-up / measured speed-up) over the clean runs' pair
+rows whose measured fix is one kind alone (an alternative way of applying it included), both profiler settings
+pooled, rows where the report did not show the fix left out (nothing to put a range on). How far an estimate
+lands depends on its size (a 1.1x estimate and a 10x one do not miss alike), so rows are grouped by the
+predicted speed-up (BUCKETS): a kind's own band in a group where it has MIN_ROWS rows of MIN_WORKLOADS
+programs, else the group's band over all validated kinds. A kind with fewer rows or programs over all groups
+is not validated and gets no band.
+Fitted on the clean sets before FIRST_HELD_OUT; the later sets (workloads written to test the model after it
+was fitted, on other hosts) are held out: the script prints the coverage on them.
+Prints the tables and the coverage; --write writes the tables where likely.py reads them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+import validate_matrix as vm  # noqa: E402
+from traceinsight.estimate.likely import BUCKETS, TABLE  # noqa: E402
+
+FIRST_HELD_OUT = 13          # clean sets 13 and later: recorded 2026-11-26/27, after the tables' fit
+QUANTILES = (10, 90)
+MIN_ROWS = 20                # a kind's own band in a group
+MIN_KIND_ROWS = 10           # a kind validated at all
+MIN_WORKLOADS = 3            # one program on many hosts is not a kind's validation
+
+
+def usable(r: dict) -> bool:
+    """A clean pair row of one kind whose fix the report showed (a predicted speed-up above 1)."""
+    return (vm.clean(r["run"]) and r["kind"] != "healthy" and "+" not in r["kind"]
+            and (r.get("pred_speedup") or 0) > 1.0 and (r.get("meas_speedup") or 0) > 0)
+
+
+def ratio(r: dict) -> float:
+    return r["pred_speedup"] / r["meas_speedup"]
+
+
+def group(r: dict) -> int:
+    return int(np.searchsorted(BUCKETS, r["pred_speedup"], side="right"))
+
+
+def _band(rs: list[dict]) -> tuple:
+    lo, hi = np.exp(np.percentile(np.log([ratio(r) for r in rs]), QUANTILES))
+    return round(float(lo), 3), round(float(hi), 3), len(rs), len({r["workload"] for r in rs})
+
+
+def fit(rows: list[dict]) -> tuple[dict, dict, dict]:
+    """(validated kinds: (rows, programs), pooled band per group, a kind's own band per (kind, group))."""
+    kinds = {}
+    for k in sorted({r["kind"] for r in rows}):
+        own = [r for r in rows if r["kind"] == k]
+        if len(own) >= MIN_KIND_ROWS and len({r["workload"] for r in own}) >= MIN_WORKLOADS:
+            kinds[k] = (len(own), len({r["workload"] for r in own}))
+    rows = [r for r in rows if r["kind"] in kinds]
+    pooled = {g: _band([r for r in rows if group(r) == g]) for g in range(len(BUCKETS) + 1)}
+    own = {}
+    for k in kinds:
+        for g in pooled:
+            rs = [r for r in rows if r["kind"] == k and group(r) == g]
+            if len(rs) >= MIN_ROWS and len({r["workload"] for r in rs}) >= MIN_WORKLOADS:
+                own[(k, g)] = _band(rs)
+    return kinds, pooled, own
+
+
+def main() -> None:
+    rows = [r for r in json.load(open(os.path.join(HERE, "matrix", "validation.json"))) if usable(r)]
+    fitted = [r for r in rows if vm.clean_set(r["run"]) < FIRST_HELD_OUT]
+    held = [r for r in rows if vm.clean_set(r["run"]) >= FIRST_HELD_OUT]
+    kinds, pooled, own = fit(fitted)
+    doc = {"fitted_by": "sample_traces/fit_likely.py", "quantiles": list(QUANTILES), "buckets": list(BUCKETS),
+           "validated": {k: list(v) for k, v in kinds.items()},
+           "pooled": {str(g): list(v) for g, v in pooled.items()},
+           "own": {f"{k}/{g}": list(v) for (k, g), v in own.items()}}
+    print(json.dumps(doc, indent=1))
+    for name, rs in (("fitted", fitted), ("held out", held)):
+        got = [r for r in rs if r["kind"] in kinds]
+        inside = 0
+        for r in got:
+            lo, hi = own.get((r["kind"], group(r)), pooled[group(r)])[:2]
+            inside += lo <= ratio(r) <= hi
+        print(f"# {name}: {inside}/{len(got)} rows of validated kinds inside their band")
+    if "--write" in sys.argv:
+        with open(TABLE, "w") as fh:
+            json.dump(doc, fh, indent=1)
+            fh.write("\n")
+        print(f"wrote {TABLE}")
+
+
+if __name__ == "__main__":
+    main()
