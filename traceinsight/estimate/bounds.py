@@ -67,6 +67,19 @@ def floor(plan, info: dict, paced: bool = True) -> float:
     return max(floor, pace)
 
 
+def physical_cap(plan, step_us: float, info: dict, kernels_cap: float | None = None) -> float:
+    """The most a plan can save by physics alone: down to the GPU work it leaves (floor() without the
+    DataLoader workers' modelled pace, an estimate our measured fixes beat); for a fix of the kernels, at most
+    `kernels_cap` (the idle and the kernels it changes). The likely range's top (estimate/likely.py) stops
+    there; the point also stops at the finding's own caps (rank._physics)."""
+    if not plan:
+        return 0.0
+    cap = max(0.0, step_us - floor(plan, info, paced=False))
+    if kernels_cap is not None and any(type(fx).__name__ in GPU_FIXES for fx in plan):
+        cap = min(cap, kernels_cap)
+    return cap
+
+
 def range_note(plan) -> str:
     """Why a ranged fix's estimate is a range, in the report's words."""
     return "; ".join(dict.fromkeys(

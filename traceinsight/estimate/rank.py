@@ -21,8 +21,8 @@ from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_tar
                         unprofiled_range_us)
 from .likely import likely_range_us
 from .plan import fix_plan
-from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, range_note, saving,
-                     state_saving)
+from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, physical_cap, range_note,
+                     saving, state_saving)
 from ..trace.steps import merged_intervals
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -201,14 +201,13 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
             f.alternative_savings_us = tuple(
-                a + (likely_range_us(f.kind, a[2], median_step, _physical_cap(fx, median_step, info), a[3]),)
+                a + (likely_range_us(f.kind, a[2], median_step, physical_cap(fx, median_step, info), a[3]),)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
         if not spec(f.kind).note and not math.isnan(f.estimated_savings_us):
-            cap = _physical_cap(f.fixes, median_step, info)
-            if id(f) in gpu_touched and any(type(fx).__name__ in GPU_FIXES for fx in f.fixes):
-                # A fix of the kernels removes at most the kernels it changes, and the idle.
-                cap = min(cap, _unprofiled_idle(ctx, info, median_step)[0] + gpu_touched[id(f)] + f.beyond_idle_us)
-            f.likely_range_us = likely_range_us(f.kind, f.estimated_savings_us, median_step, cap, f.savings_bound_us)
+            touched = _unprofiled_idle(ctx, info, median_step)[0] + gpu_touched[id(f)] + f.beyond_idle_us \
+                if id(f) in gpu_touched else None
+            f.likely_range_us = likely_range_us(f.kind, f.estimated_savings_us, median_step,
+                                                physical_cap(f.fixes, median_step, info, touched), f.savings_bound_us)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -370,13 +369,6 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             f.savings_bound_us = (lo, hi) if hi - lo >= 1.0 else None
             if f.savings_bound_us is None and range_note(f.fixes):
                 f.estimate_note = f.estimate_note.replace("; " + range_note(f.fixes), "")
-
-
-def _physical_cap(fixes, step_us: float, info: dict) -> float:
-    """The most a plan can save by physics alone: down to the GPU work it leaves (floor() without the
-    DataLoader workers' modelled pace, an estimate that our measured fixes beat). The likely range's top
-    (estimate/likely.py) stops there; the point also stops at the finding's own caps (_physics)."""
-    return max(0.0, step_us - floor(fixes, info, paced=False)) if fixes else 0.0
 
 
 def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
