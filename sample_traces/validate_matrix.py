@@ -329,7 +329,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # with no kind, recorded as gpu_clean15A and relabelled).
         "h200_clean15A": "h200",
         # The same on an H100 lease (12:19Z; recorded as gpu_clean15B and relabelled).
-        "h100_clean15B": "h100"}
+        "h100_clean15B": "h100",
+        # The nineteenth held-out set (pre-registered at 9828965, after the likely range), 2026-11-27: an H100
+        # lease (15:06Z), the same lease again in a second process (15:08Z: asked as nvidia-h200, it stayed),
+        # and a fresh H100 lease (15:11Z); recorded as gpu_clean16A-C and relabelled.
+        "h100_clean16A": "h100", "h100_clean16B": "h100", "h100_clean16C": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

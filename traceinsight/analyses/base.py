@@ -72,6 +72,7 @@ class Finding:
     # Where the saving will likely land (us): the replay's range widened to the band that held 8 in 10 of
     # our measured fixes of the kind (estimate/likely.py); None for a kind we have not validated.
     likely_range_us: tuple[float, float] | None = None
+    likely_basis: str = ""               # what it rests on, in words (or that the kind is not validated)
     estimate_note: str = ""
     # (the ranked fixes it needs first, what it adds once they are done: the plan's row), where it needs
     # some: it is ranked by that, the estimate above being what it would save alone.

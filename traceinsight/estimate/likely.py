@@ -10,7 +10,7 @@ sample_traces/fit_likely.py on the matrix's clean runs (NVIDIA H100 and H200 hos
 options and with_stack + record_shapes pooled) before its thirteenth set. A 1.1x estimate and a 10x one do
 not miss alike, so the rows are grouped by the predicted speed-up (BUCKETS): the kind's own band where it
 has 20 rows of 3 programs in the group, else the group's band over all validated kinds.
-HELD_OUT says how it held on the sets recorded after the fit. The replay's range alone held 387 of the 692
+HELD_OUT says how it held on the sets recorded after the fit. The replay's range alone held 393 of the 698
 clean rows that have one (56%).
 A kind measured on fewer than 3 programs (fp32_matmul, layout_permute, dependency_wait: 2, 2 and 1) or
 not at all (collective_wait, exposed communication) gets no band: the report says it is not validated.
@@ -33,8 +33,9 @@ POOLED = {int(g): tuple(v) for g, v in _T["pooled"].items()}
 OWN = {(k.split("/")[0], int(k.split("/")[1])): tuple(v) for k, v in _T["own"].items()}
 SHARE = "about 8 in 10"
 # In the reports (the band joined with the replay's range, within the physical cap; validate_matrix.py):
-# the measured speed-up inside it on 839 of the fitted sets' 1,077 rows (78%), 98 of the later sets' 124.
-HELD_OUT = ("on the sets recorded after the fit, new workloads on other hosts, it held 98 of 124 rows, 79%")
+# the measured speed-up inside it on 880 of the fitted sets' 1,077 rows (82%), 109 of the later sets' 140 (the
+# thirteenth to nineteenth; 22 of 36 on the newest two).
+HELD_OUT = "on the sets recorded after the fit, new workloads on other hosts, it held 109 of 140 rows (78%)"
 
 
 def likely_range_us(kind: str, saving_us: float, step_us: float, cap_us: float,
@@ -46,7 +47,7 @@ def likely_range_us(kind: str, saving_us: float, step_us: float, cap_us: float,
     if kind not in VALIDATED or step_us <= 0 or saving_us != saving_us or saving_us >= step_us:   # (NaN)
         return None
     after = step_us - saving_us
-    g = int(np.searchsorted(BUCKETS, step_us / after, side="right"))
+    g = _group(step_us / after)
     lo_r, hi_r = OWN.get((kind, g), POOLED[g])[:2]
     lo, hi = step_us - hi_r * after, step_us - lo_r * after
     if model_range:
@@ -55,11 +56,35 @@ def likely_range_us(kind: str, saving_us: float, step_us: float, cap_us: float,
     return min(lo, saving_us), min(max(cap_us, saving_us), max(hi, saving_us))
 
 
-def basis(kind: str) -> str:
-    """What the band rests on, in words (or why there is none)."""
-    if kind not in VALIDATED:
-        return f"not validated: we have too few measured {kind} fixes to say how far such estimates land"
-    rows, programs = VALIDATED[kind]
-    return (f"where {SHARE} of our measured fixes landed around estimates of this size ({rows} {kind} "
-            f"before/after pairs of {programs} programs on H100 and H200 hosts, with other kinds' where this "
-            f"kind's are too few; {HELD_OUT}), joined with the replay's own range")
+def likely(kind: str, saving_us: float, step_us: float, caps: tuple[float, float],
+           model_range: tuple[float, float] | None, step_top_us: float) -> tuple[tuple[float, float] | None, str]:
+    """(the likely range, what it rests on in words). caps: what the step can give by physics with the
+    un-profiled step at the top of its band (step_top_us; the range stops there) and at the estimate."""
+    rng = likely_range_us(kind, saving_us, step_us, caps[0], model_range)
+    if rng is None:
+        return None, (f"not validated: we have too few measured {kind} fixes to say how far such estimates land"
+                      if kind not in VALIDATED else "")
+    g = _group(step_us / (step_us - saving_us))
+    lo_x, hi_x = ([1.0] + list(BUCKETS))[g], (list(BUCKETS) + [None])[g]
+    size = f"{lo_x:g}x to {hi_x:g}x" if hi_x else f"{lo_x:g}x and more"
+    if (kind, g) in OWN:
+        n, w = OWN[(kind, g)][2:]
+        whose = f"{n} {kind} before/after pairs of {w} programs"
+    else:
+        n, w = POOLED[g][2:]
+        whose = (f"{n} before/after pairs of {w} programs, every validated kind's estimates of this size pooled, "
+                 f"as {kind} has too few of its own at this size")
+    text = (f"where {SHARE} of our measured fixes landed around estimates of this size ({size} predicted speed-up; "
+            f"{whose}, on H100 and H200 hosts; {HELD_OUT})")
+    if model_range:
+        text += ", joined with the replay's own range"
+    if rng[0] < 0:
+        text += "; below zero: the fix may cost time, as some of ours did"
+    if rng[1] > caps[1] + 1.0:
+        text += (f"; its top allows the un-profiled step to be as long as the top of its band "
+                 f"({step_top_us / 1000:.3f} ms), where the estimated step would leave less to save")
+    return rng, text
+
+
+def _group(predicted_speedup: float) -> int:
+    return int(np.searchsorted(BUCKETS, predicted_speedup, side="right"))

@@ -19,7 +19,7 @@ from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
 from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
                         unprofiled_range_us)
-from .likely import likely_range_us
+from .likely import likely
 from .plan import fix_plan
 from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, physical_cap, range_note,
                      saving, state_saving)
@@ -194,6 +194,9 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
+    # The likely range's physics is that of the longest un-profiled step the estimate allows (its band's top):
+    # where the step was estimated short, a fix can save more than the estimate's own cap.
+    top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))
     for f in findings:
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
             alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
@@ -201,13 +204,14 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
             f.alternative_savings_us = tuple(
-                a + (likely_range_us(f.kind, a[2], median_step, physical_cap(fx, median_step, info), a[3]),)
+                a + (likely(f.kind, a[2], median_step, (physical_cap(fx, top, info), physical_cap(fx, median_step, info)),
+                            a[3], top)[0],)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
         if not spec(f.kind).note and not math.isnan(f.estimated_savings_us):
-            touched = _unprofiled_idle(ctx, info, median_step)[0] + gpu_touched[id(f)] + f.beyond_idle_us \
-                if id(f) in gpu_touched else None
-            f.likely_range_us = likely_range_us(f.kind, f.estimated_savings_us, median_step,
-                                                physical_cap(f.fixes, median_step, info, touched), f.savings_bound_us)
+            caps = tuple(physical_cap(f.fixes, s, info, _unprofiled_idle(ctx, info, s)[0] + gpu_touched[id(f)]
+                                      + f.beyond_idle_us if id(f) in gpu_touched else None) for s in (top, median_step))
+            f.likely_range_us, f.likely_basis = likely(f.kind, f.estimated_savings_us, median_step, caps,
+                                                       f.savings_bound_us, top)
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
@@ -222,7 +226,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
              and not spec(f.kind).note]
     for f in minor:
         # Below the bar, host noise makes most of a likely range: the replay's own range is what is said.
-        f.likely_range_us = None
+        f.likely_range_us, f.likely_basis = None, ""
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:

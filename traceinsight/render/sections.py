@@ -135,7 +135,7 @@ def saving(f: dict, sep: str) -> str:
     save alone, which it cannot be applied as."""
     if f.get("needs_first"):
         return (f"{f['saves_after_needs_first_ms']} ms once {', '.join(f['needs_first'])} is fixed{sep}"
-                f"{f['estimated_savings_ms']} ms alone")
+                f"{f['estimated_savings_ms']} ms alone" + (f" ({r})" if (r := span(f)) else ""))
     return f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)" + (f"{sep}{r}" if (r := span(f)) else "")
 
 

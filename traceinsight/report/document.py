@@ -6,12 +6,10 @@ diff works on its own copy (`thaw`).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .. import __version__
-from ..analyses import CAUSES, Finding, spec
-from ..estimate.likely import basis as likely_basis
+from ..analyses import CAUSES, Finding
 from .analyze import Analysis, breakdown, representative_step
 from .cpu_time import cpu_time
 from .numbers import num
@@ -65,7 +63,7 @@ def build_report(a: Analysis, timeline_items: int = MAX_ITEMS, full_tables: bool
                   warnings=tuple(a.model.warnings))
 
 
-def finding_dict(f: Finding, median_step_us: float, minor: bool = False) -> dict:
+def finding_dict(f: Finding, median_step_us: float) -> dict:
     return {
         "kind": f.kind,
         "title": f.title,
@@ -75,8 +73,7 @@ def finding_dict(f: Finding, median_step_us: float, minor: bool = False) -> dict
         # Where the saving will likely land: the range widened to where our measured fixes of this kind
         # landed (likely_basis says on what; null for a kind we have not validated).
         "likely_savings_range_ms": _ms_pair(f.likely_range_us),
-        "likely_basis": likely_basis(f.kind) if f.likely_range_us or not (
-            spec(f.kind).note or math.isnan(f.estimated_savings_us) or minor) else None,
+        "likely_basis": f.likely_basis or None,
         "estimate_method": f.estimate_note,
         # Where the fix needs other ranked fixes first: which, and what it adds after them (it is ranked by
         # that; estimated_savings_ms is what it would save alone).
@@ -130,7 +127,7 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
         },
         "findings": [finding_dict(f, a.reference_step_us) for f in a.fixes],
         "notes": [finding_dict(f, a.reference_step_us) for f in a.notes],
-        "minor_findings": [finding_dict(f, a.reference_step_us, minor=True) for f in a.minor_findings],
+        "minor_findings": [finding_dict(f, a.reference_step_us) for f in a.minor_findings],
         "whatif": a.whatif,
         "steps": [
             {"step": int(r.step), "start_ms": num(r.start / 1000), "duration_ms": num(r.dur / 1000),
