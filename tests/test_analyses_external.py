@@ -110,6 +110,9 @@ def test_a_window_of_cuda_start_up_says_so_and_ranks_nothing_with_confidence(doc
     assert "cudaFree 6.01 s" in start and "ran 42.12 s while the GPU sat idle" in start
     assert d["verdict"].startswith("Not a steady state: the window includes CUDA start-up (42.1 s")
     assert all(f["confidence"] == "low" for f in d["findings"])
+    # Our measured fixes are all of steady steps: no likely range, and the report says why.
+    assert all(f["likely_savings_range_ms"] is None and f["likely_basis"] == "not given: the window is not a "
+               "steady state" for f in d["findings"])
     # Its blocking copies are the model's weights going to the GPU from pageable memory: pinning's to fix,
     # not a result to keep on the GPU.
     sync = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "sync_stall")

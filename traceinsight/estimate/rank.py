@@ -219,6 +219,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     if no_complete_step(ctx.model) or startup_calls(ctx.model):
         for f in findings:          # no complete step, or one-time start-up in the window: not a steady state
             f.confidence = "low"
+            if f.likely_range_us:   # (our measured fixes are all of steady steps)
+                f.likely_range_us, f.likely_basis = None, "not given: the window is not a steady state"
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=_rank_key)
