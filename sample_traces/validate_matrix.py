@@ -333,7 +333,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The nineteenth held-out set (pre-registered at 9828965, after the likely range), 2026-11-27: an H100
         # lease (15:06Z), the same lease again in a second process (15:08Z: asked as nvidia-h200, it stayed),
         # and a fresh H100 lease (15:11Z); recorded as gpu_clean16A-C and relabelled.
-        "h100_clean16A": "h100", "h100_clean16B": "h100", "h100_clean16C": "h100"}
+        "h100_clean16A": "h100", "h100_clean16B": "h100", "h100_clean16C": "h100",
+        # Its sync and pageable workloads again with after_graph (pre-registered at fdaf101: the tool had ranked a
+        # CUDA graph first on all their rows): an H200 lease (15:36Z) and an H100 lease (15:39Z), recorded as
+        # gpu_clean16D/E and relabelled.
+        "h200_clean16D": "h200", "h100_clean16E": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -35,8 +35,10 @@ def test_syncs_that_take_most_of_a_launch_bound_step_rank_above_the_graph_they_b
     assert d["verdict"].startswith("Sync-bound") and "top fix (sync_stall) would save about 1.11 ms" in d["verdict"]
     # The tables lead with what it adds once the syncs are gone (what it is ranked by), then what it would
     # save alone; the verdict promises only the plan's figures.
+    # (what it would save alone carries its likely range: estimate/likely.py)
+    lo, hi = launch["likely_savings_range_ms"]
     assert saving(launch, "; ") == (f"{launch['saves_after_needs_first_ms']} ms once sync_stall is fixed; "
-                                    f"{launch['estimated_savings_ms']} ms alone")
+                                    f"{launch['estimated_savings_ms']} ms alone (likely {lo} to {hi} ms)")
     assert saving(d["findings"][0], "; ").startswith(f"{d['findings'][0]['estimated_savings_ms']} ms (")
 
 
