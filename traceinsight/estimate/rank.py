@@ -194,9 +194,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
-    # The likely range's physics is that of the longest un-profiled step the estimate allows (its band's top):
-    # where the step was estimated short, a fix can save more than the estimate's own cap.
+    # The likely range's physics is that of the longest un-profiled step the estimate allows (its band's top:
+    # a step estimated short can give more than the estimate's own cap). No complete step, or one-time start-up
+    # in the window: not a steady state (our measured fixes, which the likely range rests on, all are).
     top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))
+    steady = not (no_complete_step(ctx.model) or startup_calls(ctx.model))
     for f in findings:
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
             alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
@@ -204,30 +206,28 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
             f.alternative_savings_us = tuple(
-                a + (likely(f.kind, a[2], median_step, (physical_cap(fx, top, info), physical_cap(fx, median_step, info)),
-                            a[3], top)[0],)
+                a + (steady and likely(f.kind, a[2], median_step, (physical_cap(fx, top, info),
+                                                                    physical_cap(fx, median_step, info)), a[3], top)[0] or None,)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
         if not spec(f.kind).note and not math.isnan(f.estimated_savings_us):
             caps = tuple(physical_cap(f.fixes, s, info, _unprofiled_idle(ctx, info, s)[0] + gpu_touched[id(f)]
                                       + f.beyond_idle_us if id(f) in gpu_touched else None) for s in (top, median_step))
             f.likely_range_us, f.likely_basis = likely(f.kind, f.estimated_savings_us, median_step, caps,
-                                                       f.savings_bound_us, top)
+                                                       f.savings_bound_us, top) if steady else (
+                None, "not given: the window is not a steady state")
     if erratic:
         for f in findings:          # every estimate rests on steps a disturbed host may still have slowed
             if f.confidence == "high":
                 f.confidence = "medium"
-    if no_complete_step(ctx.model) or startup_calls(ctx.model):
-        for f in findings:          # no complete step, or one-time start-up in the window: not a steady state
+    if not steady:
+        for f in findings:
             f.confidence = "low"
-            if f.likely_range_us:   # (our measured fixes are all of steady steps)
-                f.likely_range_us, f.likely_basis = None, "not given: the window is not a steady state"
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=_rank_key)
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0
              and not spec(f.kind).note]
-    for f in minor:
-        # Below the bar, host noise makes most of a likely range: the replay's own range is what is said.
+    for f in minor:     # (below the bar, host noise makes most of a likely range: the replay's range is said)
         f.likely_range_us, f.likely_basis = None, ""
     findings = [f for f in findings if _significant(f, median_step)]
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
