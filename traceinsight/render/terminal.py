@@ -70,7 +70,7 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     tab.add_column("kind")
     tab.add_column("saving/step", justify="right")
     tab.add_column("confidence")
-    tab.add_column("what we saw")
+    tab.add_column("what we saw", overflow="fold")   # (a source path is not cut short)
     for i, f in enumerate(fx, 1):
         tab.add_row(str(i), f["kind"], S.saving(f, "\n"), f.get("confidence") or "", Text(f["title"]))
     if any(f.get("likely_savings_range_ms") for f in fx):
