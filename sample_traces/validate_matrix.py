@@ -138,20 +138,25 @@ def _finding(doc: dict, kind: str) -> dict | None:
     return next((x for x in doc["findings"] + doc["minor"] if x["kind"] == kind), None)
 
 
+def _alternative(f: dict | None, option: str) -> dict | None:
+    """The report's entry for another way of applying fix f (its `alternatives`), or None."""
+    return next((a for a in (f or {}).get("alternatives") or () if a["option"] == option), None)
+
+
 def _has_option(doc: dict, kinds: tuple, option: str) -> bool:
-    return any(a["option"] == option for a in (_finding(doc, kinds[0]) or {}).get("alternatives") or ())
+    return _alternative(_finding(doc, kinds[0]), option) is not None
+
+
+def _shown(doc: dict, kinds: tuple, option: str | None = None) -> dict | None:
+    """What the report shows for a fix: the option's entry where it has one, else the finding (an option the
+    report leaves out saves what the fix as advised does: estimate/rank.py drops those); None where the fix
+    is not reported at all."""
+    f = _finding(doc, kinds[0])
+    return (_alternative(f, option) if option else None) or f
 
 
 def _saving(doc: dict, kinds: tuple, option: str | None = None) -> tuple[float | None, list | None]:
-    f = _finding(doc, kinds[0])
-    if option:
-        alt = next((a for a in (f or {}).get("alternatives") or () if a["option"] == option), None)
-        if alt:
-            return alt["estimated_savings_ms"], alt.get("savings_range_ms")
-        # An option the report leaves out saves what the fix as advised does (estimate/rank.py drops
-        # those), or nothing where the fix is not reported at all.
-        return (f["estimated_savings_ms"], f["savings_range_ms"]) if f else (0.0, None)
-    if len(kinds) > 1:
+    if len(kinds) > 1 and not option:
         plan = doc["plan"]
         got = [r for r in plan if r["kind"] in kinds or set(r.get("prerequisite_for") or ()) & set(kinds)]
         if not got:
@@ -160,19 +165,15 @@ def _saving(doc: dict, kinds: tuple, option: str | None = None) -> tuple[float |
         # the plan, each on top of the ones before it: a fix of another kind placed between them (a fusion
         # between the syncs and the graph) is not part of the pair's fix.
         return round(sum(r["saves_ms"] for r in got), 3), None
+    e = _shown(doc, kinds, option)
     # Not reported at all: the tool says this fix saves (almost) nothing.
-    return (f["estimated_savings_ms"], f["savings_range_ms"]) if f else (0.0, None)
+    return (e["estimated_savings_ms"], e.get("savings_range_ms")) if e else (0.0, None)
 
 
 def _likely(doc: dict, kinds: tuple, option: str | None = None) -> list | None:
     """The report's likely saving range (ms) for a one-kind fix it shows (estimate/likely.py), else None."""
-    f = _finding(doc, kinds[0])
-    if f is None or len(kinds) > 1:
-        return None
-    if option:
-        alt = next((a for a in f.get("alternatives") or () if a["option"] == option), None)
-        return alt.get("likely_savings_range_ms") if alt else f.get("likely_savings_range_ms")
-    return f.get("likely_savings_range_ms")
+    e = _shown(doc, kinds, option) if len(kinds) == 1 else None
+    return e.get("likely_savings_range_ms") if e else None
 
 
 # Recording runs: the first matrix run per GPU, and two more (15:49Z / 15:51Z and 16:19Z / 16:20Z) that

@@ -194,11 +194,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
-    # The likely range's physics is that of the longest un-profiled step the estimate allows (its band's top:
-    # a step estimated short can give more than the estimate's own cap). No complete step, or one-time start-up
-    # in the window: not a steady state (our measured fixes, which the likely range rests on, all are).
+    # The likely range's physics is the longest un-profiled step the estimate allows (its band's top: a step
+    # estimated short gives more). Start-up or no complete step: not steady, as all our measured fixes are.
     top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))
     steady = not (no_complete_step(ctx.model) or startup_calls(ctx.model))
+    idle_at = [(s, _unprofiled_idle(ctx, info, s)[0]) for s in (top, median_step)]     # (the two may be one)
     for f in findings:
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
             alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
@@ -210,8 +210,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                                                     physical_cap(fx, median_step, info)), a[3], top)[0] or None,)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
         if not spec(f.kind).note and not math.isnan(f.estimated_savings_us):
-            caps = tuple(physical_cap(f.fixes, s, info, _unprofiled_idle(ctx, info, s)[0] + gpu_touched[id(f)]
-                                      + f.beyond_idle_us if id(f) in gpu_touched else None) for s in (top, median_step))
+            caps = tuple(physical_cap(f.fixes, s, info, idle + gpu_touched[id(f)] + f.beyond_idle_us
+                                      if id(f) in gpu_touched else None) for s, idle in idle_at)
             f.likely_range_us, f.likely_basis = likely(f.kind, f.estimated_savings_us, median_step, caps,
                                                        f.savings_bound_us, top) if steady else (
                 None, "not given: the window is not a steady state")
