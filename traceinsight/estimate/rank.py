@@ -274,7 +274,7 @@ def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
     adds = {r["kind"]: r["saves_ms"] * 1000 for r in plan}
     for f in findings:
         first = tuple(dict.fromkeys(g.kind for g in findings if needs(f, g)))
-        f.after_prerequisites = (first, min(f.estimated_savings_us, adds[f.kind])) if first and f.kind in adds else None
+        f.after_prerequisites = (first, adds[f.kind]) if first and f.kind in adds else None
 
 
 def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float,
