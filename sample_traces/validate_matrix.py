@@ -338,7 +338,14 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # Its sync and pageable workloads again with after_graph (pre-registered at fdaf101: the tool had ranked a
         # CUDA graph first on all their rows): an H200 lease (15:36Z) and an H100 lease (15:39Z), recorded as
         # gpu_clean16D/E and relabelled.
-        "h200_clean16D": "h200", "h100_clean16E": "h100"}
+        "h200_clean16D": "h200", "h100_clean16E": "h100",
+        # A twentieth (pre-registered at f05d7d8, after the likely range's refit: fp32 and layout programs, a
+        # main-thread masking collator): an H100 lease (17:21Z) and a fresh lease asked as nvidia-h200 that
+        # gave an H100 (17:26Z), recorded as gpu_clean17A/B and relabelled.
+        "h100_clean17A": "h100", "h100_clean17B": "h100",
+        # The same set again with the masking workload's after_graph_only (pre-registered at 3ed1f52: the tool had
+        # ranked a CUDA graph first on all its rows): a fresh lease asked as nvidia-h200, an H100 (17:30Z).
+        "h100_clean17C": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
