@@ -1378,7 +1378,7 @@ def test_a_likely_range_is_the_estimates_band_within_what_the_step_can_give():
     rng, why = likely("dependency_wait", 2000.0, 10_000.0, (5000.0, 5000.0), None, 10_000.0)
     assert rng is None and why.startswith("not validated") and "too few" in why
     rng, why = likely("layout_permute", 2000.0, 10_000.0, (5000.0, 5000.0), None, 10_000.0)
-    assert rng is None and why.startswith("not validated") and "too spread" in why
+    assert rng is None and why.startswith("not validated") and "spread too far" in why
     # What it rests on names the band it took: the kind's own at that size, or every kind's pooled; a low end
     # below zero and a top past the estimated step's cap are said.
     rng, why = likely("sync_stall", 200.0, 10_000.0, (900.0, 500.0), None, 11_000.0)
@@ -1404,8 +1404,10 @@ def test_every_output_names_the_likely_range_and_what_it_rests_on(tmp_path):
     doc = build_report(analyze_file(ROOT / "sample_traces" / "layout_nchw_fp16__before.json.gz")).doc
     layout = next(f for f in doc["findings"] if f["kind"] == "layout_permute")
     assert layout["likely_savings_range_ms"] is None and layout["likely_basis"].startswith("not validated")
-    assert "too spread" in layout["likely_basis"] and "not validated" in md_r.render([build_report(
+    assert "spread too far" in layout["likely_basis"] and "not validated" in md_r.render([build_report(
         analyze_file(ROOT / "sample_traces" / "layout_nchw_fp16__before.json.gz"))])
+    from traceinsight.render.sections import span
+    assert span(layout).endswith("ms (not validated)")
 
 
 def test_nineteenth_held_out_set(clean_rows):

@@ -68,8 +68,9 @@ def likely(kind: str, saving_us: float, step_us: float, caps: tuple[float, float
     if rng is None:
         if kind in SPREAD:
             inside, n = SPREAD[kind]
-            return None, (f"not validated: our {n} measured {kind} fixes landed inside the band such estimates "
-                          f"would get on only {inside}, too spread to give one")
+            return None, (f"not validated: of our {n} measured {kind} fixes, only {inside} landed inside the band "
+                          "an estimate of their size would get (a band must hold about 8 in 10): they spread too "
+                          "far to give one")
         return None, (f"not validated: we have too few measured {kind} fixes to say how far such estimates land"
                       if kind not in VALIDATED else "")
     g = _group(step_us / (step_us - saving_us))

@@ -139,9 +139,10 @@ def saving(f: dict, sep: str) -> str:
     return f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)" + (f"{sep}{r}" if (r := span(f)) else "")
 
 
-LIKELY_CAPTION = ("likely: where about 8 in 10 of our measured fixes of that kind landed around such an "
-                  "estimate (H100/H200 validation; below zero: the fix may cost time); range: the replay's own, "
-                  "for kinds not validated")
+LIKELY_CAPTION = ("likely: where about 8 in 10 of our measured fixes landed around estimates of that kind and "
+                  "size (all validated kinds' pooled where the kind has too few; H100/H200 validation; below "
+                  "zero: the fix may cost time); range: the replay's own, for minor findings and kinds not "
+                  "validated")
 
 
 def span(f: dict) -> str:
@@ -149,7 +150,8 @@ def span(f: dict) -> str:
     if rng := f.get("likely_savings_range_ms"):
         return f"likely {rng[0]} to {rng[1]} ms"    # (" to ": the low end may be below zero)
     rng = f.get("savings_range_ms")
-    return f"range {rng[0]}-{rng[1]} ms" if rng else ""
+    unvalidated = " (not validated)" if str(f.get("likely_basis", "")).startswith("not validated") else ""
+    return f"range {rng[0]}-{rng[1]} ms{unvalidated}" if rng else ""
 
 
 def alternatives(f: dict) -> str | None:
