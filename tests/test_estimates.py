@@ -253,6 +253,30 @@ def test_plans_never_predict_a_step_shorter_than_its_gpu_work():
                 assert f["estimated_savings_ms"] <= unprof - busy + 1e-3, (name, f)
 
 
+def test_the_plan_says_when_a_fix_hands_the_step_to_the_cpu():
+    # TF32 in an fp32 step that was GPU-bound (4.49 ms un-profiled, 4.38 of GPU work): the GPU then works about
+    # 1.5 ms of a 3 ms step (measured after: 3.46 ms, 1.46 ms of GPU work), and the next fix is the host's.
+    from traceinsight.render import markdown as md_r, terminal
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import build_report
+    from rich.console import Console
+    rep = build_report(analyze_file(
+        ROOT / "sample_traces/matrix/h100_clean17A/holdout20_fp32_two_tower__before__stack.json.gz"))
+    (row,) = rep.doc["whatif"]["plan"]
+    assert row["kind"] == "fp32_matmul" and row["cpu_bound_after"]
+    assert 1.0 < row["gpu_work_after_ms"] < 0.8 * row["estimated_step_ms"] < 0.8 * rep.doc["summary"]["unprofiled_step_ms"]
+    con = Console(record=True, width=200)
+    terminal.show([rep], console=con)
+    assert "then the CPU sets the step: the GPU works about" in con.export_text()
+    assert "then the CPU sets the step" in md_r.render([rep])
+    # Where the GPU still fills the step after it (the root sample's larger GEMMs), nothing is said, and a
+    # plan of one fix shows no table.
+    rep = build_report(analyze_file(ROOT / "sample_traces/fp32_matmul__before.json.gz"))
+    (row,) = rep.doc["whatif"]["plan"]
+    assert not row["cpu_bound_after"] and row["gpu_work_after_ms"] > 0.9 * row["estimated_step_ms"]
+    assert "Fix plan" not in md_r.render([rep])
+
+
 def test_syncs_come_before_the_cuda_graph_in_the_plan():
     from traceinsight.report.analyze import analyze_file
     from traceinsight.report.document import document

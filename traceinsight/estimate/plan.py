@@ -14,6 +14,10 @@ from ..analyses.fixes import combine, loader_fix, loader_pace, workers_to_keep_u
 from . import replay
 
 
+# A step whose GPU work is this share of it is GPU-bound; below CPU_BOUND after a fix, the CPU sets it.
+GPU_BOUND, CPU_BOUND = 0.9, 0.8
+
+
 def _replayable(f: Finding) -> bool:
     return bool(f.fixes) and spec(f.kind).estimate != "measured" and not spec(f.kind).note
 
@@ -54,9 +58,11 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
     saved_before, kinds = 0.0, set()
     need_before = None
     order = plan_order(findings, minor)
+    gpu_before = replay.gpu_work_us(replay.apply(compiled, (), bw, cuts))
     for f in order:
         applied = combine([applied, f.fixes])
-        saved = max(0.0, base.median_us - replay.simulate(replay.apply(compiled, applied, bw, cuts)).median_us)
+        state = replay.apply(compiled, applied, bw, cuts)
+        saved = max(0.0, base.median_us - replay.simulate(state).median_us)
         saved += extra(applied)
         # A fix adds no more than its own estimate allows at its upper end (its physics caps, the idle a
         # host-work fix measured): the plan and the findings tell one story. Unless a prerequisite went
@@ -77,7 +83,13 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         # pace is the step itself, what sets it is each batch's hand-off (fixes.loader_pace).
         bound = loader is not None and loader.pace_us() >= t - 1.0
         said, need_before = (need if need != need_before else None), need if need else need_before
+        # A fix that leaves the GPU idle most of a step it used to fill hands the step to the CPU: said, as the
+        # next fix is then on the host's side (TF32 in an fp32 step that was GPU-bound; an expert review).
+        gpu = replay.gpu_work_us(state)
+        cpu_now = gpu_before >= GPU_BOUND * prev and gpu < CPU_BOUND * t
+        gpu_before = gpu
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
+                     "gpu_work_after_ms": round(gpu / 1000, 3), "cpu_bound_after": bool(cpu_now),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],

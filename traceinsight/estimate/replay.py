@@ -372,6 +372,16 @@ _APPLY = {
 }
 
 
+def gpu_work_us(s: State) -> float:
+    """The GPU's work per step in this state (us, median over the reported steps): the summed durations of
+    the activities each step issued, as the fixes left them (streams that overlap count twice)."""
+    c = s.c
+    ok = c.gpu_step >= 0
+    per = np.bincount(c.gpu_step[ok], weights=s.dur[ok], minlength=len(c.steps))
+    keep = [i for i, st in enumerate(c.steps) if c.report_steps is None or st in c.report_steps]
+    return float(np.median(per[keep])) if keep else 0.0
+
+
 def simulate(s: State) -> Replay:
     c = s.c
     n = len(c.nodes)

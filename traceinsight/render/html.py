@@ -188,6 +188,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "limits": S.limits(d),
         "window": S.window(d),
         "plan_notes": [S.plan_note(row) for row in S.plan_rows(d)],
+        "plan_shown": S.plan_shown(d),
         "unprofiled": S.unprofiled(d),
         "tone": S.verdict_tone(d),
         "cpu_only": S.cpu_only(d),

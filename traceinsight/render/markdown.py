@@ -103,7 +103,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             if line:
                 out.append(f"\n{_cell(line)}")
         plan = S.plan_rows(d)
-        if len(plan) > 1:
+        if S.plan_shown(d):
             out.append("\n**Fix plan** (in this order, each replayed on top of the ones before; estimates per step):\n")
             out.append("| # | fix | saves | step after |")
             out.append("|---|---|---|---|")

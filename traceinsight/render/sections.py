@@ -118,7 +118,15 @@ def plan_note(row: dict) -> str:
                      f"hand-off to the loop (about {row['loader_handoff_ms']} ms) sets the step")
     elif row.get("loader_workers_needed"):
         parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
+    if row.get("cpu_bound_after"):
+        parts.append(f"then the CPU sets the step: the GPU works about {row['gpu_work_after_ms']} ms of it")
     return "; ".join(parts)
+
+
+def plan_shown(doc) -> bool:
+    """A plan is worth a table with two fixes or more, or one whose note says what follows it."""
+    rows = plan_rows(doc)
+    return len(rows) > 1 or any(plan_note(r) for r in rows)
 
 
 def outside_ops(c: dict) -> str:

@@ -94,7 +94,7 @@ def _notes(console: Console, d) -> None:
 
 def _plan(console: Console, d) -> None:
     rows = S.plan_rows(d)
-    if len(rows) < 2 or not S.fixes(d):
+    if not S.plan_shown(d) or not S.fixes(d):
         return
     tab = Table(title="Fix plan: in this order, each replayed on top of the ones before (estimates, per step)")
     for c, j in (("#", "right"), ("fix", "left"), ("saves ms", "right"), ("step after, ms", "right"), ("note", "left")):
