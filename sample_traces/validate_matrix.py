@@ -59,8 +59,9 @@ def _analyze(job: tuple) -> dict:
     path, measured_ms = job
     model = model_of(path, measured_ms)
     d = document(analyze_model(model))
-    # A training loop: `record` times its optimizer steps outside the window (its un-profiled step); an
-    # eval or inference loop gets the cost model's estimate there too.
+    # A training loop: `record` times its optimizer steps outside the window (its un-profiled step). It times
+    # an inference loop's outermost model calls too (since 2026-11-27), which are the matrix's steps only where
+    # one call makes a step: eval and inference loops keep the cost model's estimate here.
     trains = bool(model.cpu["name"].str.startswith("Optimizer.step#").any()) if len(model.cpu) else False
     return {"findings": d["findings"], "minor": d["minor_findings"], "healthy": d["healthy"], "summary": d["summary"],
             "plan": (d["whatif"] or {}).get("plan") or [], "verdict": d["verdict"],
@@ -681,9 +682,10 @@ def record_summary(rs: list[dict]) -> str:
             f"in {count('record_err_pct', 50)}/{n}, top finding right in {sum(r['record_ok_top'] for r in pairs)}/{n},"
             f" healthy verdict right in {sum(r['record_ok_top'] for r in healthy)}/{len(healthy)}. The same rows "
             f"from the trace alone: {count('err_pct', 25)}, {count('err_pct', 50)}, {sum(r['ok_top'] for r in pairs)},"
-            f" {sum(r['ok_top'] for r in healthy)}. Record times optimizer steps only: of these rows, the "
+            f" {sum(r['ok_top'] for r in healthy)}. Of these rows, the "
             f"{len(train)} of training loops are within 25% in {t25} on the record path, {a25} from the trace alone; "
-            f"eval and inference loops get the cost model's estimate from record too.")
+            f"eval and inference loops keep the cost model's estimate here (record times an inference loop's "
+            f"outermost model calls, the matrix's steps only where one call makes a step).")
 
 
 if __name__ == "__main__":

@@ -254,6 +254,32 @@ def test_steps_after_the_window_are_timed_unprofiled_and_analyze_uses_them(tmp_p
 
 
 @needs_torch
+def test_an_inference_loop_gets_its_forward_calls_timed_unprofiled(tmp_path):
+    # No optimizer: the window's steps are the model's outermost forward calls, and so are the laps after it,
+    # timed by a hook on that module alone (the window's hooks on every module call are gone by then).
+    out = tmp_path / "out"
+    r = record("--no-analyze", "-o", str(out), "--unprofiled-steps", "10", str(SCRIPTS / "infer_long.py"),
+               cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout == "inferred\n", r.stderr
+    meta = load_trace(out)["traceinsight_record"]
+    assert meta["window"] == "forward_calls" and meta["forward_module"] == "Sequential"
+    assert meta["unprofiled_steps"] == 10 and meta["unprofiled_step_ms"] > 0
+    assert "10 forward calls after the profiled window" in meta["unprofiled_method"]
+    assert "outermost Sequential forward calls (a hook on that module alone)" in meta["unprofiled_method"]
+    # The nested Linear and ReLU calls end no lap: a lap is a whole call, about the profiled steps' length
+    # without the profiler (never a tenth of it).
+    steps = step_events(load_trace(out))
+    profiled_ms = sorted(e["dur"] for e in steps)[len(steps) // 2] / 1000
+    assert 0.1 * profiled_ms < meta["unprofiled_step_ms"] < 10 * profiled_ms
+    # A script too short for the laps says so in the same words.
+    r = record("--no-analyze", "-o", str(tmp_path / "short"), "--unprofiled-steps", "10",
+               str(SCRIPTS / "infer.py"), cwd=tmp_path)
+    meta = load_trace(tmp_path / "short")["traceinsight_record"]
+    assert "unprofiled_step_ms" not in meta and "outermost Sequential call(s) after the profiled window" in \
+        meta["unprofiled_method"]
+
+
+@needs_torch
 def test_too_few_steps_after_the_window_give_a_reason_and_zero_turns_it_off(tmp_path):
     # --iters 8: the script ends 2 steps after the window (1 settles, 1 timed): no figure
     r = record("--no-analyze", "-o", str(tmp_path / "a"), str(SCRIPTS / "train.py"), "--iters", "8",

@@ -8,9 +8,21 @@ import os
 import sys
 import signal
 import threading
-import time
 import traceback
 import weakref
+
+
+def _load_laps():
+    """record_laps.py lives beside this file: loaded by path too (no traceinsight module)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "_traceinsight_record_laps", os.path.join(os.path.dirname(os.path.abspath(__file__)), "record_laps.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Laps
+
+
+Laps = _load_laps()
 
 
 def _describe(exc):
@@ -118,12 +130,9 @@ class Recorder:
         self._opt_handle = None
         self._quiet = _QuietKineto()
         self._remove_forward_hooks_pending = False
-        # the un-profiled step: optimizer steps after the window, the profiler stopped
-        self.timed_max = max(0, int(cfg.get("unprofiled_steps") or 0))
-        self.laps = []               # seconds between consecutive primary optimizer steps
-        self._lap_start = None
-        self._gpu_sync = False       # CUDA in use: synchronize at the timed block's ends
-        self.timed_synced_end = False
+        # the un-profiled step: steps after the window, the profiler stopped (record_laps)
+        self.timer = Laps(torch, self.cuda, max(0, int(cfg.get("unprofiled_steps") or 0)))
+        self._forward_ref = None     # weakref to the module whose outermost calls end a forward step
         try:
             from torch.compiler import is_compiling
         except ImportError:  # torch < 2.3
@@ -193,6 +202,7 @@ class Recorder:
         self.mode = mode
         if mode == "optimizer":
             self._remove_forward_hooks()
+            self.timer.reset()       # laps of forward calls are no steps of this window
         self.prof = self._new_profile(mode, scheduled=True)
 
     def _advance(self):
@@ -233,39 +243,27 @@ class Recorder:
                 self._switch("optimizer")
             elif "optimizer" not in self.traces:
                 self._advance()
-            elif len(self.laps) < self.timed_max:
-                self._time_step()
+            elif self.timer.wanted():
+                self.timer.tick("optimizer")
         except Exception as exc:  # never break the user's training loop
             self._internal_error(exc)
 
-    def _time_step(self):
-        """One more step after the window (the profiler stopped): the first one settles (the
-        profiler's export and teardown ran in the hook before it) and starts the block; each
-        later one ends a lap. CUDA is synchronized only at the block's start and end, so a
-        lap is throughput, not one step's latency; laps tile the block (hook time included)."""
-        now = time.perf_counter()
-        if self._lap_start is None:
-            torch = self.torch
-            self._gpu_sync = self.cuda and torch.cuda.is_initialized()  # never init CUDA
-            if self._gpu_sync:
-                torch.cuda.synchronize()
-                now = time.perf_counter()
-            self._lap_start = now
-            return
-        if len(self.laps) + 1 == self.timed_max and self._gpu_sync:
-            self.torch.cuda.synchronize()
-            now = time.perf_counter()
-            self.timed_synced_end = True
-        self.laps.append(now - self._lap_start)
-        self._lap_start = now
-
     def timing(self):
         """What the parent needs to state the un-profiled step (status.json)."""
-        return {"requested": self.timed_max, "laps_s": list(self.laps),
-                "window_done": "optimizer" in self.traces, "block_started": self._lap_start is not None,
-                "cuda_synchronized": self._gpu_sync, "synchronized_end": self.timed_synced_end,
-                "cupti_teardown": os.environ.get("TEARDOWN_CUPTI") == "1",
-                "optimizer": self.optimizer_name}
+        return self.timer.timing(self.traces, self.optimizer_name, self.forward_module)
+
+    def _on_forward_lap(self, module, args, output):
+        """An outermost call of the forward window's module after the window (its own hook)."""
+        if self._is_compiling() or not self._here():
+            return None
+        try:
+            if self.mode != "forward" or not self.timer.wanted():
+                self.timer.remove_hook()
+            else:
+                self.timer.tick("forward")
+        except Exception as exc:
+            self._internal_error(exc)
+        return None
 
     def _on_forward_pre(self, module, args):
         if self._is_compiling():
@@ -288,9 +286,12 @@ class Recorder:
                 return None
             if self.mode == "probe":
                 self.forward_module = type(module).__name__
+                self._forward_ref = weakref.ref(module)
                 self._switch("forward")
             elif self.mode == "forward" and "forward" not in self.traces:
                 self._advance()
+                if "forward" in self.traces:    # (registered on the module now: its next call starts the block)
+                    self.timer.time_forward_of(self._forward_ref(), self._on_forward_lap)
         except Exception as exc:
             self._internal_error(exc)
         return None
@@ -371,6 +372,7 @@ class Recorder:
             except Exception:
                 pass
         self._fwd_handles, self._opt_handle = [], None
+        self.timer.remove_hook()
         cfg = self.cfg
         plan = "skip %d, warmup %d, record %d" % (cfg["skip"], cfg["warmup"], cfg["steps"])
         if "optimizer" in self.traces:

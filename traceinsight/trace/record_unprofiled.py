@@ -1,10 +1,12 @@
 """The un-profiled step time that ``traceinsight record`` measured, stated for the trace's
 ``traceinsight_record`` block (parent side; no torch).
 
-The child (record_profiler.Recorder) times optimizer steps of the primary optimizer after
-the profiler's step window has ended and the profiler was stopped: the first step after
+The child (record_profiler.Recorder, record_laps.Laps) times the window's steps (optimizer steps of the
+primary optimizer, or a model's outermost forward calls where no optimizer steps) after the
+profiler's step window has ended and the profiler was stopped: the first step after
 the window settles (the export ran just before it), then up to ``--unprofiled-steps`` laps
-are taken with ``time.perf_counter`` between consecutive ``optimizer.step()`` post-hooks,
+are taken with ``time.perf_counter`` between consecutive ``optimizer.step()`` post-hooks (or the
+model's forward hooks),
 CUDA synchronized only at the block's start and end. The script is never lengthened: a
 script that ends sooner gives fewer laps.
 
@@ -48,17 +50,19 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
     if requested <= 0:
         meta["unprofiled_method"] = "not measured (--unprofiled-steps 0)"
         return meta, None
-    if window != "optimizer_steps" or not info.get("window_done"):
-        what = {"forward_calls": "the step window followed forward calls, not optimizer steps",
-                "whole_run": "no optimizer step window was recorded (whole run)"}
-        meta["unprofiled_method"] = ("not measured: steps are timed between optimizer steps after "
-                                     "the profiled window, and " + what.get(
-                                         window, "the optimizer step window did not complete"))
+    of = {"optimizer_steps": "optimizer", "forward_calls": "forward"}.get(window)
+    laps_of = info.get("laps_of") or of
+    if of is None or laps_of != of or not info.get("window_done"):
+        why = ("no step window was recorded (whole run)" if of is None else
+               "an optimizer step came after the forward calls' window" if laps_of != of else
+               f"the {'optimizer steps' if of == 'optimizer' else 'forward calls'}' window did not complete")
+        meta["unprofiled_method"] = "not measured: steps are timed after the profiled window, and " + why
         return meta, None
+    steps = "optimizer step(s)" if of == "optimizer" else f"outermost {info.get('forward_module') or 'model'} call(s)"
     if len(laps) < MIN_STEPS:
         after = len(laps) + (1 if info.get("block_started") else 0)
         meta["unprofiled_method"] = (
-            f"not measured: the script ended {after} optimizer step(s) after the profiled window "
+            f"not measured: the script ended {after} {steps} after the profiled window "
             f"(the first one after it settles and is not timed; at least {MIN_STEPS} timed steps "
             "are needed); run more iterations to measure it")
         return meta, (f"un-profiled step: not measured (only {len(laps)} step(s) after the "
@@ -94,8 +98,11 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
     meta["unprofiled_cupti_attached"] = cupti
     meta["unprofiled_step_ms"] = round(value, 4)
     meta["unprofiled_block_ms"] = [round(b, 4) for b in blocks]
+    between = (f"consecutive {opt}.step() calls" if of == "optimizer" else
+               f"the ends of consecutive outermost {info.get('forward_module') or 'model'} forward calls (a hook "
+               "on that module alone)")
     meta["unprofiled_method"] = (
-        f"{len(laps)} optimizer steps after the profiled window ended (profiler stopped), timed "
-        f"with time.perf_counter between consecutive {opt}.step() calls{sync}; the first step "
+        f"{len(laps)} {'optimizer steps' if of == 'optimizer' else 'forward calls'} after the profiled window "
+        f"ended (profiler stopped), timed with time.perf_counter between {between}{sync}; the first one "
         f"after the window is not timed{ended}; the figure is {how}")
     return meta, f"un-profiled step: {value:.2f} ms ({short})"
