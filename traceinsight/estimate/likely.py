@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 
 BUCKETS = (1.15, 1.35, 1.8, 3.0)        # predicted speed-up groups: < 1.15, 1.15-1.35, ..., >= 3
-# The fitted tables (fit_likely.py --write, 2026-11-27): "validated" kind: [pair rows, programs]; "pooled"
-# group: [10th, 90th percentile of predicted / measured speed-up, rows, programs] over all validated kinds;
-# "own" "kind/group": the same for a kind with enough rows of its own in the group.
+# The fitted tables (fit_likely.py --write, 2026-11-27): "validated" kind: [pair rows, programs]; "spread" kind:
+# [rows inside its band, rows] (not validated); "pooled" group: [low, high percentile ("quantiles") of predicted
+# / measured speed-up, rows, programs] over all validated kinds; "own" "kind/group": the same for a kind with
+# enough rows of its own in the group.
 TABLE = Path(__file__).with_name("likely.json")
 _T = json.loads(TABLE.read_text())
 VALIDATED = {k: tuple(v) for k, v in _T["validated"].items()}

@@ -20,6 +20,7 @@ class Laps:
         self.torch = torch
         self.cuda = cuda
         self.timed_max = timed_max
+        self._handle = None         # the forward hook timing a model's calls, while it times them
         self.reset()
 
     def reset(self) -> None:
@@ -53,8 +54,6 @@ class Laps:
         self.start = now
 
     # -- forward calls -------------------------------------------------------------------
-    _handle = None
-
     def time_forward_of(self, module, hook) -> None:
         """Time the outermost calls of `module` (its own forward hook: `hook(module, args, output)`)."""
         if self.timed_max > 0 and self._handle is None and module is not None:

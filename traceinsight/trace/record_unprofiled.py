@@ -52,13 +52,15 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
         return meta, None
     of = {"optimizer_steps": "optimizer", "forward_calls": "forward"}.get(window)
     laps_of = info.get("laps_of") or of
+    model = info.get("forward_module") or "model"
+    calls = "optimizer steps" if of == "optimizer" else "forward calls"
     if of is None or laps_of != of or not info.get("window_done"):
         why = ("no step window was recorded (whole run)" if of is None else
                "an optimizer step came after the forward calls' window" if laps_of != of else
-               f"the {'optimizer steps' if of == 'optimizer' else 'forward calls'}' window did not complete")
+               f"the {calls}' window did not complete")
         meta["unprofiled_method"] = "not measured: steps are timed after the profiled window, and " + why
         return meta, None
-    steps = "optimizer step(s)" if of == "optimizer" else f"outermost {info.get('forward_module') or 'model'} call(s)"
+    steps = "optimizer step(s)" if of == "optimizer" else f"outermost {model} call(s)"
     if len(laps) < MIN_STEPS:
         after = len(laps) + (1 if info.get("block_started") else 0)
         meta["unprofiled_method"] = (
@@ -99,10 +101,9 @@ def summarize(info: Optional[dict], window: Optional[str], requested: int
     meta["unprofiled_step_ms"] = round(value, 4)
     meta["unprofiled_block_ms"] = [round(b, 4) for b in blocks]
     between = (f"consecutive {opt}.step() calls" if of == "optimizer" else
-               f"the ends of consecutive outermost {info.get('forward_module') or 'model'} forward calls (a hook "
-               "on that module alone)")
+               f"the ends of consecutive outermost {model} forward calls (a hook on that module alone)")
     meta["unprofiled_method"] = (
-        f"{len(laps)} {'optimizer steps' if of == 'optimizer' else 'forward calls'} after the profiled window "
+        f"{len(laps)} {calls} after the profiled window "
         f"ended (profiler stopped), timed with time.perf_counter between {between}{sync}; the first one "
         f"after the window is not timed{ended}; the figure is {how}")
     return meta, f"un-profiled step: {value:.2f} ms ({short})"
