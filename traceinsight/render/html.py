@@ -213,7 +213,8 @@ def render(reports: list[Report], preface: str | None = None) -> str:
     traces = [_trace_ctx(r, i) for i, r in enumerate(reports)]
     return env.get_template("report.html.j2").render(
         preface=Markup(preface) if preface else None,
-        traces=traces, fmt=_fmt, label=_label, outside_ops=S.outside_ops, causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
+        traces=traces, fmt=_fmt, label=_label, outside_ops=S.outside_ops, span=lambda f: S.span(f, _fmt),
+        causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
         css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 
 

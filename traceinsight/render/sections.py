@@ -153,13 +153,14 @@ LIKELY_CAPTION = ("likely: where about 8 in 10 of our measured fixes landed arou
                   "validated")
 
 
-def span(f: dict) -> str:
-    """The estimate's range in words: where it will likely land (validated kinds), else the replay's range."""
+def span(f: dict, num=str) -> str:
+    """The estimate's range in words: where it will likely land (validated kinds), else the replay's range.
+    One wording for every renderer; num formats the numbers (the HTML's fmt)."""
     if rng := f.get("likely_savings_range_ms"):
-        return f"likely {rng[0]} to {rng[1]} ms"    # (" to ": the low end may be below zero)
+        return f"likely {num(rng[0])} to {num(rng[1])} ms"    # (" to ": the low end may be below zero)
     rng = f.get("savings_range_ms")
     unvalidated = " (not validated)" if str(f.get("likely_basis", "")).startswith("not validated") else ""
-    return f"range {rng[0]}-{rng[1]} ms{unvalidated}" if rng else ""
+    return f"range {num(rng[0])}-{num(rng[1])} ms{unvalidated}" if rng else ""
 
 
 def alternatives(f: dict) -> str | None:

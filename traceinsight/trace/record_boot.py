@@ -68,14 +68,14 @@ def _adds_path0():
 
 
 
-def _load_recorder():
-    """Recorder lives beside this file; load it by path so no traceinsight module is imported."""
+def _load(name):
+    """A module beside this file (record_profiler, record_laps), loaded by path so that no traceinsight
+    module is imported into the user's script."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "_traceinsight_record_profiler", os.path.join(_BOOT_DIR, "record_profiler.py"))
+    spec = importlib.util.spec_from_file_location("_traceinsight_" + name, os.path.join(_BOOT_DIR, name + ".py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.Recorder
+    return mod
 
 
 def _trim_traceback(tb):
@@ -201,7 +201,7 @@ def main():
                            "'traceinsight-gpu[record]'" % _describe(exc))
     status["torch_version"] = str(torch.__version__)
     _tear_down_cupti(torch)
-    recorder = _load_recorder()(torch, cfg, work_dir)
+    recorder = _load("record_profiler").Recorder(torch, cfg, work_dir, _load("record_laps").Laps)
     status["cuda"] = recorder.cuda
     try:
         recorder.start()

@@ -12,19 +12,6 @@ import traceback
 import weakref
 
 
-def _load_laps():
-    """record_laps.py lives beside this file: loaded by path too (no traceinsight module)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "_traceinsight_record_laps", os.path.join(os.path.dirname(os.path.abspath(__file__)), "record_laps.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.Laps
-
-
-Laps = _load_laps()
-
-
 def _describe(exc):
     """'TypeName: message' on one line (module-qualified for non-builtins, like python)."""
     try:
@@ -99,9 +86,10 @@ class _QuietKineto:
 
 
 class Recorder:
-    """Owns the profiler sessions and the hooks that step them (main thread only)."""
+    """Owns the profiler sessions and the hooks that step them (main thread only). `laps` is
+    record_laps.Laps, handed in by record_boot, which loads both files by path."""
 
-    def __init__(self, torch, cfg, work_dir):
+    def __init__(self, torch, cfg, work_dir, laps):
         from torch.profiler import ProfilerActivity, profile, schedule
 
         self.torch = torch
@@ -131,7 +119,7 @@ class Recorder:
         self._quiet = _QuietKineto()
         self._remove_forward_hooks_pending = False
         # the un-profiled step: steps after the window, the profiler stopped (record_laps)
-        self.timer = Laps(torch, self.cuda, max(0, int(cfg.get("unprofiled_steps") or 0)))
+        self.timer = laps(torch, self.cuda, max(0, int(cfg.get("unprofiled_steps") or 0)))
         self._forward_ref = None     # weakref to the module whose outermost calls end a forward step
         try:
             from torch.compiler import is_compiling
