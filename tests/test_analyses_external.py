@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from traceinsight.report.analyze import analyze_file
-from traceinsight.report.document import build_report, document as to_dict
+from traceinsight.report.document import document as to_dict
 
 EXT = Path(__file__).resolve().parent / "data" / "external" / "hta"
 

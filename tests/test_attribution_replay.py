@@ -6,7 +6,7 @@ from pathlib import Path
 from synth import Trace
 
 from traceinsight.report.analyze import analyze_file
-from traceinsight.report.document import build_report, document as to_dict
+from traceinsight.report.document import document as to_dict
 
 
 def _sync_trace() -> Trace:

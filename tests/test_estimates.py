@@ -696,7 +696,6 @@ def test_a_loop_waiting_for_dataloader_workers_keeps_its_profiled_step(rows):
     d = document(analyze_file(ROOT / "sample_traces/matrix/h200_holdout10/holdout10_loader_one_worker__before__stack.json.gz"))
     s, w = d["summary"], d["whatif"]
     # The workers take turns: the pace is the mean step, not the median.
-    steps = d["steps"] if isinstance(d["steps"], list) else []
     assert w["unprofiled_step_ms"] >= s["median_step_ms"]
     assert "DataLoader workers" in w["unprofiled_step_method"]
     f = d["findings"][0]
@@ -1251,7 +1250,7 @@ def test_a_short_window_on_worker_fed_batches_says_what_it_cannot_show():
     # holdout11_loader_two_workers: 5 profiled steps of 3.3-4.4 ms in which the loop hardly waited (0.06 ms a
     # step), 7.2 ms measured without the profiler: two workers could not keep up, and the batches they had
     # prefetched hid it. The trace cannot show the workers' pace; the report says so.
-    from traceinsight.report.analyze import limits
+    from traceinsight.report.facts import limits
     from traceinsight.trace.load import load_trace
     from traceinsight.trace.model import build_model
 

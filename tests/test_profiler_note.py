@@ -7,7 +7,8 @@ import gzip
 import json
 from pathlib import Path
 
-from traceinsight.report.analyze import analyze_file, profiler_note
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.facts import profiler_note
 from traceinsight.report.document import document
 
 RUN = Path(__file__).resolve().parents[1] / "sample_traces/matrix/h100_clean11A"

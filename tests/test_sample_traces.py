@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from traceinsight.report.analyze import analyze_file
-from traceinsight.report.document import build_report, document as to_dict
+from traceinsight.report.document import document as to_dict
 
 HERE = Path(__file__).resolve().parents[1] / "sample_traces"
 MANIFEST = json.loads((HERE / "manifest.json").read_text())

@@ -49,6 +49,9 @@ def compute_waits_on_copies(ctx: Context) -> pd.Series:
     return out
 
 
+QUIET_MIN_US = 100.0    # a gap this long before a waiting kernel is no spacing between kernels
+
+
 def analyze(ctx: Context) -> list[Finding]:
     cause = SPEC.kind
     on_copies = compute_waits_on_copies(ctx)
@@ -62,11 +65,21 @@ def analyze(ctx: Context) -> list[Finding]:
     for r in gaps.nlargest(5, cause).itertuples():
         g = gpu.loc[r.next_gpu] if r.next_gpu >= 0 else None
         prev = gpu.loc[r.prev_gpu] if r.prev_gpu >= 0 else None
-        waits.append({"waited_ms": round(getattr(r, cause) / 1000, 3),
+        waited = getattr(r, cause)
+        # The GPU's last work before the gap is what the kernel waited behind only if it ended near the
+        # kernel's start: one that ended long before is no dependency (a decode step's kernel waited 463 ms
+        # for an event the trace never records, 463 ms after the last kernel).
+        quiet = float(g["ts"] - prev["end"]) if g is not None and prev is not None else 0.0
+        if prev is not None and quiet >= max(QUIET_MIN_US, 0.5 * waited):
+            prev = None
+            after = (f"(no GPU work in the {quiet / 1000:.3f} ms before it: what it waited for is not GPU work "
+                     "in the trace, e.g. an event recorded late by the host, or before the window)")
+        else:
+            after = str(prev["name"])[:120] if prev is not None else "(nothing before it)"
+        waits.append({"waited_ms": round(waited / 1000, 3),
                       "kernel": str(g["name"])[:120] if g is not None else "?",
                       "stream": int(g["stream"]) if g is not None else None,
-                      "after": str(prev["name"])[:120] if prev is not None else "(nothing before it)",
-                      "after_stream": int(prev["stream"]) if prev is not None else None})
+                      "after": after, "after_stream": int(prev["stream"]) if prev is not None else None})
     wait_events = int(((cpu["kind"] == "runtime").to_numpy() &
                        ctx.model.cpu_names_where(lambda n: "StreamWaitEvent" in n)).sum())
     n_steps = max(1, len(ctx.model.steps))

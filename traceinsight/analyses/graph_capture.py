@@ -16,14 +16,18 @@ def analyze(ctx: Context) -> list[Finding]:
     if not (p["capture_calls"] or p["capture_ranges"]):
         return []
     ev = {"capture_calls": p["capture_calls"], "capture_ranges": p["capture_ranges"],
-          "launch_calls": p["launch_calls"], "kernels_that_ran": p["kernels"],
-          "graph_launches": p["graph_launches"]}
-    replay = (" It also replays a graph afterwards, but the window is dominated by the capture."
-              if p["graph_launches"] else "")
+          "launch_calls": p["launch_calls"], "launches_that_ran_nothing": p["launches_that_ran_nothing"],
+          "kernels_that_ran": p["kernels"], "graph_launches": p["graph_launches"],
+          "kernels_from_graph_replays": p["graph_kernels"]}
+    # (The counts say what ran: launches captured into the graph run nothing; its replays run kernels
+    # that no launch call of their own made.)
+    replay = (f" It also replays a graph ({p['graph_kernels']} of the kernels came from its replays), but "
+              "the window is dominated by the capture." if p["graph_launches"] else "")
+    silent = (f": {p['launches_that_ran_nothing']} of its {p['launch_calls']} launch calls ran nothing (captured)"
+              if p["launches_that_ran_nothing"] else f": {p['launch_calls']} launch calls, {p['kernels']} kernels ran")
     return [Finding(
         kind=SPEC.kind,
-        title=(f"This trace records a graph capture (one-time warm-up): {p['launch_calls']} launch calls, "
-               f"{p['kernels']} kernels ran.{replay}"),
+        title=f"This trace records a graph capture (one-time warm-up){silent}.{replay}",
         lost_per_step_us=0.0, lost_total_us=0.0,
         fix=("Record again after the graphs are captured: start the profiler after the warm-up iterations "
              "(torch.profiler.schedule(wait=..., warmup=...) past the capture, or `traceinsight record "

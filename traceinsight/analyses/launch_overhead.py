@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 from ..trace.facts import COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts
 from .fixes import CudaGraph
@@ -83,11 +84,18 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
 
 
 def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
-    """The outermost ops on the CPU per full step in a graph-replayed program, longest first (ms)."""
+    """The outermost ops on the CPU per full step in a graph-replayed program, longest first (ms): their
+    CPU work, without the time they spent blocked in a sync or a copy (a wait for the GPU, which trimming
+    CPU work does not shorten: a decode step's 463 ms copy that waited on a stream)."""
     cpu = ctx.model.cpu
-    ops = cpu[(cpu["kind"] == "op").to_numpy() & (cpu["top_op"].to_numpy() == cpu.index.to_numpy())]
+    top = cpu["top_op"].to_numpy()
+    ops = cpu[(cpu["kind"] == "op").to_numpy() & (top == cpu.index.to_numpy())]
     ops = ops[np.isin(ctx.cpu_step_of(ops["ts"].to_numpy()), ctx.full_steps)]
-    per = ops.groupby("name")["dur"].sum().sort_values(ascending=False) / ctx.n_full / 1000
+    waits = ((cpu["kind"] == "runtime").to_numpy() & cpu["rkind"].isin(("sync", "memcpy")).to_numpy()
+             & (top >= 0))
+    blocked = pd.Series(cpu["dur"].to_numpy()[waits]).groupby(top[waits]).sum()
+    work = (ops["dur"] - blocked.reindex(ops.index, fill_value=0.0)).clip(lower=0.0)
+    per = work.groupby(ops["name"]).sum().sort_values(ascending=False) / ctx.n_full / 1000
     return [(str(n), float(v)) for n, v in per.head(limit).items()]
 
 

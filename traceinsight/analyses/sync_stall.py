@@ -5,6 +5,8 @@ when the trace has stacks, the user's file and line; counts per step and the GPU
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 
@@ -39,6 +41,23 @@ SYNC_FIXES = {
     "aten::repeat_interleave": "repeat_interleave without output_size syncs: pass output_size=",
     "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely",
 }
+# Blocking calls made outside any op (the site is the runtime call itself).
+CALL_FIXES = (
+    (re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize"),
+     "an explicit synchronize (torch.cuda.synchronize(), stream or event .synchronize()) waits for all queued "
+     "GPU work: drop it from the loop, or keep one only where you time or read a result"),
+    (re.compile(r"^(?:cuda|hip)Free"),
+     "the caching allocator handed memory back to the driver, which synchronizes the device: no "
+     "torch.cuda.empty_cache() in the loop; near the memory limit, less fragmentation "
+     "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or a smaller peak"),
+)
+
+
+def _site_fix(op: str) -> str | None:
+    """The advice for a sync site: by its op, or by the runtime call where it is one."""
+    return SYNC_FIXES.get(op) or next((f for pattern, f in CALL_FIXES if pattern.match(op)), None)
+
+
 # A copy from pageable host memory to the GPU is synchronous: the CPU waits for the DMA itself.
 TO_DEVICE_FIX = ("a copy from pageable host memory to the GPU blocks the CPU until it is done: pin the source "
                  "(DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True, or keep "
@@ -63,8 +82,8 @@ def analyze(ctx: Context) -> list[Finding]:
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
     for s in ev_sites[:4]:
-        f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else SYNC_FIXES.get(s["op"])
-        if f and f not in fixes:
+        f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else _site_fix(s["op"])
+        if f and f"{s['op']}: {f}" not in fixes:     # (two sites of one op: its advice once)
             fixes.append(f"{s['op']}: {f}")
     fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
         "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "

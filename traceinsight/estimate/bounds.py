@@ -1,8 +1,13 @@
-"""What a fix's replay may claim: the replayed saving, the shortest step a plan can reach (its floor),
-the ends of a ranged fix, and the estimates of a fix's other ways (Finding.alternatives)."""
+"""What a fix's replay may claim: the replayed saving, the shortest step a plan can reach (its floor, and
+what it is made of: the kernels' busy time, the copies at pinned bandwidth), the ends of a ranged fix, and
+the estimates of a fix's other ways (Finding.alternatives)."""
 from __future__ import annotations
 
+import numpy as np
+
+from ..analyses.base import Context
 from ..analyses.fixes import PinCopies, RemoveHostWork, Unblock
+from ..trace.steps import merged_intervals
 from . import replay
 
 
@@ -90,3 +95,62 @@ def range_note(plan) -> str:
 def at_end(plan, k: int) -> tuple:
     """The plan with each ranged fix at end k of its range (0: the low end)."""
     return tuple(fx.at(fx.bounds[k]) if getattr(fx, "bounds", None) else fx for fx in plan)
+
+
+# Pinned host-to-device bandwidth by GPU generation (compute capability major) when the trace has no
+# large pinned copy to measure it from: PCIe 5 (Hopper, Blackwell), PCIe 4 (Ampere, Ada), PCIe 3.
+PINNED_GBPS_BY_CC = {10: 50.0, 9: 50.0, 8: 24.0}
+PINNED_GBPS_OLD = 12.0
+
+
+def pinned_bandwidth_gbps(ctx: Context) -> float:
+    """Host-to-device bandwidth of a pinned copy: measured from the trace's large pinned copies, else the
+    GPU generation's bus."""
+    g = ctx.model.gpu
+    pinned = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD") & ~g["pageable"] & (g["bytes"] >= 1e6)]
+    if len(pinned) and pinned["dur"].sum() > 0:
+        return float(pinned["bytes"].sum() / (pinned["dur"].sum() * 1e-6) / 1e9)
+    cc = next((d.compute_capability for d in ctx.model.devices.values() if d.compute_capability), None)
+    if cc is None:
+        return replay.PINNED_GBPS_DEFAULT
+    return PINNED_GBPS_BY_CC.get(int(cc[0]), PINNED_GBPS_OLD if int(cc[0]) < 8 else 50.0)
+
+
+def pinned_copy_us(ctx: Context, steps, pinned_gbps: float, dirs=("HtoD", "DtoH")) -> float:
+    """Median over the replayed steps of the busiest host-device direction's copy time with every copy
+    pinned (a pageable copy at `pinned_gbps`, a pinned one as it ran), per device averaged over devices as
+    the kernels' busy time is (us). The two directions use their own copy engines and overlap."""
+    g = ctx.model.gpu
+    c = g[((g["kind"] == "memcpy") & g["copy_dir"].isin(["HtoD", "DtoH"])).to_numpy()]
+    if c.empty or not len(steps) or pinned_gbps <= 0:
+        return 0.0
+    dur = c["dur"].to_numpy(dtype=float)
+    nbytes = c["bytes"].to_numpy(dtype=float)
+    page = c["pageable"].to_numpy(dtype=bool) & (nbytes > 0)
+    dur = np.where(page, np.minimum(dur, nbytes / (pinned_gbps * 1e3)), dur)
+    of = ctx.step_of(c["ts"].to_numpy())
+    kinds = c["copy_dir"].astype(str).to_numpy()
+    n_dev = max(1, len(np.unique(g["device"].to_numpy())))
+    per = [max(float(dur[(of == st) & (kinds == d)].sum()) for d in dirs) / n_dev for st in steps]
+    return float(np.median(per))
+
+
+def kernel_busy_us(ctx: Context, steps) -> float:
+    """Median over the replayed steps of the time at least one kernel ran (copies left out), per
+    device averaged over devices as the step's GPU busy time is."""
+    g = ctx.model.gpu
+    k = g[(g["kind"] == "kernel").to_numpy()]
+    if k.empty or not len(steps):
+        return 0.0
+    ts, end, dev = k["ts"].to_numpy(), k["end"].to_numpy(), k["device"].to_numpy()
+    of = ctx.step_of(ts)
+    devices = np.unique(dev)
+    per = []
+    for st in steps:
+        busy = 0.0
+        for d in devices:
+            m = (of == st) & (dev == d)
+            s, e = merged_intervals(ts[m], end[m])
+            busy += float((e - s).sum())
+        per.append(busy / len(devices))
+    return float(np.median(per))

@@ -21,31 +21,15 @@ from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_tar
                         unprofiled_range_us)
 from .likely import likely
 from .plan import fix_plan
-from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, physical_cap, range_note,
-                     saving, state_saving)
-from ..trace.steps import merged_intervals
+from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, kernel_busy_us, physical_cap,
+                     pinned_bandwidth_gbps, pinned_copy_us, range_note, saving, state_saving)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
 MIN_SHARE = 0.03
 MIN_US = 5.0
-
-
-# Pinned host-to-device bandwidth by GPU generation (compute capability major) when the trace has no
-# large pinned copy to measure it from: PCIe 5 (Hopper, Blackwell), PCIe 4 (Ampere, Ada), PCIe 3.
-PINNED_GBPS_BY_CC = {10: 50.0, 9: 50.0, 8: 24.0}
-PINNED_GBPS_OLD = 12.0
-
-
-def pinned_bandwidth_gbps(ctx: Context) -> float:
-    g = ctx.model.gpu
-    pinned = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD") & ~g["pageable"] & (g["bytes"] >= 1e6)]
-    if len(pinned) and pinned["dur"].sum() > 0:
-        return float(pinned["bytes"].sum() / (pinned["dur"].sum() * 1e-6) / 1e9)
-    cc = next((d.compute_capability for d in ctx.model.devices.values() if d.compute_capability), None)
-    if cc is None:
-        return replay.PINNED_GBPS_DEFAULT
-    return PINNED_GBPS_BY_CC.get(int(cc[0]), PINNED_GBPS_OLD if int(cc[0]) < 8 else 50.0)
+# How a finding whose fix cannot be replayed is estimated: its measured cost, the most the fix can give.
+MEASURED_NOTE = "measured cost in the trace; the fix's effect cannot be replayed, so this is an upper bound"
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
@@ -120,9 +104,9 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
             info["profiler_setting"] = profile_setting(ctx.model)
             info["gpu_busy_ms"] = round(busy / 1000, 3)
-            info["kernel_busy_ms"] = round(_kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
-            info["pinned_copy_ms"] = round(_pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
-            info["pinned_copy_ms_by_direction"] = {d: round(_pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
+            info["kernel_busy_ms"] = round(kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
+            info["pinned_copy_ms"] = round(pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
+            info["pinned_copy_ms_by_direction"] = {d: round(pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
                                                    for d in ("HtoD", "DtoH")}
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     # The profiler's cost a DataLoader-worker wait absorbed (the un-profiled step above the de-inflated
@@ -145,9 +129,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # communication than there is compute to hide it behind).
             pre = f.estimated_savings_us
             f.estimated_savings_us = f.lost_per_step_us if math.isnan(pre) else min(pre, f.lost_per_step_us)
-            f.estimate_note = ("measured cost in the trace; the fix's effect cannot be replayed, "
-                               "so this is an upper bound")
-            f.savings_bound_us = (0.0, f.lost_per_step_us)
+            f.estimate_note = MEASURED_NOTE
+            f.savings_bound_us = (0.0, f.estimated_savings_us)     # (that bound is the range's top too)
             continue
         state = replay.apply(compiled, f.fixes, bw, cuts)
         saved = state_saving(base, state) + extra(f.fixes)
@@ -337,9 +320,9 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
                                "the replayed saving is not trusted: the measured cost is the estimate, the "
                                "replay the top of the range")
         if sp.idle_cause and id(f) in measured and idle_scale < 1.0:
-            f.estimated_savings_us = (f.estimated_savings_us - f.beyond_idle_us) * idle_scale + f.beyond_idle_us
-            if f.savings_bound_us:
-                f.savings_bound_us = tuple(x * idle_scale for x in f.savings_bound_us)
+            f.estimated_savings_us = _idle_scaled(f.estimated_savings_us, f.beyond_idle_us, idle_scale)
+            if f.savings_bound_us:     # (as the estimate: the part beyond the idle is not scaled)
+                f.savings_bound_us = tuple(_idle_scaled(x, f.beyond_idle_us, idle_scale) for x in f.savings_bound_us)
             f.estimate_note += f"; scaled to the un-profiled step's idle ({idle_scale:.0%} of the profiled idle)"
         changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
         if sp.idle_cause and not changes_gpu:
@@ -377,6 +360,11 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
                 f.estimate_note = f.estimate_note.replace("; " + range_note(f.fixes), "")
 
 
+def _idle_scaled(us: float, beyond_idle_us: float, scale: float) -> float:
+    """A measured saving scaled to the un-profiled idle: the part of it beyond the idle is not idle time."""
+    return max(0.0, us - beyond_idle_us) * scale + min(us, beyond_idle_us)
+
+
 def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
     """The un-profiled step's GPU idle (us; what no fix of idle time can exceed) and its share of the
     profiled idle: a measured idle cost is profiled idle, and shrinks by that share without the profiler."""
@@ -386,46 +374,6 @@ def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, f
     if info.get("gpu_busy_ms") is not None:
         idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
     return idle, (idle / profiled_idle if profiled_idle > 0 else 1.0)
-
-
-def _pinned_copy_us(ctx: Context, steps, pinned_gbps: float, dirs=("HtoD", "DtoH")) -> float:
-    """Median over the replayed steps of the busiest host-device direction's copy time with every copy
-    pinned (a pageable copy at `pinned_gbps`, a pinned one as it ran), per device averaged over devices as
-    the kernels' busy time is (us). The two directions use their own copy engines and overlap."""
-    g = ctx.model.gpu
-    c = g[((g["kind"] == "memcpy") & g["copy_dir"].isin(["HtoD", "DtoH"])).to_numpy()]
-    if c.empty or not len(steps) or pinned_gbps <= 0:
-        return 0.0
-    dur = c["dur"].to_numpy(dtype=float)
-    nbytes = c["bytes"].to_numpy(dtype=float)
-    page = c["pageable"].to_numpy(dtype=bool) & (nbytes > 0)
-    dur = np.where(page, np.minimum(dur, nbytes / (pinned_gbps * 1e3)), dur)
-    of = ctx.step_of(c["ts"].to_numpy())
-    kinds = c["copy_dir"].astype(str).to_numpy()
-    n_dev = max(1, len(np.unique(g["device"].to_numpy())))
-    per = [max(float(dur[(of == st) & (kinds == d)].sum()) for d in dirs) / n_dev for st in steps]
-    return float(np.median(per))
-
-
-def _kernel_busy_us(ctx: Context, steps) -> float:
-    """Median over the replayed steps of the time at least one kernel ran (copies left out), per
-    device averaged over devices as the step's GPU busy time is."""
-    g = ctx.model.gpu
-    k = g[(g["kind"] == "kernel").to_numpy()]
-    if k.empty or not len(steps):
-        return 0.0
-    ts, end, dev = k["ts"].to_numpy(), k["end"].to_numpy(), k["device"].to_numpy()
-    of = ctx.step_of(ts)
-    devices = np.unique(dev)
-    per = []
-    for st in steps:
-        busy = 0.0
-        for d in devices:
-            m = (of == st) & (dev == d)
-            s, e = merged_intervals(ts[m], end[m])
-            busy += float((e - s).sum())
-        per.append(busy / len(devices))
-    return float(np.median(per))
 
 
 def _gpu_removed(compiled, s: replay.State, touched: bool = False) -> float:

@@ -197,6 +197,8 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "rank": S.rank_label(t),
         "cpu": d.get("cpu_time"),
         "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["minor_findings"]],
+        "minor_caption": S.minor_caption(d),
+        "replay_trust": S.replay_trust(d),
         "chart": breakdown_chart(d),
         "step_rows": d["steps"][:MAX_STEP_ROWS],
         "step_bar": step_bar(d),

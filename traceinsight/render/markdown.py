@@ -130,7 +130,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         err = d["whatif"].get("replay_error_pct")
         body.append("" if err is None else
                     f"\nEstimates replay the trace's timeline with each fix applied; replaying the unchanged trace "
-                    f"is off by {err}%, an error that mostly cancels in the differences.")
+                    f"is off by {err}%. " + S.replay_trust(d))
         if err is None:
             body.append("\nThe timeline could not be replayed for this trace: estimates are measured costs.")
         out += _details("GPU time and how the estimates were made", body)

@@ -5,6 +5,7 @@ HTML never disagree."""
 from __future__ import annotations
 
 from ..analyses import spec
+from ..estimate.rank import MIN_SHARE
 
 
 def _is_note(f) -> bool:
@@ -151,6 +152,28 @@ LIKELY_CAPTION = ("likely: where about 8 in 10 of our measured fixes landed arou
                   "size (all validated kinds' pooled where the kind has too few; H100/H200 validation; below "
                   "zero: the fix may cost time); range: the replay's own, for minor findings and kinds not "
                   "validated")
+
+
+def replay_trust(d: dict) -> str:
+    """What the replay's error on the unchanged trace means for the estimates (beyond rank's bar, replayed
+    savings fall back to the measured costs)."""
+    if (d.get("whatif") or {}).get("replay_reliable", True):
+        return "Estimates are differences between two replays, so this error mostly cancels."
+    return ("That is too far for a replayed saving to be trusted: where one is larger than its finding's measured "
+            "cost, the measured cost is the estimate and the replay the top of its range.")
+
+
+def minor_caption(d: dict) -> str:
+    """What the minor findings are: below the bar for a ranked fix (each kind's own bar, named), or, in a
+    trace that records a graph capture, every fix listed unranked (its sizes can be large)."""
+    minor = d.get("minor_findings") or ()
+    if any(spec(f["kind"]).headline for f in [*(d.get("findings") or ()), *notes(d)]):
+        return (f"Findings ({len(minor)}), listed, not ranked: the trace is not a steady-state step, so their "
+                "sizes say little about the program's steps")
+    own = sorted({(f["kind"], spec(f["kind"]).min_share) for f in minor if spec(f["kind"]).min_share is not None})
+    bars = "".join(f"; {k} {share:.0%}" for k, share in own)
+    return (f"Minor findings ({len(minor)}): seen in the trace, each below the bar for a ranked fix (an estimated "
+            f"saving, and for a cause of idle time its measured idle, of {MIN_SHARE:.0%} of a step{bars})")
 
 
 def span(f: dict, num=str) -> str:

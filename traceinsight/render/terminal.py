@@ -65,7 +65,9 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
     fx = S.fixes(d)[:limit] if limit else S.fixes(d)
     if not fx:
         return
-    tab = Table(title="Fixes, ranked by estimated saving per step x confidence (replayed)", show_lines=False)
+    # (an unreliable replay's estimates fall back to the measured costs: not "replayed")
+    how = " (replayed)" if (d.get("whatif") or {}).get("replay_reliable", True) else ""
+    tab = Table(title=f"Fixes, ranked by estimated saving per step x confidence{how}", show_lines=False)
     tab.add_column("#", justify="right")
     tab.add_column("kind")
     tab.add_column("saving/step", justify="right")

@@ -105,6 +105,15 @@ def _blocking_calls(model: TraceModel) -> pd.DataFrame:
 
 
 
+def launched_before_window(model: TraceModel) -> np.ndarray:
+    """Per GPU row: work with no launch call in a trace that records launches, starting before the first
+    step ends: launched before the profiling window (warm-up steps still draining into the first step)."""
+    g, st = model.gpu, model.steps
+    if g.empty or st.empty or not (model.cpu["kind"] == "runtime").any():
+        return np.zeros(len(g), dtype=bool)
+    return (g["launcher"] < 0).to_numpy() & (g["ts"] < st.iloc[0]["end"]).to_numpy()
+
+
 def model_has_cpu_ops(model: TraceModel) -> bool:
     """Whether the trace recorded what the CPU did (ops, annotations other than steps, Python), not
     only runtime calls: without them host-side causes cannot be told apart."""
@@ -144,10 +153,17 @@ def _program_facts(model: TraceModel) -> dict:
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     capture_ranges = int((ranges & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)).sum()) if len(cpu) else 0
     graph_launch = rt & model.cpu_match(_GRAPH_LAUNCH.pattern) if len(cpu) else np.zeros(0, dtype=bool)
-    launches = int((cpu["rkind"] == "launch").sum()) if len(cpu) else 0
+    launch_rows = (cpu["rkind"] == "launch").to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
+    launches = int(launch_rows.sum())
     kernels = gpu[gpu["kind"] == "kernel"] if len(gpu) else gpu
+    # Launches no GPU activity came from: made while a graph was being captured (or lost by the profiler).
+    ran = np.zeros(len(cpu), dtype=bool)
+    if len(gpu):
+        lr = gpu["launcher"].to_numpy()
+        ran[lr[lr >= 0]] = True
+    silent = int((launch_rows & ~ran).sum())
     busy = float(kernels["dur"].sum()) if len(kernels) else 0.0
-    graphed_us = 0.0
+    graphed_us, from_graph = 0.0, np.zeros(0, dtype=bool)
     if len(kernels) and graph_launch.any():
         launcher = kernels["launcher"].to_numpy()
         from_graph = (launcher >= 0) & graph_launch[np.maximum(launcher, 0)]
@@ -159,7 +175,9 @@ def _program_facts(model: TraceModel) -> dict:
         "capture_ranges": capture_ranges,
         "graph_launches": int(graph_launch.sum()) if len(cpu) else 0,
         "launch_calls": launches,
+        "launches_that_ran_nothing": silent,
         "kernels": int(len(kernels)),
+        "graph_kernels": int(from_graph.sum()),
         "graphed_share": busy and graphed_us / busy,
         "compiled_regions": compiled,
         "triton_kernels": triton,

@@ -1,0 +1,197 @@
+"""What the document says about the trace itself: its facts (file, GPU, steps, profiler options) and what it
+cannot show (its limits), in the report's words. Read from the model only: no analysis needed."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.facts import (erratic_steps, launched_before_window, model_has_cpu_ops, no_complete_step, rising_steps,
+                           startup_calls, worker_fed, worker_wait_us)
+from ..trace.model import TraceModel
+from ..trace.profiler_cost import measured_unprofiled_us
+from ..trace.pycalls import BUILTIN_CALL
+from ..trace.steps import step_at
+
+
+def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
+    meta = model.meta
+    rec = meta.get("traceinsight_record") or {}
+    return {
+        "file": model.path,
+        "rank": model.rank,
+        "world_size": (meta.get("distributed") or {}).get("world_size"),
+        "gpu": model.device_name(),
+        "compute_capability": next((f"{d.compute_capability[0]}.{d.compute_capability[1]}"
+                                    for d in model.devices.values() if d.compute_capability), None),
+        "torch_version": rec.get("torch_version"),
+        "cuda_runtime_version": meta.get("cuda_runtime_version"),
+        "cuda_driver_version": meta.get("cuda_driver_version"),
+        "cupti_version": meta.get("cupti_version"),
+        "events": model.n_events,
+        "steps": int(len(model.steps)),
+        "step_source": model.step_source,
+        "partial_steps": int(model.steps["partial"].sum()),
+        "gpu_activities": int(len(model.gpu)),
+        "devices_with_activity": sorted(int(d) for d in model.gpu["device"].unique()) if model.has_gpu else [],
+        "streams": int(model.gpu.groupby(["device", "stream"]).ngroups) if model.has_gpu else 0,
+        "profiler": {k: meta.get(k) for k in ("with_stack", "profile_memory", "record_shapes")
+                     if meta.get(k) is not None} | ({"record": rec} if rec else {}),
+        "warnings": list(model.warnings),
+        "recording": _recording_note(rec),
+        "profiler_note": profiler_note(model),
+        "limits": limits(model, in_job),
+    }
+
+
+# A window of at most this many steps on worker-fed batches may end before the prefetched batches do.
+WORKER_WINDOW_STEPS = 16
+
+
+def limits(model: TraceModel, in_job: bool = False) -> list[str]:
+    """What this trace cannot show, in the report's words (instead of guessing)."""
+    out = []
+    meta = model.meta
+    steps = model.steps
+    if model.has_gpu and not model_has_cpu_ops(model):
+        out.append("No CPU op events in this trace (only runtime calls): what the CPU did between launches "
+                   "cannot be known, so host-side causes (data loading, preprocessing, Python) are not "
+                   "reported; GPU idle the CPU caused beyond the launch latency is shown as unattributed.")
+    if not model.has_gpu and (model.cpu["kind"] == "runtime").any() and \
+            (model.cpu["rkind"] == "launch").any():
+        out.append("The CPU launched GPU work but no GPU activity was recorded: the profiler most likely "
+                   "started without a warm-up step, so CUPTI missed the kernels. Record with a warm-up "
+                   "step (torch.profiler.schedule(wait=1, warmup=1, active=N)); this is not a CPU-only program.")
+    if model.step_source != "ProfilerStep":
+        out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
+                   "are for that window (call prof.step() once per iteration to get steps).")
+    if meta.get("warmup_steps"):
+        out.append(f"Step(s) {', '.join(map(str, meta['warmup_steps']))} at the start of the window ran far slower "
+                   "than the rest and are taken as warm-up (autotuning, allocator growth, lazy init or graph capture "
+                   "are the usual causes; the trace does not say which): left out of the medians.")
+    start = startup_calls(model)
+    if start:
+        total = sum(us for _n, us in start)
+        named = ", ".join(f"{n} {us / 1e6:.2f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms" for n, us in start[:4])
+        out.append(f"The window includes start-up: runtime calls ran {total / 1e6:.2f} s while the GPU sat idle "
+                   f"({named}{', ...' if len(start) > 4 else ''}): CUDA context creation, lazy module loading or "
+                   "first allocations, paid once per process. This is not a steady state, so the fixes are "
+                   "ranked with low confidence; profile after a warm-up (torch.profiler.schedule(wait=1, "
+                   "warmup=1, active=N), calling prof.step() each iteration).")
+    for cut in meta.get("steps_cut_to_data") or ():
+        out.append(cut[0].upper() + cut[1:] + ".")
+    full = int((~steps["partial"]).sum()) if len(steps) else 0
+    if no_complete_step(model):
+        out.append("No complete step in the window: every figure here comes from a cut-off or warm-up step, not "
+                   "a steady state, and the fixes are ranked with low confidence; record more active steps.")
+    elif model.step_source == "ProfilerStep" and full < 3:
+        out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
+                   "more active steps.")
+    rising = rising_steps(model)
+    if rising:
+        why = (" (the loop waits for DataLoader workers: their prefetched batches running out)"
+               if worker_wait_us(model) else "")
+        out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
+                   "steady state, so the medians may understate the steady step; record a later window or "
+                   "more steps.")
+    if model.step_source == "ProfilerStep" and full <= WORKER_WINDOW_STEPS and worker_fed(model) and not rising \
+            and measured_unprofiled_us(model) is None:
+        # Measured (holdout11_loader_two_workers, seven hosts): 5 profiled steps of 3-6 ms, in which the loop
+        # hardly waited, for 7-11 ms un-profiled: two workers could not keep up, and the batches they had
+        # prefetched before the window hid it.
+        out.append(f"The loop takes its batches from DataLoader worker processes, which the trace does not record, "
+                   f"and only {full} steady steps were profiled: batches the workers prefetched before the window "
+                   "(num_workers x prefetch_factor of them) can hide whether they keep up. If the program runs "
+                   "slower without the profiler than the estimate here, the workers set its pace: time steps "
+                   "outside the profiler (traceinsight record does), or profile more steps than that.")
+    pre = _launched_before(model, full)
+    if pre:
+        out.append(pre)
+    lag = _gpu_lag(model)
+    if lag:
+        out.append(lag)
+    erratic = erratic_steps(model)
+    if erratic:
+        out.append(f"Step times vary widely ({erratic['span']}) while the GPU's work per step stays the same: the host was "
+                   "disturbed in the profiled window (other processes, paging, the profiler's own buffers), so "
+                   "the estimates use the quiet steps (within 25% of the fastest: "
+                   f"{', '.join(map(str, erratic['quiet']))}); record again, or more steps.")
+    world = (meta.get("distributed") or {}).get("world_size")
+    if isinstance(world, int) and world > 1 and not in_job:
+        out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
+                   "rank holds the others back in collectives cannot be told (give them all: "
+                   "traceinsight analyze DIR).")
+    if meta.get("leading_idle_excluded_us"):
+        out.append(f"{meta['leading_idle_excluded_us'] / 1000:.2f} ms before the first recorded GPU activity "
+                   "is not counted as idle: work launched before the trace began may have been running.")
+    return out
+
+
+def _recording_note(rec: dict) -> str | None:
+    if not rec:
+        return None
+    where = "CPU and CUDA" if rec.get("cuda") else "CPU only (no GPU was available)"
+    detail = rec.get("window_detail") or rec.get("window")
+    return (f"traceinsight record of {rec.get('script')}: {rec.get('steps_recorded')} step(s) recorded, "
+            f"{where}; window: {detail}")
+
+
+def profiler_note(model: TraceModel) -> str:
+    """What the profiler's own options did to this trace's CPU times, in one sentence."""
+    n = max(1, len(model.steps))
+    # (frames before the first step and after the last are not any step's)
+    is_py = (model.cpu["kind"] == "python").to_numpy()
+    py_ts = model.cpu["ts"].to_numpy()[is_py]
+    inside = step_at(model.steps, py_ts, "cpu_start", "cpu_end") >= 0 if len(model.steps) else np.ones(len(py_ts), bool)
+    py = int(inside.sum())
+    # A C built-in's call costs the profiler less than a frame (trace/profiler_cost.BUILTIN_CALL_SHARE).
+    builtin = int((inside & model.cpu_match(BUILTIN_CALL)[is_py]).sum())
+    mem = int(model.meta.get("n_memory_events", 0))
+    on = []
+    if py:
+        on.append(f"with_stack ({py / n:.0f} Python calls recorded per step on average, {builtin / n:.0f} of "
+                  "them calls of C built-ins)")
+    if mem:
+        on.append(f"profile_memory ({mem / n:.0f} allocation events per step)")
+    if not on:
+        return ("No Python stacks or memory events were recorded; the profiler still costs a microsecond or "
+                "two per op and several per runtime call, which the estimates take out (the un-profiled step).")
+    return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated; the "
+            "estimates take the profiler's cost out (the un-profiled step).")
+
+
+PRELAUNCHED_MIN_SHARE = 0.1   # of the median step: GPU work from before the window worth saying
+
+
+def _launched_before(model: TraceModel, full: int) -> str | None:
+    """GPU work with no launch call in the trace that starts before the first step ends: launched before the
+    profiling window (warm-up steps still draining), it lengthens the first step."""
+    g, st = model.gpu, model.steps
+    pre = g[launched_before_window(model)]
+    if pre.empty:
+        return None
+    first = st.iloc[0]
+    busy = float(pre["dur"].sum())
+    if busy < PRELAUNCHED_MIN_SHARE * float(st["dur"].median()):
+        return None
+    return (f"{len(pre)} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
+            f"the profiling window (warm-up steps still draining), they run into step {int(first['step'])}, whose "
+            f"{first['dur'] / 1000:.1f} ms include them" + ("; one step does not move the medians."
+                                                            if full >= 3 else "."))
+
+
+GPU_LAG_SHARE = 1.05    # steps timed on the GPU this much longer than their CPU ranges: said
+
+
+def _gpu_lag(model: TraceModel) -> str | None:
+    """When the GPU runs behind the CPU, the steps are timed from where the GPU finished the previous step's
+    work (trace/steps.py), so they differ from the ProfilerStep ranges a trace viewer shows: say which."""
+    st = model.steps
+    st = st[~st["partial"]] if len(st) else st
+    if model.step_source != "ProfilerStep" or st.empty:
+        return None
+    gpu_ms = float(st["dur"].median()) / 1000
+    cpu_ms = float((st["cpu_end"] - st["cpu_start"]).median()) / 1000
+    if gpu_ms <= GPU_LAG_SHARE * cpu_ms:
+        return None
+    return (f"The GPU runs behind the CPU: each step here is timed from where the GPU finished the previous "
+            f"step's work (median {gpu_ms:.2f} ms), not by its ProfilerStep range on the CPU (median "
+            f"{cpu_ms:.2f} ms), which ends before its GPU work does.")
