@@ -79,12 +79,14 @@ def test_copies_still_waited_for_add_to_the_kernels_in_the_step_floor():
     assert _floor((PinCopies(kept=1.0),), info) == pytest.approx(200.0)
 
 
-def test_a_range_dropped_at_the_cap_keeps_the_rest_of_its_note():
-    # launch_small_mlp's after trace: an upper bound scaled to the un-profiled idle, whose 0-0.001 ms range is
-    # dropped; only a ranged fix's own reason goes with it, the note's other clauses stay.
+def test_an_idle_scaled_range_keeps_the_estimate_and_its_note():
+    # launch_small_mlp's after trace: an upper bound scaled to the un-profiled idle, its range scaled as its
+    # estimate is (0 to the estimate: the part beyond the idle is not scaled; it was 0-0.53 us, under the
+    # estimate, and dropped); the note's clauses stay.
     a = analyze_file(RUN.parents[1] / "launch_small_mlp__after.json.gz")
     (dep,) = [f for f in a.findings + a.minor_findings if f.kind == "dependency_wait"]
-    assert dep.savings_bound_us is None
+    assert dep.savings_bound_us == (0.0, pytest.approx(dep.estimated_savings_us))
+    assert dep.lost_per_step_us > dep.estimated_savings_us > dep.beyond_idle_us > 0
     assert dep.estimate_note.endswith("so this is an upper bound; scaled to the un-profiled step's idle "
                                       "(38% of the profiled idle)")
     assert all(f.savings_bound_us is None or f.savings_bound_us[1] - f.savings_bound_us[0] >= 1.0

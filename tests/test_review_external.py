@@ -13,7 +13,8 @@ import pytest
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import build_report
 
-TRACELENS = Path(__file__).resolve().parent / "data" / "external" / "tracelens"
+ROOT = Path(__file__).resolve().parents[1]
+TRACELENS = ROOT / "tests" / "data" / "external" / "tracelens"
 SGLANG = "inference_sglang_decode_sglang_Qwen3-8B_decode.json.gz"
 MI300 = "mi300_resnet_act_checkpoint.json.gz"
 XDIT = "inference_xdit_flux.1_capture_traces_capture_trace_rank_0.json.gz"
@@ -68,7 +69,7 @@ def test_an_unreliable_replay_is_not_called_replayed():
     terminal.show([rep], Console(file=out, width=200))
     assert "Fixes, ranked by estimated saving" in out.getvalue() and "(replayed)" not in out.getvalue()
     # A reliable replay keeps the words (a launch-bound sample trace replays within 15%).
-    ok = build_report(analyze_file(TRACELENS.parents[2].parent / "sample_traces" / "launch_tiny_conv__before.json.gz"))
+    ok = build_report(analyze_file(ROOT / "sample_traces" / "launch_tiny_conv__before.json.gz"))
     assert ok.doc["whatif"]["replay_reliable"] is True
     assert "this error mostly cancels" in html.render([ok])
 
@@ -129,3 +130,15 @@ def test_each_sync_site_gets_its_advice_once():
     # Two aten::to sites gave the pageable-copy advice twice, and the device synchronize none.
     assert fix.count("aten::to:") == 1
     assert "hipDeviceSynchronize: an explicit synchronize" in fix and "hipFree:" in fix
+
+
+def test_the_diff_compares_the_estimate_with_the_change_as_shares():
+    # A second review: "estimated to save 1.594 ms; the median step changed by -2.396 ms" read as a miss.
+    # The estimate is 90% of the before's un-profiled step, the change 92% of its profiled one.
+    from traceinsight.report import diff as D
+    root = ROOT / "sample_traces"
+    d = D.diff_files(root / "launch_tiny_conv__before.json.gz", root / "launch_tiny_conv__after.json.gz")[0]
+    note = next(n for n in d["notes"] if "was estimated to save" in n)
+    est_pct = int(note.split("% of the step")[0].rsplit(", ", 1)[1])
+    change_pct = int(note.split("(")[-1].split("%")[0])
+    assert 80 <= est_pct <= 100 and -100 <= change_pct <= -80 and abs(est_pct + change_pct) <= 10

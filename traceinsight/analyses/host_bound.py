@@ -43,7 +43,9 @@ def analyze(ctx: Context) -> list[Finding]:
     if bare is not None and bare[0] > 2 * sum(v for _, v in top):
         top = []
     loader = any(_is_loader(n) for n, _ in top)
-    what = _programs(top)[0][0] if top else "Python code outside any profiled op"
+    # (the call the user's code made that the idle CPU time ran inside: code in it that launched nothing,
+    # not the call as a whole, which may launch all the step's kernels)
+    what = f"most of it inside {_programs(top)[0][0]}" if top else "Python code outside any profiled op"
     where = f" between {bare[1][:70]} and {bare[2][:70]}" if not top and bare is not None else ""
     # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
     # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
@@ -136,14 +138,14 @@ def analyze(ctx: Context) -> list[Finding]:
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
                "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
     elif framework:
-        names = ", ".join(n for n, _ in _programs(top)[:3])
-        fix = (f"The idle CPU time is the optimizer's own Python ({names[:200]}), a loop over its parameter "
+        names = _names(n for n, _ in _programs(top)[:3])
+        fix = (f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
                "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
                "when the whole step is captured in a CUDA graph.")
     else:
-        names = ", ".join(n for n, _ in _programs(top)[:3])
+        names = _names(n for n, _ in _programs(top)[:3])
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
-               f"path ({names[:200]}): run it every N steps, in a background thread or DataLoader worker, "
+               f"path ({names}): run it every N steps, in a background thread or DataLoader worker, "
                "or on the GPU.")
     # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
     # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
@@ -158,7 +160,7 @@ def analyze(ctx: Context) -> list[Finding]:
                           bounds=LOADER_MS_PER_MB_RANGE if loading and batch_mb else None)
     return [Finding(
         kind="host_bound",
-        title=f"The GPU idles while the CPU does work that launches nothing ({what[:130]}"
+        title=f"The GPU idles while the CPU does work that launches nothing ({_names([what])}"
               f"{', data loading' if loader else ''}"
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
@@ -299,3 +301,13 @@ def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
         for name, us in calls_in(ctx.model, th, list(zip(g["start"], g["end"]))).items():
             out[name] = out.get(name, 0.0) + us
     return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+def _names(names, limit: int = 200) -> str:
+    """Call names joined up to `limit` characters, whole names only (a path cut mid-way reads as a path)."""
+    out: list[str] = []
+    for n in names:
+        if out and len(", ".join(out + [n])) > limit:
+            return ", ".join(out) + ", ..."
+        out.append(n if len(n) <= limit else n[:limit] + "...")
+    return ", ".join(out)

@@ -96,8 +96,12 @@ def unprofiled(doc) -> str | None:
     how = s.get("unprofiled_step_method") or ""
     kind = "measured" if how.startswith("measured") else "estimated"
     band = s.get("unprofiled_step_range_ms")
+    gpu = str((doc.get("trace") or {}).get("gpu") or "")
+    # (the cost model and its band come from H100 and H200 hosts: another GPU's host is outside them)
+    named = gpu and "unknown" not in gpu.lower()
+    other = "" if not named or "H100" in gpu or "H200" in gpu else f"; this trace's {gpu} is outside that calibration"
     band = (f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the band that held 8 in 10 of our own H100/H200 "
-            "measurements") if band else ""
+            f"measurements{other}") if band else ""
     return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}). "
             f"Savings are shares of it. Method: {how}.")
 

@@ -218,7 +218,7 @@ def verdict(a: Analysis) -> str:
     start = startup_calls(m)
     if start:
         # The numbers are the window's as recorded: say first that it is not a steady state.
-        out = (f"Not a steady state: the window includes CUDA start-up ({sum(us for _n, us in start) / 1e6:.1f} s "
+        out = (f"Not a steady state: the window includes CUDA start-up ({sum(us for _n, us, _k in start) / 1e6:.1f} s "
                "of runtime calls while the GPU idled; see the limits). As recorded: " + out)
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
     big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))

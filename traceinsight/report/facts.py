@@ -69,13 +69,15 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "are the usual causes; the trace does not say which): left out of the medians.")
     start = startup_calls(model)
     if start:
-        total = sum(us for _n, us in start)
-        named = ", ".join(f"{n} {us / 1e6:.2f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms" for n, us in start[:4])
+        total = sum(us for _n, us, _k in start)
+        named = ", ".join((f"{n} {us / 1e6:.2f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms")
+                          + (f" in {k} calls" if k > 1 else "") for n, us, k in start[:4])
         out.append(f"The window includes start-up: runtime calls ran {total / 1e6:.2f} s while the GPU sat idle "
                    f"({named}{', ...' if len(start) > 4 else ''}): CUDA context creation, lazy module loading or "
-                   "first allocations, paid once per process. This is not a steady state, so the fixes are "
-                   "ranked with low confidence; profile after a warm-up (torch.profiler.schedule(wait=1, "
-                   "warmup=1, active=N), calling prof.step() each iteration).")
+                   "first allocations, paid once per process. This is not a steady state: the fixes are ranked "
+                   "with low confidence, or only listed where start-up is most of the steps; profile after a "
+                   "warm-up (torch.profiler.schedule(wait=1, warmup=1, active=N), calling prof.step() each "
+                   "iteration).")
     for cut in meta.get("steps_cut_to_data") or ():
         out.append(cut[0].upper() + cut[1:] + ".")
     full = int((~steps["partial"]).sum()) if len(steps) else 0
@@ -116,7 +118,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    f"{', '.join(map(str, erratic['quiet']))}); record again, or more steps.")
     world = (meta.get("distributed") or {}).get("world_size")
     if isinstance(world, int) and world > 1 and not in_job:
-        out.append(f"This is rank {model.rank} of a {world}-rank job: without the other ranks' traces, which "
+        out.append(f"This is rank {model.rank} of the job's {world} ranks: without the other ranks' traces, which "
                    "rank holds the others back in collectives cannot be told (give them all: "
                    "traceinsight analyze DIR).")
     if meta.get("leading_idle_excluded_us"):

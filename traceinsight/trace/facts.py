@@ -387,13 +387,27 @@ ALLOCATION_CALLS = r"^(cuda|hip)(Free|FreeHost|Malloc\w*|HostAlloc|HostRegister)
 STARTUP_GPU_SHARE = 0.1
 
 
-def startup_calls(model: TraceModel) -> list[tuple[str, float]]:
-    """(name, us) of the runtime calls that took STARTUP_CALL_US or more while the GPU was busy under
-    STARTUP_GPU_SHARE of the call, longest first."""
-    return model.memo("startup_calls", lambda: _startup_calls(model))
+def startup_calls(model: TraceModel) -> list[tuple[str, float, int]]:
+    """(name, us, calls) of the runtime calls that took STARTUP_CALL_US or more while the GPU was busy under
+    STARTUP_GPU_SHARE of the call, summed by name, longest first."""
+    return model.memo("startup_calls", lambda: _startup_by_name(startup_spans(model)))
 
 
-def _startup_calls(model: TraceModel) -> list[tuple[str, float]]:
+def startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
+    """(name, start, end) of each such call."""
+    return model.memo("startup_spans", lambda: _startup_spans(model))
+
+
+def _startup_by_name(spans: list[tuple[str, float, float]]) -> list[tuple[str, float, int]]:
+    total: dict[str, list] = {}
+    for name, a, b in spans:
+        t = total.setdefault(name, [0.0, 0])
+        t[0] += b - a
+        t[1] += 1
+    return sorted(((n, us, k) for n, (us, k) in total.items()), key=lambda x: -x[1])
+
+
+def _startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
     cpu = model.cpu
     if cpu.empty:
         return []
@@ -407,8 +421,8 @@ def _startup_calls(model: TraceModel) -> list[tuple[str, float]]:
     for name, a, b in zip(long["name"], long["ts"].to_numpy(), long["end"].to_numpy()):
         busy = float(np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0.0, None).sum())
         if busy < STARTUP_GPU_SHARE * (b - a):
-            out.append((str(name), float(b - a)))
-    return sorted(out, key=lambda x: -x[1])
+            out.append((str(name), float(a), float(b)))
+    return out
 
 
 def no_complete_step(model: TraceModel) -> bool:
