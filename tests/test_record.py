@@ -251,6 +251,16 @@ def test_steps_after_the_window_are_timed_unprofiled_and_analyze_uses_them(tmp_p
     assert summary["unprofiled_step_range_ms"] is None     # measured: no estimate's band
     # The document rounds to the microsecond.
     assert summary["unprofiled_step_ms"] == pytest.approx(meta["unprofiled_step_ms"], abs=5.01e-4)
+    # The CPU-only trace itself has nothing to replay, and still states the step record measured (a review
+    # found it on stderr only, the report's summary empty).
+    own = next(out.glob("*.json.gz"))
+    subprocess.run([sys.executable, "-m", "traceinsight", "analyze", "-q", str(own), "--json",
+                    str(tmp_path / "cpu.json"), "--markdown", str(tmp_path / "cpu.md")], cwd=tmp_path, env=_env(),
+                   check=True, capture_output=True)
+    summary = json.loads((tmp_path / "cpu.json").read_text())["summary"]
+    assert summary["unprofiled_step_ms"] == pytest.approx(meta["unprofiled_step_ms"], abs=5.01e-4)
+    assert summary["unprofiled_step_method"].startswith("measured by traceinsight record")
+    assert "Without the profiler the step is about" in (tmp_path / "cpu.md").read_text()
 
 
 @needs_torch

@@ -142,3 +142,59 @@ def test_the_diff_compares_the_estimate_with_the_change_as_shares():
     est_pct = int(note.split("% of the step")[0].rsplit(", ", 1)[1])
     change_pct = int(note.split("(")[-1].split("%")[0])
     assert 80 <= est_pct <= 100 and -100 <= change_pct <= -80 and abs(est_pct + change_pct) <= 10
+
+
+NCCL = ROOT / "sample_traces" / "nccl" / "h200x2"
+
+
+def test_cpu_time_reads_the_steps_as_the_cpu_ran_them():
+    # A third review: the waiting rank of a straggler job showed 0 ms inside ops and all of its step
+    # 'waiting for the GPU': its steps are timed where the GPU finished, which landed on one final
+    # synchronize. Its CPU ranges are 5.8 ms, the report's steps 11.6 ms.
+    d = build_report(analyze_file(NCCL / "straggler_host" / "rank0.json.gz")).doc
+    c = d["cpu_time"]
+    assert c["in_ops_ms"] > 0.5 and c["waiting_for_gpu_ms"] < c["outside_ops_ms"]
+    assert c["step_ms"] < 0.7 * d["summary"]["median_step_ms"] and "CPU ranges" in c["scope"]
+
+
+def test_the_job_report_says_what_its_figures_are(tmp_path):
+    from traceinsight.cli.job import analyze_job_and_write
+    from traceinsight.render import job_view
+    md = tmp_path / "job.md"
+    (block,) = analyze_job_and_write([str(p) for p in sorted((NCCL / "straggler_host").glob("rank*.json.gz"))],
+                                     engine="local", workers=1, address=None, steps=None, full_ranks=None,
+                                     markdown=md, show=False)
+    head = " ".join(job_view.headline(block))
+    assert "arrives at the collectives" in head and "profiled" in head and "behind the others" not in head
+    # The chart's third segment is the rest of the step, not GPU busy time (rank 1's GPU is busy 4.3 ms).
+    svg = job_view.html(block)
+    assert "rest of the step" in svg and ": busy " not in svg
+    # A job's rank reports do not ask for the other ranks' traces, which were given.
+    assert len(block["rank_reports"]) == 2
+    for rep in block["rank_reports"].values():
+        assert not any("give them all" in x for x in rep.get("trace", {}).get("limits", []))
+    # --markdown writes the focus rank's picture beside the file, as for one trace.
+    assert md.exists() and list(tmp_path.glob("job*.png")) and "## Job" in md.read_text()
+
+
+def test_the_files_are_written_before_the_summary_is_printed(tmp_path, monkeypatch):
+    # `traceinsight analyze t.json --json out.json | head` ended in a broken pipe before out.json was written.
+    from traceinsight.cli import common
+    from traceinsight.render import terminal
+
+    def broken(*a, **k):
+        raise BrokenPipeError
+    monkeypatch.setattr(terminal, "show", broken)
+    out = tmp_path / "r.json"
+    with pytest.raises(BrokenPipeError):
+        common.analyze_and_write([ROOT / "sample_traces" / "launch_tiny_conv__before.json.gz"], json=out, show=True)
+    assert out.exists() and out.stat().st_size > 1000
+
+
+def test_a_recording_cut_short_says_only_when_it_is():
+    from traceinsight.render.sections import interrupted
+    rec = {"steps_recorded": 3, "steps_requested": 3, "exception": "ValueError: boom"}
+    doc = {"trace": {"profiler": {"record": rec}}}
+    assert "covers 3 steps recorded before it" in interrupted(doc)
+    rec["steps_recorded"] = 2
+    assert "covers only 2 steps" in interrupted(doc)

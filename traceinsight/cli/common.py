@@ -113,6 +113,8 @@ def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | 
     analyses = [with_progress(f, lambda f=f: analyze_one(f)) for f in files]
     budget = items_per_trace(len(analyses))
     reports = [build_report(a, timeline_items=budget) for a in analyses]
+    # The files first: a summary piped into `head` ends in a broken pipe, and must not cost the report.
+    write_outputs(reports, html=html, json=json, markdown=markdown)
     if show:  # the summary prints each trace's warnings beside it: once, not again on stderr
         from ..render import terminal
         terminal.show(reports, brief=brief)
@@ -120,7 +122,6 @@ def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | 
         for r in reports:
             for w in r.warnings:
                 warn(f"{r.path}: {w}")
-    write_outputs(reports, html=html, json=json, markdown=markdown)
     return reports
 
 

@@ -78,9 +78,9 @@ def register(app: typer.Typer) -> None:
                     warn(f"{s.path}: {w}")
             d = compare(sb, sa)
             d["regression"] = regression(d["step_time"], fail_on_regression)
-            if not quiet:
-                diff_view.show(d)
             diff_view.write_outputs(d, (sb, sa), html=output, json_path=json_out, markdown=markdown)
+            if not quiet:     # (after the files: a summary piped into `head` must not cost them)
+                diff_view.show(d)
             said_written({"diff page": output, "json": json_out, "markdown": markdown})
             return d["regression"]
 

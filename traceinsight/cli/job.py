@@ -35,19 +35,18 @@ def analyze_job_and_write(files: list[str], engine: str, workers: int | None, ad
             warn(w)
         f = _focus_file(b)
         focus.append(build_report(analyze_one(Path(f), in_job=True), timeline_items=budget) if f else None)
-    if show:
-        for b, r in zip(blocks, focus):
-            print(job_view.terminal(b))
-            if r is not None:
-                terminal.show([r])
     if json is not None:
         doc = {"schema_version": SCHEMA_VERSION}
         doc.update({"job": blocks[0]} if len(blocks) == 1 else {"jobs": blocks})
         Path(json).write_text(_json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     reports = [r for r in focus if r is not None]
-    if markdown is not None:
-        text = "\n\n".join(job_view.markdown(b) for b in blocks) + "\n\n" + md_r.render(reports)
-        Path(markdown).write_text(text, encoding="utf-8")
+    if markdown is not None:     # (with the focus ranks' pictures beside it, as for one trace)
+        md_r.write(reports, Path(markdown), preface="\n\n".join(job_view.markdown(b) for b in blocks))
     if html is not None:
         html_r.write(reports, Path(html), preface="\n".join(job_view.html(b) for b in blocks))
+    if show:     # (after the files: a summary piped into `head` must not cost them)
+        for b, r in zip(blocks, focus):
+            print(job_view.terminal(b))
+            if r is not None:
+                terminal.show([r])
     return blocks

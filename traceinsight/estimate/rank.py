@@ -108,6 +108,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["pinned_copy_ms"] = round(pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
             info["pinned_copy_ms_by_direction"] = {d: round(pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
                                                    for d in ("HtoD", "DtoH")}
+    target = measured_unprofiled_us(ctx.model)
+    if info["unprofiled_step_ms"] is None and target is not None:
+        # Nothing to replay (a CPU-only run, no GPU work linked to its launches): the step `record` measured
+        # is still the program's step, said as measured.
+        info["unprofiled_step_ms"] = round(target / 1000, 3)
+        info["unprofiled_step_method"] = unprofiled_method(ctx.model)
     median_step = (info["unprofiled_step_ms"] * 1000) if info["unprofiled_step_ms"] else ctx.median_step_us
     # The profiler's cost a DataLoader-worker wait absorbed (the un-profiled step above the de-inflated
     # replay): a fix that removes the wait saves it too, the loop then running at its own pace.

@@ -164,7 +164,8 @@ def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
     out.update(rank=ok[srow].rank, cause=w["cause"], evidence=w, fix=CAUSE_FIX.get(w["cause"]))
     what = CAUSE_TEXT.get(w["cause"])
     lag = out["lag_ms_per_step"]
-    out["cause_text"] = (f"rank {out['rank']} arrives last at its collectives, {lag} ms per step behind the others: "
+    out["cause_text"] = (f"rank {out['rank']} arrives last at its collectives, {lag} ms per step after the others "
+                         "(profiled): "
                          + (f"before it arrives it spends more time in {what} than rank {out['median_rank']} (the median rank)"
                             if what else "no single difference with the median rank explains it"))
     return out

@@ -123,7 +123,7 @@ def full_rank(path) -> dict:
     from ..report.analyze import analyze_file
     from ..report.document import build_report, thaw
     try:
-        return thaw(build_report(analyze_file(Path(path))).doc)
+        return thaw(build_report(analyze_file(Path(path), in_job=True)).doc)   # (its ranks are all given)
     except TraceError as exc:
         return {"error": str(exc)}
 

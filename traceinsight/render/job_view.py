@@ -9,7 +9,7 @@ from __future__ import annotations
 import html as _html
 
 MAX_TEXT_RANKS = 32          # rows of the per-rank table in text outputs (the chart shows all)
-COLORS = {"wait": "#d9534f", "comm": "#f0ad4e", "busy": "#5b8fd6"}
+COLORS = {"wait": "#d9534f", "comm": "#f0ad4e", "rest": "#5b8fd6"}   # (rest: the step less both, not GPU busy)
 
 
 def _f(x, nd=2) -> str:
@@ -43,8 +43,9 @@ def headline(block: dict) -> list[str]:
     lines = [f"Job: {block.get('ranks_present')} of {block.get('world_size')} ranks ({block.get('backend') or '?'}), "
              f"{span}, median step {_f(block.get('median_step_ms'))} ms"]
     if st.get("rank") is not None:
-        lines.append(f"Straggler: rank {st['rank']} ({st.get('cause')}), {_f(st.get('lag_ms_per_step'))} ms per step "
-                     f"behind the others ({_f(st.get('lag_pct_of_step'), 1)}% of a step)")
+        lines.append(f"Straggler: rank {st['rank']} ({st.get('cause')}) arrives at the collectives "
+                     f"{_f(st.get('lag_ms_per_step'))} ms per step after the others ({_f(st.get('lag_pct_of_step'), 1)}% "
+                     "of a step, profiled): the others wait that long for it, which is not what a fix saves")
         lines.append(f"  why: {st.get('cause_text')}")
         for d in (st.get("evidence") or {}).get("top_differences", [])[:3]:
             lines.append(f"  differs: {d['name'][:100]} {d['input_dims'][:60]} ({d['where']}): "
@@ -80,7 +81,7 @@ def terminal(block: dict, width: int = 24) -> str:
     ranks = _shown_ranks(block)
     top = max((r.get("step_ms_median") or 0.0 for r in ranks), default=0.0) or 1.0
     out.append("")
-    out.append("  ".join(f"{h:>10}" for h in RANK_HEAD[:5]) + "  last  wait/comm/busy")
+    out.append("  ".join(f"{h:>10}" for h in RANK_HEAD[:5]) + "  last  wait/comm/rest")
     for r, row in zip(ranks, _rank_rows(block)):
         w, c, b = (round(width * v / top) for v in _segments(r))
         out.append("  ".join(f"{v:>10}" for v in row[:5]) + f"  {row[5]:>4}  " + "#" * w + "=" * c + "." * b)
@@ -123,7 +124,7 @@ def strip_chart(block: dict, width: int = 640) -> str:
     scale = (width - label - 8) / top
     st = block.get("straggler", {}).get("rank")
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h * len(ranks) + 4}" '
-             f'role="img" aria-label="per-rank wait and busy time">']
+             f'role="img" aria-label="per rank: collective wait, other exposed communication, rest of the step">']
     for i, r in enumerate(ranks):
         y = 2 + i * h
         x = label
@@ -131,11 +132,13 @@ def strip_chart(block: dict, width: int = 640) -> str:
             weight = "bold" if r["rank"] == st else "normal"
             parts.append(f'<text x="0" y="{y + h - 2}" font-size="{min(h, 11)}" font-weight="{weight}">'
                          f'rank {int(r["rank"])}</text>')
-        for name, v in zip(("wait", "comm", "busy"), _segments(r)):
+        for name, v in zip(("wait", "comm", "rest"), _segments(r)):
             w = v * scale
             if w <= 0:
                 continue
-            tip = _html.escape(f"rank {r['rank']} ({r.get('host') or '?'}): {name} {v:.3f} ms per step")
+            what = {"wait": "collective wait", "comm": "other exposed communication", "rest": "rest of the step"}[name]
+            tip = _html.escape(f"rank {r['rank']}" + (f" ({r['host']})" if r.get("host") else "")
+                               + f": {what} {v:.3f} ms per step (median, profiled)")
             parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{max(1, h - 1)}" '
                          f'fill="{COLORS[name]}"><title>{tip}</title></rect>')
             x += w
@@ -155,7 +158,7 @@ def html(block: dict) -> str:
     lines = headline(block)
     legend = " ".join(f'<span style="color:{c}">&#9632;</span> {esc(n)}' for n, c in
                       (("collective wait", COLORS["wait"]), ("other exposed communication", COLORS["comm"]),
-                       ("rest of the step", COLORS["busy"])))
+                       ("rest of the step", COLORS["rest"])))
     parts = ['<section class="job">', f"<h2>{esc(lines[0])}</h2>",
              "".join(f"<p>{esc(x.strip())}</p>" for x in lines[1:]),
              f'<figure>{strip_chart(block)}<figcaption>{legend}</figcaption></figure>',

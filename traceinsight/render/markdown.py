@@ -94,14 +94,15 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
                    "median step\n")
     if png and meta:
         out += _picture(d, png, meta)
+    if S.unprofiled(d):     # (also without fixes: a healthy step, a CPU-only run that record timed)
+        out.append(f"{_cell(S.unprofiled(d))}\n")
     if fx:
         out.append("| # | fix | est. saving per step (median) | confidence |")
         out.append("|---|---|---|---|")
         for i, f in enumerate(fx, 1):
             out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {S.saving(f, '; ')} | {f['confidence']} |")
-        for line in (S.unprofiled(d), S.window(d)):
-            if line:
-                out.append(f"\n{_cell(line)}")
+        if S.window(d):
+            out.append(f"\n{_cell(S.window(d))}")
         plan = S.plan_rows(d)
         if S.plan_shown(d):
             out.append("\n**Fix plan** (in this order, each replayed on top of the ones before; estimates per step):\n")
@@ -142,9 +143,10 @@ def render(reports: list[Report], pictures: list[tuple[str, dict] | None] | None
     return "\n".join(render_one(r, *(p or (None, None))) for r, p in zip(reports, pictures))
 
 
-def write(reports: list[Report], path: Path) -> None:
+def write(reports: list[Report], path: Path, preface: str = "") -> None:
+    """The Markdown file with each report's picture beside it; `preface` (a job's summary) goes first."""
     pics = []
     for r, png in zip(reports, picture_paths(path, len(reports))):
         meta = write_picture(r, png)
         pics.append((png.name, meta) if meta else None)
-    path.write_text(render(reports, pics), encoding="utf-8")
+    path.write_text((preface + "\n\n" if preface else "") + render(reports, pics), encoding="utf-8")

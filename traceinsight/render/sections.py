@@ -46,12 +46,15 @@ def interrupted(doc) -> str | None:
     if rec.get("interrupted"):
         return (f"The recording was interrupted (Ctrl-C) before the script finished: this report covers only "
                 f"{got} recorded before it stopped.")
+    # (a window completed before the script stopped covers all it asked for: no "only")
+    full = isinstance(n, int) and isinstance(rec.get("steps_requested"), int) and n >= rec["steps_requested"] > 0
+    only = "" if full else "only "
     if rec.get("exception"):
-        return (f"The script ended with an exception ({rec['exception']}): this report covers only {got} "
+        return (f"The script ended with an exception ({rec['exception']}): this report covers {only}{got} "
                 "recorded before it.")
     code = rec.get("exit_code")
     if code not in (None, 0):
-        return f"The script exited with status {code}: this report covers only {got} recorded before it."
+        return f"The script exited with status {code}: this report covers {only}{got} recorded before it."
     return None
 
 

@@ -26,8 +26,13 @@ TOP_OPS = 15
 
 
 def _step_windows(a) -> pd.DataFrame:
-    fs = a.full_steps
-    return fs if len(fs) else a.per_step
+    """The steps as the CPU ran them (their ProfilerStep ranges), not as the report times them: where the GPU
+    lags, a step's window follows the GPU (trace/steps.py) and can land on another step's CPU work, or on
+    one final synchronize (a straggler's waiting rank: 0 ms inside ops, all of it 'waiting')."""
+    fs = a.full_steps if len(a.full_steps) else a.per_step
+    if "cpu_start" in fs:
+        fs = fs.assign(start=fs["cpu_start"], end=fs["cpu_end"], dur=fs["cpu_end"] - fs["cpu_start"])
+    return fs
 
 
 def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
@@ -88,7 +93,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     waiting = _covered(merged_intervals(ts[both], ts[both] + dur[both]), a_, b_) - in_ops
     waiting = min(float(np.median(waiting)), out_med)
     return {
-        "scope": f"{n} full step(s)" if len(a.full_steps) else f"{n} step(s)",
+        "scope": f"the CPU ranges of {n} full step(s)" if len(a.full_steps) else f"the CPU ranges of {n} step(s)",
         "steps": n,
         "thread": str(main),
         "step_ms": num(step_med / 1000),

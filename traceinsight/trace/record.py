@@ -394,7 +394,12 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
                 detail = " ".join(f"{type(exc).__name__}: {exc}".split())
                 if len(detail) > 200:
                     detail = detail[:197] + "..."
-                _say(f"warning: analysis failed ({detail}); the trace is kept at {trace_path}")
+                if "no complete ('X') CPU or GPU events" in str(exc):
+                    # (the trace is ours: what is missing is the script's torch work, not a format)
+                    _say("warning: the profiler recorded no torch op and no GPU work: nothing to analyze (does "
+                         f"the script run any?); the trace is kept at {trace_path}")
+                else:
+                    _say(f"warning: analysis failed ({detail}); the trace is kept at {trace_path}")
             else:
                 made = [str(p) for p in reports.values() if p.exists()]
                 if made:
