@@ -198,3 +198,67 @@ def test_a_recording_cut_short_says_only_when_it_is():
     assert "covers 3 steps recorded before it" in interrupted(doc)
     rec["steps_recorded"] = 2
     assert "covers only 2 steps" in interrupted(doc)
+
+
+# A fourth review, as a first-time user of the sample traces.
+SAMPLES = ROOT / "sample_traces"
+
+
+def _sample(name: str):
+    return build_report(analyze_file(SAMPLES / name))
+
+
+def test_the_verdict_gives_the_step_the_top_fix_leaves_as_a_speed_up():
+    import json
+    import re
+    d = _sample("launch_tiny_conv__before.json.gz").doc
+    x = float(re.search(r"a step about ([0-9.]+)x faster", d["verdict"]).group(1))
+    u, s = d["summary"]["unprofiled_step_ms"], d["findings"][0]["estimated_savings_ms"]
+    assert x == pytest.approx(u / (u - s), abs=0.051)
+    # Against the fix measured (CUDA graph of the whole step, sample_traces/manifest.json: 1.70 -> 0.19 ms).
+    man = {(t["workload"], t["variant"]): t["step_time_ms"]["median_ms"]
+           for t in json.loads((SAMPLES / "manifest.json").read_text())["traces"]}
+    measured = man[("launch_tiny_conv", "before")] / man[("launch_tiny_conv", "after")]
+    assert abs(x / measured - 1) <= 0.25
+    # Every verdict says what its step is: profiled, even where the profiler barely slowed it.
+    assert "ms, profiled" in _sample("host_preprocess__before.json.gz").doc["verdict"]
+
+
+def test_the_plan_says_why_a_ranked_fix_saves_nothing_in_it():
+    from traceinsight.render.sections import plan_note, plan_rows
+    d = _sample("host_preprocess__before.json.gz").doc
+    rows = {r["kind"]: r for r in plan_rows(d)}
+    assert rows["launch_overhead"]["saves_ms"] == 0.0
+    assert plan_note(rows["launch_overhead"]) == "saves nothing more once the fixes above it are in"
+    # and the loader fix names the worker count the plan found, not "num_workers=N"
+    host = next(f for f in d["findings"] if f["kind"] == "host_bound")
+    n = rows["host_bound"]["loader_workers_needed"]
+    assert f"num_workers={n} (the fewest that keep up" in host["fix"] and "num_workers=N" not in host["fix"]
+
+
+def test_cpu_time_says_which_part_of_the_loop_thread_waits_for_the_backward():
+    from traceinsight.render.sections import outside_ops
+    c = _sample("launch_tiny_conv__before.json.gz").doc["cpu_time"]
+    # loss.backward() blocks the loop's thread while autograd's thread runs 980 ops: not the loop's Python.
+    assert 0.3 * c["outside_ops_ms"] < c["waiting_for_backward_ms"] < c["outside_ops_ms"]
+    assert "waiting for the backward on autograd's thread" in outside_ops(c)
+
+
+def test_a_directory_with_our_own_reports_in_it_analyzes_the_traces(tmp_path):
+    import shutil
+    from traceinsight.render import json_out
+    from traceinsight.trace.load import find_trace_files
+    shutil.copy(SAMPLES / "launch_tiny_conv__before.json.gz", tmp_path)
+    json_out.write([_sample("launch_tiny_conv__before.json.gz")], tmp_path / "findings.json")
+    assert [p.name for p in find_trace_files(tmp_path)] == ["launch_tiny_conv__before.json.gz"]
+
+
+def test_job_only_options_on_one_trace_are_said_to_be_ignored(run_cli):
+    p = run_cli(["analyze", str(SAMPLES / "launch_tiny_conv__before.json.gz"), "--steps", "3-4", "-q"])
+    assert p.returncode == 0 and "--steps applies to multi-rank jobs" in p.stderr
+
+
+def test_the_pinned_bandwidth_is_said_only_beside_a_copy_fix():
+    from traceinsight.render import html
+    assert "Pinned host-to-device bandwidth" not in html.render([_sample("launch_tiny_conv__before.json.gz")])
+    assert "Pinned host-to-device bandwidth" in html.render([_sample("pageable_h2d__before.json.gz")])

@@ -8,7 +8,7 @@ import typer
 
 from ..report.analyze import expand_paths
 from ..job.discover import expand, looks_like_job
-from .common import analyze_and_write, check_writable, run_guarded, said_written
+from .common import analyze_and_write, check_writable, run_guarded, said_written, warn
 from .help import TidyCommand, examples
 
 HELP = ("Diagnose why the GPU idles in a trace and rank the fixes.\n\n"
@@ -50,6 +50,9 @@ def analyze(
             said_written({"report": output, "json": json_out, "markdown": markdown})
             return
         inputs = expand_paths([Path(f) for f in files])
+        for name, given in (("--steps", steps), ("--full-ranks", full_ranks)):
+            if given:     # (said, not silently ignored)
+                warn(f"{name} applies to multi-rank jobs; these traces are not one, so it is ignored")
         pictures = []
         if markdown is not None:
             from ..render.markdown import picture_paths

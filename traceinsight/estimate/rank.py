@@ -238,7 +238,19 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["plan"] = plan_of(findings)
             _mark_needs(findings, info["plan"])     # what each adds in the plan as it now stands
     _name_prerequisites(findings, minor)
+    _name_workers(findings, info.get("plan") or ())
     return {"findings": findings, "minor": minor, "whatif": info}
+
+
+def _name_workers(findings: list[Finding], plan) -> None:
+    """The loader fix's advice names the worker count its plan row found to keep up (a review found the
+    number in the plan only, the advice saying num_workers=N)."""
+    need = {r["kind"]: r.get("loader_workers_needed") for r in plan if r.get("loader_workers_needed")}
+    for f in findings:
+        if need.get(f.kind) and "num_workers=N," in f.fix:
+            f.fix = f.fix.replace("num_workers=N,", f"num_workers={need[f.kind]} (the fewest that keep up with the "
+                                  "step, by the fix plan; no more than the machine's free cores),").replace(
+                ": the fix plan says how many workers keep up)", ")")
 
 
 def _after_prerequisites(findings: list[Finding], plan: list[dict]) -> list[Finding]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TraceError
+from ..trace.load import find_trace_files
 
 _HEAD = 64 << 10
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*\{(.{0,4000}?)\}', re.S)
@@ -31,11 +32,7 @@ def expand(paths) -> list[str]:
     for p in paths:
         s = str(p)
         if Path(s).is_dir():
-            found = sorted(str(f) for f in Path(s).iterdir() if f.is_file() and
-                           (f.name.endswith(".json") or f.name.endswith(".json.gz")))
-            if not found:
-                raise TraceError(s, "directory has no .json or .json.gz trace files")
-            out += found
+            out += [str(f) for f in find_trace_files(Path(s))]     # (one listing: our own reports left out)
         elif any(c in s for c in "*?[") and not Path(s).exists():
             found = sorted(glob.glob(s, recursive=True))
             if not found:

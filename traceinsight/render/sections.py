@@ -128,6 +128,9 @@ def plan_note(row: dict) -> str:
         parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
     if row.get("cpu_bound_after"):
         parts.append(f"then the CPU sets the step: the GPU works about {row['gpu_work_after_ms']} ms of it")
+    if not parts and (row.get("saves_ms") or 0.0) < 0.005:
+        # (ranked for what it saves alone: after the fixes above it, what it removed is gone or off the path)
+        parts.append("saves nothing more once the fixes above it are in")
     return "; ".join(parts)
 
 
@@ -138,11 +141,12 @@ def plan_shown(doc) -> bool:
 
 
 def outside_ops(c: dict) -> str:
-    """What the step thread's time outside any op was: Python and host code, less its waits for the GPU."""
-    wait = c.get("waiting_for_gpu_ms") or 0
-    if not wait:
-        return "Python and other host code"
-    return f"{wait} ms of it waiting in runtime calls for the GPU, the rest Python and other host code"
+    """What the step thread's time outside any op was: Python and host code, less its waits for the GPU
+    and for the backward on autograd's thread."""
+    parts = [f"{w} ms of it {what}" for w, what in (
+        (c.get("waiting_for_gpu_ms") or 0, "waiting in runtime calls for the GPU"),
+        (c.get("waiting_for_backward_ms") or 0, "waiting for the backward on autograd's thread")) if w]
+    return ", ".join(parts + ["the rest Python and other host code" if parts else "Python and other host code"])
 
 
 def saving(f: dict, sep: str) -> str:
@@ -233,5 +237,5 @@ def window(doc) -> str | None:
         return None
     contiguous = rs == list(range(rs[0], rs[-1] + 1))
     span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 and contiguous else ", ".join(map(str, rs))
-    return (f"The what-if estimates read steps {span} ({len(rs)} of {n}); the per-step table shows every "
-            "step, and the measured medians leave out only warm-up and partial steps.")
+    return (f"The what-if estimates read steps {span} ({len(rs)} of {n}); the per-step table (HTML, JSON) shows "
+            "every step, and the measured medians leave out only warm-up and partial steps.")

@@ -7,6 +7,7 @@ other host code). The picture of a CPU-only run, and of the host side of a GPU r
     {"scope": "...", "steps": 3, "thread": "pid/tid", "step_ms": 52.1,
      "in_ops_ms": 40.2, "in_ops_pct": 77.2, "outside_ops_ms": 11.9, "outside_ops_pct": 22.8,
      "waiting_for_gpu_ms": 0.4 (of the outside time: runtime calls waiting for the GPU),
+     "waiting_for_backward_ms": 3.1 (of the outside time: autograd's thread running the backward),
      "python_frames": false,
      "top_ops": [{"op", "calls_per_step", "self_ms_per_step", "total_ms_per_step", "self_pct"}, ...]}
 
@@ -23,6 +24,7 @@ from ..trace.steps import merged_intervals, step_at
 from .numbers import num
 
 TOP_OPS = 15
+BACKWARD_OP = r"^autograd::engine::evaluate_function"   # an op autograd's engine thread runs
 
 
 def _step_windows(a) -> pd.DataFrame:
@@ -90,8 +92,15 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     waits = np.flatnonzero((thread == main) & (cpu["kind"] == "runtime").to_numpy()
                            & cpu["rkind"].isin(("sync", "memcpy")).to_numpy())
     both = np.concatenate([on, waits])
-    waiting = _covered(merged_intervals(ts[both], ts[both] + dur[both]), a_, b_) - in_ops
-    waiting = min(float(np.median(waiting)), out_med)
+    held = _covered(merged_intervals(ts[both], ts[both] + dur[both]), a_, b_)
+    waiting = min(float(np.median(held - in_ops)), out_med)
+    # While loss.backward() runs, the step's thread waits for autograd's engine thread, outside any op of its
+    # own: that is the backward's time, not the loop's Python (a review read "71% outside any op (Python and
+    # other host code)" on a step whose backward ran 980 ops on the other thread).
+    engine = np.flatnonzero(inside & is_op & (thread != main) & a.model.cpu_match(BACKWARD_OP))
+    every = np.concatenate([both, engine])
+    backward = _covered(merged_intervals(ts[every], ts[every] + dur[every]), a_, b_) - held
+    backward = min(float(np.median(backward)), max(0.0, out_med - waiting))
     return {
         "scope": f"the CPU ranges of {n} full step(s)" if len(a.full_steps) else f"the CPU ranges of {n} step(s)",
         "steps": n,
@@ -102,6 +111,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
         "outside_ops_ms": num(out_med / 1000),
         "outside_ops_pct": num(100 * out_med / step_med, 1) if step_med else None,
         "waiting_for_gpu_ms": num(waiting / 1000),
+        "waiting_for_backward_ms": num(backward / 1000),
         "python_frames": bool((cpu["kind"] == "python").any()),
         "top_ops": top,
     }

@@ -154,9 +154,22 @@ def _meta(top: dict, lenient: Lenient) -> TraceMeta:
 
 
 def find_trace_files(path: Path) -> list[Path]:
-    """A directory of per-rank traces -> the trace files in it, sorted by name."""
+    """A directory of per-rank traces -> the trace files in it, sorted by name. Our own reports written
+    beside them (`analyze --json`, a diff's JSON) are not traces: left out, not an error."""
     files = sorted(p for p in path.iterdir() if p.is_file() and (
-        p.name.endswith(".json") or p.name.endswith(".json.gz")))
+        p.name.endswith(".json") or p.name.endswith(".json.gz")) and not _our_report(p))
     if not files:
         raise TraceError(path, "directory has no .json or .json.gz trace files")
     return files
+
+
+def _our_report(p: Path) -> bool:
+    """A plain JSON file that opens like a traceinsight document ({"schema_version": ..., "tool" or "kind")."""
+    if not p.name.endswith(".json"):
+        return False
+    try:
+        with open(p, "rb") as f:
+            head = f.read(200)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"schema_version"' in head and b'"traceEvents"' not in head
