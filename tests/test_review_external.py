@@ -262,3 +262,25 @@ def test_the_pinned_bandwidth_is_said_only_beside_a_copy_fix():
     from traceinsight.render import html
     assert "Pinned host-to-device bandwidth" not in html.render([_sample("launch_tiny_conv__before.json.gz")])
     assert "Pinned host-to-device bandwidth" in html.render([_sample("pageable_h2d__before.json.gz")])
+
+
+def test_every_output_names_the_minor_findings():
+    # The HTML listed them; the terminal and Markdown said nothing.
+    from traceinsight.render import markdown, sections
+    rep = _sample("launch_tiny_conv__before.json.gz")
+    line = sections.minor_line(rep.doc)
+    assert line.startswith("Minor findings, below the bar") and all(
+        f["kind"] in line for f in rep.doc["minor_findings"])
+    assert line in markdown.render([rep]).replace("\\|", "|")
+    # In a window that is not a steady state, only their kinds: their sizes say little (14.5 s 'saved').
+    start = sections.minor_line(build_report(analyze_file(ROOT / "tests/data/external/hta/"
+                                                          "a100_alexnet_memcpy_sync_permute.json.gz")).doc)
+    assert start.startswith("Findings listed, not ranked") and " ms" not in start
+
+
+def test_other_ways_that_compare_alike_say_so_once():
+    from traceinsight.render.sections import alternatives
+    f = next(f for f in _sample("host_preprocess__before.json.gz").doc["findings"] if f["kind"] == "host_bound")
+    line = alternatives(f)
+    assert line.startswith("Done another way (estimates, each less than the fix as advised): ")
+    assert line.count("the fix as advised") == 1 and line.count("num_workers=") == len(f["alternatives"])

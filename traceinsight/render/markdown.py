@@ -116,6 +116,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
                 out.append(f"\n`{kind}`, {how}: {_cell(fix)}")
         out.append("")
         out += _details("Fixes: evidence, estimate and code change", _fix_details(fx))
+    if S.minor_line(d):
+        out.append(f"{_cell(S.minor_line(d))}\n")
     ns = S.notes(d)
     if ns:
         out += _details(f"Notes about the measurement ({len(ns)})",

@@ -165,6 +165,20 @@ LIKELY_CAPTION = ("likely: where about 8 in 10 of our measured fixes landed arou
                   "validated")
 
 
+def minor_line(d: dict) -> str | None:
+    """The minor findings in one line for the terminal and Markdown (the HTML and JSON have each in full), so
+    that no output leaves them out."""
+    minor = d.get("minor_findings") or ()
+    if not minor:
+        return None
+    if minor_caption(d).startswith("Findings ("):     # (not a steady state: sizes that say little, left out)
+        return ("Findings listed, not ranked (the trace is not a steady-state step): "
+                + ", ".join(f["kind"] for f in minor) + "; each in full in the HTML and JSON.")
+    return ("Minor findings, below the bar for a ranked fix: " + ", ".join(
+        f"{f['kind']} (saves about {f.get('estimated_savings_ms')} ms per step)" for f in minor)
+        + "; estimates, each in full in the HTML and JSON.")
+
+
 def replay_trust(d: dict) -> str:
     """What the replay's error on the unchanged trace means for the estimates (beyond rank's bar, replayed
     savings fall back to the measured costs)."""
@@ -207,6 +221,12 @@ def alternatives(f: dict) -> str | None:
 
     def compared(x: float) -> str:
         return "about as much as" if abs(x - own) <= SAME_SHARE * own else "less than" if x < own else "more than"
+    said = {compared(a["estimated_savings_ms"]) for a in alts}
+    if len(alts) > 1 and len(said) == 1:
+        # (one comparison for all: said once, not after each of four worker counts)
+        return (f"Done another way (estimates, each {said.pop()} the fix as advised): " + "; ".join(
+            f"{a['what']}: saves about {a['estimated_savings_ms']} ms per step" + (f" ({span(a)})" if span(a) else "")
+            for a in alts) + ".")
     return "Done another way: " + "; ".join(
         f"{a['what']}: saves about {a['estimated_savings_ms']} ms per step ("
         + (f"{span(a)}; " if span(a) else "")

@@ -126,6 +126,8 @@ def show(reports: list[Report], console: Console | None = None, brief: bool = Fa
             _cpu_time(console, d)
         _fixes(console, d)
         _plan(console, d)
+        if S.minor_line(d):
+            console.print(Text(S.minor_line(d), style="dim"))
         _notes(console, d)
         for w in d["trace"]["warnings"]:
             console.print(Text(f"warning: {w}", style="yellow"))
