@@ -9,9 +9,9 @@ from . import (attribution, collective_wait, cuda_startup, dependency_wait, expo
                profiler_overhead, sync_stall, unfused_optimizer)
 from .base import Context, Finding, KindSpec
 
-_MODULES = (graph_capture, cuda_startup, launch_overhead, sync_stall, pageable_memcpy, layout_permute, host_bound, fp32_matmul,
-            unfused_optimizer, fusion_candidates, collective_wait, dependency_wait, exposed_communication,
-            profiler_overhead)
+_MODULES = (graph_capture, cuda_startup, launch_overhead, sync_stall, pageable_memcpy, layout_permute, host_bound,
+            fp32_matmul, unfused_optimizer, fusion_candidates, collective_wait, dependency_wait,
+            exposed_communication, profiler_overhead)
 
 # kind -> analyze(ctx), in the order they run.
 ANALYZERS = {m.SPEC.kind: m.analyze for m in _MODULES}

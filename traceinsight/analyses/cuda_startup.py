@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.facts import startup_spans
+from ..trace.facts import startup_calls, startup_spans
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("cuda_startup", "CUDA start-up, not a steady-state step", estimate="measured", note=True,
@@ -33,11 +33,8 @@ def analyze(ctx: Context) -> list[Finding]:
     window = float((b - a).sum())
     if not window or inside < HEADLINE_SHARE * window:
         return []
-    names: dict[str, float] = {}
-    for n, s, e in spans:
-        names[n] = names.get(n, 0.0) + (e - s)
-    top = ", ".join(f"{n} {us / 1e6:.1f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms"
-                    for n, us in sorted(names.items(), key=lambda x: -x[1])[:3])
+    names = startup_calls(ctx.model)      # (per name, longest first)
+    top = ", ".join(f"{n} {us / 1e6:.1f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms" for n, us, _k in names[:3])
     return [Finding(
         kind=SPEC.kind,
         title=(f"This trace records CUDA start-up: {inside / 1e6:.1f} s of the {window / 1e6:.1f} s the steps "
@@ -49,4 +46,4 @@ def analyze(ctx: Context) -> list[Finding]:
              "this window are what it shows, not what a steady step needs."),
         confidence="high", evidence={"startup_s_in_steps": round(inside / 1e6, 3),
                                      "steps_span_s": round(window / 1e6, 3),
-                                     "startup_calls_s": {n: round(us / 1e6, 3) for n, us in names.items()}})]
+                                     "startup_calls_s": {n: round(us / 1e6, 3) for n, us, _k in names}})]

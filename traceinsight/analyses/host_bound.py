@@ -117,9 +117,8 @@ def analyze(ctx: Context) -> list[Finding]:
         # per batch, N ways, and the batch's hand-off to the loop fit in the rest of the step
         # (fixes.loader_pace). How many that takes depends on the un-profiled rest: the fix plan says.
         need = (f" ({loading / 1000:.1f} ms of loading per batch, the profiler's own cost in it taken out, and a "
-                f"{batch_mb:.1f} MB batch to hand back to the loop each step: the fix plan says how many workers "
-                "keep up)") if loading else ""
-        fix = ("Move the input pipeline off the training loop's critical path: DataLoader(num_workers=N, "
+                f"{batch_mb:.1f} MB batch to hand back to the loop each step{PLAN_SAYS_WORKERS})") if loading else ""
+        fix = (f"Move the input pipeline off the training loop's critical path: DataLoader({WORKERS_UNNAMED} "
                f"pin_memory=True, persistent_workers=True, prefetch_factor=2){need}, and do augmentation/"
                f"preprocessing on the GPU or in the workers{inside}.")
     elif engine:
@@ -301,6 +300,11 @@ def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
         for name, us in calls_in(ctx.model, th, list(zip(g["start"], g["end"]))).items():
             out[name] = out.get(name, 0.0) + us
     return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+# Until the fix plan has found how many workers keep up (rank._name_workers puts the count in their place).
+WORKERS_UNNAMED = "num_workers=N,"
+PLAN_SAYS_WORKERS = ": the fix plan says how many workers keep up"
 
 
 def _names(names, limit: int = 200) -> str:

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..trace.facts import COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts
+from ..trace.facts import COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, waiting_calls
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -91,8 +91,7 @@ def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
     top = cpu["top_op"].to_numpy()
     ops = cpu[(cpu["kind"] == "op").to_numpy() & (top == cpu.index.to_numpy())]
     ops = ops[np.isin(ctx.cpu_step_of(ops["ts"].to_numpy()), ctx.full_steps)]
-    waits = ((cpu["kind"] == "runtime").to_numpy() & cpu["rkind"].isin(("sync", "memcpy")).to_numpy()
-             & (top >= 0))
+    waits = waiting_calls(ctx.model) & (top >= 0)
     blocked = pd.Series(cpu["dur"].to_numpy()[waits]).groupby(top[waits]).sum()
     work = (ops["dur"] - blocked.reindex(ops.index, fill_value=0.0)).clip(lower=0.0)
     per = work.groupby(ops["name"]).sum().sort_values(ascending=False) / ctx.n_full / 1000

@@ -13,6 +13,7 @@ import numpy as np
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
+from ..analyses.host_bound import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
@@ -47,6 +48,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     # own work, and the workers take turns, so the pace is the mean step, not the median (a step that
     # found its batch ready).
     wait = worker_wait_us(ctx.model)
+    target = measured_unprofiled_us(ctx.model)     # the step `record` timed outside the profiler, if any
     if compiled is not None:
         # The profiled replay checks the replay against the trace; every estimate is made on the
         # de-inflated one (the profiler's own CPU cost taken out): what the un-profiled program saves.
@@ -58,7 +60,6 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["replay_error_pct"] = round(100 * (profiled.median_us - act) / act, 1) if act else None
             info["replayed_steps"] = sorted(profiled.step_us)
             busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in profiled.step_us]))
-            target = measured_unprofiled_us(ctx.model)
             host = host_work_us(ctx)
             # (A loop fed by DataLoader workers runs at their pace un-profiled: the wait, not the profiler's
             # cost or the loop's own work, is what differs; `absorbed` below is its share.)
@@ -108,7 +109,6 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["pinned_copy_ms"] = round(pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
             info["pinned_copy_ms_by_direction"] = {d: round(pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
                                                    for d in ("HtoD", "DtoH")}
-    target = measured_unprofiled_us(ctx.model)
     if info["unprofiled_step_ms"] is None and target is not None:
         # Nothing to replay (a CPU-only run, no GPU work linked to its launches): the step `record` measured
         # is still the program's step, said as measured.
@@ -247,10 +247,10 @@ def _name_workers(findings: list[Finding], plan) -> None:
     number in the plan only, the advice saying num_workers=N)."""
     need = {r["kind"]: r.get("loader_workers_needed") for r in plan if r.get("loader_workers_needed")}
     for f in findings:
-        if need.get(f.kind) and "num_workers=N," in f.fix:
-            f.fix = f.fix.replace("num_workers=N,", f"num_workers={need[f.kind]} (the fewest that keep up with the "
+        if need.get(f.kind) and WORKERS_UNNAMED in f.fix:
+            f.fix = f.fix.replace(WORKERS_UNNAMED, f"num_workers={need[f.kind]} (the fewest that keep up with the "
                                   "step, by the fix plan; no more than the machine's free cores),").replace(
-                ": the fix plan says how many workers keep up)", ")")
+                PLAN_SAYS_WORKERS, "")
 
 
 def _after_prerequisites(findings: list[Finding], plan: list[dict]) -> list[Finding]:

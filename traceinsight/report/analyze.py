@@ -234,7 +234,7 @@ def verdict(a: Analysis) -> str:
 
 
 def _speedup(us: float, a: Analysis) -> str:
-    """", about 2.3x faster": the step the estimate leaves, as a speed-up (none for a small one)."""
+    """": a step about 2.3x faster": the step the estimate leaves, as a speed-up (none for a small one)."""
     u = a.reference_step_us
     if not u or us >= u or us < 0.1 * u:
         return ""

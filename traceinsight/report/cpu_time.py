@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.facts import waiting_calls
 from ..trace.host import overlap_many
 from ..trace.steps import merged_intervals, step_at
 from .numbers import num
@@ -89,8 +90,7 @@ def cpu_time(a, limit: int = TOP_OPS) -> dict | None:
     # Of the time outside ops, the runtime calls in which the thread waits for the GPU (a synchronize, a
     # blocking copy) are not host code: said apart (a compiled step's whole outside is one
     # hipDeviceSynchronize). What the waits add to the ops' union is their part outside any op.
-    waits = np.flatnonzero((thread == main) & (cpu["kind"] == "runtime").to_numpy()
-                           & cpu["rkind"].isin(("sync", "memcpy")).to_numpy())
+    waits = np.flatnonzero((thread == main) & waiting_calls(a.model))
     both = np.concatenate([on, waits])
     held = _covered(merged_intervals(ts[both], ts[both] + dur[both]), a_, b_)
     waiting = min(float(np.median(held - in_ops)), out_med)

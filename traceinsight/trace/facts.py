@@ -103,6 +103,11 @@ def _blocking_calls(model: TraceModel) -> pd.DataFrame:
     return out.sort_values("end")
 
 
+def waiting_calls(model: TraceModel) -> np.ndarray:
+    """Per cpu row: a runtime call in which its thread may wait for the GPU (a sync, a copy). Coarser than
+    blocking_calls (which asks whether it did): time spent in one is no CPU work of the caller's."""
+    cpu = model.cpu
+    return (cpu["kind"] == "runtime").to_numpy() & cpu["rkind"].isin(("sync", "memcpy")).to_numpy()
 
 
 def launched_before_window(model: TraceModel) -> np.ndarray:
@@ -411,7 +416,7 @@ def _startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
     cpu = model.cpu
     if cpu.empty:
         return []
-    waits = cpu["rkind"].isin(("sync", "memcpy")).to_numpy() & ~model.cpu_match(ALLOCATION_CALLS)
+    waits = waiting_calls(model) & ~model.cpu_match(ALLOCATION_CALLS)
     long = cpu[(cpu["kind"] == "runtime").to_numpy() & ~waits & (cpu["dur"].to_numpy() >= STARTUP_CALL_US)]
     if long.empty:
         return []
