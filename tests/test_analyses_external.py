@@ -44,7 +44,9 @@ def test_cpu_only_traces_have_no_gpu_findings(docs):
     for name in ("cpu_only.pt.trace.json.gz", "rank_non_gpu.json.gz"):
         d = docs[name]
         assert d["findings"] == [] and d["minor_findings"] == []
-        assert d["verdict"].startswith("CPU-only trace")
+        # (rank_non_gpu ran NCCL and FusedAdam: a GPU job whose GPU side was not recorded, not CPU-only)
+        assert d["verdict"].startswith("CPU-only trace" if name == "cpu_only.pt.trace.json.gz" else
+                                       "No GPU activity was recorded, though the CPU drove GPU work")
         assert d["healthy"] is False
 
 
@@ -112,7 +114,7 @@ def test_a_window_of_cuda_start_up_says_so_and_ranks_nothing(docs):
     # Start-up is 42 of the window's 43 s: the verdict says so first, and no fix is ranked for it (its
     # host_bound fix had "saved" 14.5 s a step, a sync fix 6.6 s).
     assert d["verdict"].startswith("CUDA start-up, not a steady-state step: This trace records CUDA start-up: "
-                                   "42.1 s of the 43.4 s")
+                                   "42.12 s of the 43.43 s")
     assert not d["findings"] and {"host_bound", "sync_stall"} <= {f["kind"] for f in d["minor_findings"]}
     assert [n["kind"] for n in d["notes"]].count("cuda_startup") == 1
     # Our measured fixes are all of steady steps: no likely range, and the report says why.
@@ -130,7 +132,9 @@ def test_steady_traces_have_no_start_up_or_cut_steps(docs):
     # A long blocking copy behind another stream's event (the SGLang decode) is a wait, not start-up; none
     # of the steady traces here has either limit.
     for name, d in docs.items():
-        if name in ("triton_example.json.gz", "a100_alexnet_memcpy_sync_permute.json.gz"):
+        # (the MI250's one complete step is its first, with a 6.5 ms first launch: test_review_labels.py)
+        if name in ("triton_example.json.gz", "a100_alexnet_memcpy_sync_permute.json.gz",
+                    "amd_mi250_minitoy_train.json.gz"):
             continue
         assert not any(x.startswith("The window includes start-up") or "trace's events end" in x
                        for x in d["trace"]["limits"]), name

@@ -130,8 +130,9 @@ def c_unknown_categories(root):
 
 
 def c_nan_inside(root):
+    # Kineto itself writes inf / NaN (pytorch/kineto#105): that value is read as missing, not the trace lost.
     text = _good_bytes().replace(b'"dur": 80', b'"dur": NaN', 1)
-    return Case([_w(root, "nan.json", text)], "error", problem=NOT_JSON)
+    return Case([_w(root, "nan.json", text)], "ok", warn="not finite JSON numbers")
 
 
 def c_gzip_bad_header(root):

@@ -183,7 +183,7 @@ def test_kernels_twice_as_long_is_slower(tmp_path):
     assert st["significance"] == "well_beyond_noise"
     # 280 us more kernel time per step, serialized behind a sync: the step grows by about that
     assert 0.25 < st["delta_ms"] < 0.31
-    assert d["headline"].startswith("Median step: slower by ")
+    assert d["headline"].startswith("Median step, profiled: slower by ")
     rows = {r["label"]: r for r in d["kernels"]["rows"]}
     assert set(rows) == {GEMM, "at::native::vectorized_elementwise_kernel<CUDAFunctor_add>",
                          "at::native::vectorized_elementwise_kernel<BinaryFunctor, threshold_kernel_impl>"}
@@ -253,7 +253,7 @@ def test_fix_removes_finding_but_step_gets_slower(tmp_path):
     pb.write_text(json.dumps(before))
     pa.write_text(json.dumps(after))
     d = diff_of(pb, pa)
-    assert d["headline"].startswith("Median step: slower by 1.00 ms (10%), well beyond the step-to-step noise")
+    assert d["headline"].startswith("Median step, profiled: slower by 1.00 ms (10%), well beyond the step-to-step noise")
     sync_row = next(c for c in d["causes"] if c["kind"] == "sync_stall")
     assert sync_row["status"] == "resolved" and sync_row["resolved_how"] == "gone"
     assert d["findings"]["resolved"] == ["sync_stall"]

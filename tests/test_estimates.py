@@ -531,7 +531,7 @@ def test_an_estimated_unprofiled_step_comes_with_its_validation_band():
     assert lo <= 1.696 <= hi                 # its measured un-profiled median (sample_traces/manifest.json)
     # A GPU-bound step's band cannot go below its GPU work.
     s = document(analyze_file(ROOT / "sample_traces" / "healthy_bf16_matmul__before.json.gz"))["summary"]
-    assert s["unprofiled_step_range_ms"][0] >= 0.97 * s["median_gpu_busy_ms"] - 1e-3
+    assert s["unprofiled_step_range_ms"][0] >= s["median_gpu_busy_ms"] - 1e-3
 
 
 def test_repeated_chains_without_stacks_keep_both_readings_in_the_range(rows):
@@ -822,7 +822,9 @@ def test_the_twelfth_and_thirteenth_sets_on_two_more_hosts(rows):
     # matrix's host-dominated traces, these included): 21 of 28 traces inside it, was 11.
     traces = {(r["run"], r["workload"], r["setting"]): r for r in rows if r["run"].endswith("_rerun3")}.values()
     # (20 since 2026-11-26: the ops' profiler cost scales with the host's op_factor, a graph leaves warm CPU work, the loop's Python after a removed read runs cold.)
-    assert sum(r["unprofiled_band_ms"][0] <= r["unprofiled_ms"] <= r["unprofiled_band_ms"][1] for r in traces) >= 20
+    # (18 since 2026-11-28, when the band stopped at the GPU's profiled busy time, not 97% of it: the bf16
+    # MLP's kernels ran 9% long under the profiler, 32.08 ms busy profiled for a 29.35 ms step without it.)
+    assert sum(r["unprofiled_band_ms"][0] <= r["unprofiled_ms"] <= r["unprofiled_band_ms"][1] for r in traces) >= 18
 
 
 def test_fourteenth_held_out_set(rows):
@@ -1258,7 +1260,7 @@ def test_a_short_window_on_worker_fed_batches_says_what_it_cannot_show():
         m = build_model(load_trace(ROOT / "sample_traces/matrix" / path))
         return [x for x in limits(m) if "DataLoader worker processes" in x]
     got = said("h100_clean3B/holdout11_loader_two_workers__before__default.json.gz")
-    assert len(got) == 1 and "only 5 steady steps" in got[0] and "prefetch" in got[0], got
+    assert len(got) == 1 and "only 5 complete steps were profiled" in got[0] and "prefetch" in got[0], got
     # A loop that prepares its own batches (num_workers=0) has nothing hidden from the trace.
     assert not said("h100_clean3B/holdout4_numpy_dataset_workers0__before__default.json.gz")
     assert not said("h100_clean3A/launch_tiny_conv__before__default.json.gz")

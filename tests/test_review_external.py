@@ -139,8 +139,8 @@ def test_the_diff_compares_the_estimate_with_the_change_as_shares():
     root = ROOT / "sample_traces"
     d = D.diff_files(root / "launch_tiny_conv__before.json.gz", root / "launch_tiny_conv__after.json.gz")[0]
     note = next(n for n in d["notes"] if "was estimated to save" in n)
-    est_pct = int(note.split("% of the step")[0].rsplit(", ", 1)[1])
-    change_pct = int(note.split("(")[-1].split("%")[0])
+    est_pct = int(note.split("% of the before trace's un-profiled step")[0].rsplit(", ", 1)[1])
+    change_pct = int(note.split("changed by ")[1].split("(")[1].split("%")[0])
     assert 80 <= est_pct <= 100 and -100 <= change_pct <= -80 and abs(est_pct + change_pct) <= 10
 
 

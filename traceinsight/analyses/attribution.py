@@ -23,7 +23,8 @@ import pandas as pd
 
 from .base import KindSpec
 from .reads import copy_reads
-from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
+from ..trace.facts import (BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, missing_event_spans,
+                           model_has_cpu_ops)
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
@@ -60,11 +61,11 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     coll = np.zeros(len(gaps), dtype=bool)
     if len(gpu):
         coll = has_next & is_collective(model)[nxt_safe]
-    linked = launcher >= 0
+    linked = (launcher >= 0) & (len(cpu) > 0)      # (GPU events alone: nothing in the trace launched them)
     lsafe = np.where(linked, launcher, 0)
-    lt = np.where(linked, cpu["ts"].to_numpy()[lsafe], np.nan)
-    thread = np.where(linked, cpu["thread"].to_numpy()[lsafe], "").astype(object)
-    lt_end = np.where(linked, cpu["end"].to_numpy()[lsafe], np.nan)
+    lt = np.where(linked, _at(cpu["ts"], lsafe), np.nan)
+    thread = np.where(linked, _at(cpu["thread"], lsafe), "").astype(object)
+    lt_end = np.where(linked, _at(cpu["end"], lsafe), np.nan)
     # The trace's last step: no GPU work follows its final gap, which ends where the loop thread's step
     # ends. The next step's first launch would come then: the gap is the CPU's, split as a late launch's
     # (the numpy after an eval batch's last copy, not "unattributed").
@@ -191,6 +192,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
             res[c][rest[m]] += feed[m]
         m = block_cause[rest] == ""
         res["launch_overhead"][rest[m]] += feed[m]
+    _missing_is_unattributed(model, s, e, res)
     for c in CAUSES:
         gaps[c] = res[c]
     # Host work that reads a result just copied to the host is the sync's (reads.py).
@@ -203,6 +205,24 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         gaps.loc[i, "blocker"] = reads["call"].to_numpy()
         gaps.loc[i, "reads_copy"] = True
     return gaps
+
+
+def _at(col: pd.Series, idx: np.ndarray) -> np.ndarray:
+    """col[idx], or a column of NaN where the table is empty (the values are masked out then)."""
+    return col.to_numpy()[idx] if len(col) else np.full(len(idx), np.nan)
+
+
+def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
+    """Idle inside a stretch whose events the file lacks (trace/facts.missing_event_spans) is unattributed:
+    what the CPU did there was cut out, not untraced Python or a slow launch."""
+    over = np.zeros(len(s))
+    for a, b, _k in missing_event_spans(model):
+        over += np.clip(np.minimum(e, b) - np.maximum(s, a), 0.0, None)
+    for c in ("host_bound", "launch_overhead"):
+        move = np.minimum(over, res[c])
+        res[c] -= move
+        res["unattributed"] += move
+        over -= move
 
 
 def _loop_thread(model: TraceModel) -> str:

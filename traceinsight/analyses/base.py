@@ -45,6 +45,9 @@ class KindSpec:
     profiler_cost: bool = False
     # A fix must save at least this share of the median step to be ranked (None: rank.MIN_SHARE).
     min_share: float | None = None
+    # How its cost per step is had where it is not a measurement but derived from one (a review read a
+    # model's figure labelled "measured cost"): the report's words, e.g. "the FP32 GEMMs' time less ...".
+    cost_basis: str = ""
 
 
 @dataclass
@@ -73,9 +76,10 @@ class Finding:
     likely_range_us: tuple[float, float] | None = None
     likely_basis: str = ""               # what it rests on, in words (or that the kind is not validated)
     estimate_note: str = ""
-    # (the ranked fixes it needs first, what it adds once they are done: the plan's row), where it needs
-    # some: it is ranked by that, the estimate above being what it would save alone.
-    after_prerequisites: tuple[tuple[str, ...], float] | None = None
+    # (the ranked fixes it needs first, what it adds once they are done: the plan's row, and every fix the
+    # plan puts before it, which that row comes after), where it needs some: it is ranked by that, the
+    # estimate above being what it would save alone.
+    after_prerequisites: tuple[tuple[str, ...], float, tuple[str, ...]] | None = None
     # Where its kind is another's prerequisite (KindSpec.prerequisites): whether this finding is one here
     # (syncs only at the step's edges do not stop a CUDA graph of the work between them), and what must go
     # first, in a phrase ("": the title).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.facts import startup_calls, startup_spans
+from ..trace.facts import seconds_or_ms, startup_calls, startup_spans
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("cuda_startup", "CUDA start-up, not a steady-state step", estimate="measured", note=True,
@@ -34,10 +34,10 @@ def analyze(ctx: Context) -> list[Finding]:
     if not window or inside < HEADLINE_SHARE * window:
         return []
     names = startup_calls(ctx.model)      # (per name, longest first)
-    top = ", ".join(f"{n} {us / 1e6:.1f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms" for n, us, _k in names[:3])
+    top = ", ".join(f"{n} {seconds_or_ms(us)}" for n, us, _k in names[:3])
     return [Finding(
         kind=SPEC.kind,
-        title=(f"This trace records CUDA start-up: {inside / 1e6:.1f} s of the {window / 1e6:.1f} s the steps "
+        title=(f"This trace records CUDA start-up: {seconds_or_ms(inside)} of the {seconds_or_ms(window)} the steps "
                f"span are runtime calls made while the GPU sat idle ({top}), paid once per process."),
         lost_per_step_us=0.0, lost_total_us=0.0,
         fix=("Record again after a warm-up: run a step or two before the profiler starts "

@@ -24,6 +24,9 @@ def compute_waits_on_copies(ctx: Context) -> pd.Series:
     m = ctx.model
     g = m.gpu
     out = pd.Series(0.0, index=pd.Index(ctx.full_steps, name="step"))
+    # Copies to or from the host only: a device-to-device copy is the GPU's own work, like a kernel (a
+    # review found a ResNet's DtoD copies on its only stream counted as compute waiting for them).
+    g = g[(g["kind"] != "memcpy") | ~m.gpu_match("DtoD|Device -> Device")[g.index.to_numpy()]]
     if g.empty or not (g["kind"] == "memcpy").any():
         return out
     cpu_ts = m.cpu["ts"].to_numpy() if len(m.cpu) else np.zeros(0)
@@ -75,7 +78,9 @@ def analyze(ctx: Context) -> list[Finding]:
             after = (f"(no GPU work in the {quiet / 1000:.3f} ms before it: what it waited for is not GPU work "
                      "in the trace, e.g. an event recorded late by the host, or before the window)")
         else:
-            after = str(prev["name"])[:120] if prev is not None else "(nothing before it)"
+            after = str(prev["name"])[:120] if prev is not None else (
+                "(no GPU work before it in the trace: what it waited for is not in the trace, e.g. work "
+                "before the window, another process's, or an event recorded late by the host)")
         waits.append({"waited_ms": round(waited / 1000, 3),
                       "kernel": str(g["name"])[:120] if g is not None else "?",
                       "stream": int(g["stream"]) if g is not None else None,
@@ -89,8 +94,17 @@ def analyze(ctx: Context) -> list[Finding]:
           "compute_waits_on_copies_ms_per_step": round(copy_wait / 1000, 3),
           "stream_wait_event_calls_per_step": round(wait_events / n_steps, 2),
           "largest_waits": waits}
+    if copy_wait > 0:
+        # More than the GPU's idle: while only copies ran the GPU counts as busy (a review read the sum
+        # as a saving above the idle).
+        ev["measured_cost_is"] = (f"{(lost - copy_wait) / 1000:.3f} ms of GPU idle before waiting kernels plus "
+                                  f"{copy_wait / 1000:.3f} ms of compute waiting while only copies ran, which the "
+                                  "GPU's idle does not count")
     share = lost / ctx.median_step_us if ctx.median_step_us else 0.0
-    same_stream = not cross and not wait_events and copy_wait <= 0
+    # Event waits between work of one stream order nothing (a stream runs in order anyway).
+    one_stream = gpu.groupby("device")["stream"].nunique().max() <= 1 if len(gpu) else True
+    same_stream = not cross and (not wait_events or one_stream) and copy_wait <= 0
+    copies_inline = copy_wait > 0 and not cross and (not wait_events or one_stream) and _copies_on_compute_streams(gpu)
     return [Finding(
         kind=cause,
         title=(f"Kernels queued in time start late behind their predecessor on one stream ({share:.0%} of "
@@ -99,7 +113,7 @@ def analyze(ctx: Context) -> list[Finding]:
                f"{', across streams' if cross else ''}"
                f"{'; compute waits behind copies' if copy_wait > 0.5 * lost else ''})"),
         lost_per_step_us=lost, lost_total_us=float(np.sum(ctx.gaps[cause])) + float(on_copies.sum()),
-        fix=(_SAME_STREAM_FIX if same_stream else
+        fix=(_SAME_STREAM_FIX if same_stream else _INLINE_COPY_FIX if copies_inline else
              "Find what the waiting kernel depends on (the largest waits name it): a cudaStreamWaitEvent on "
              "an event recorded late, a side stream that serialises with the main one, or a blocking copy "
              "in front of it. Record the event as early as the data is ready, move independent work onto "
@@ -107,10 +121,22 @@ def analyze(ctx: Context) -> list[Finding]:
         confidence="medium", evidence=ev, beyond_idle_us=copy_wait)]
 
 
+def _copies_on_compute_streams(gpu: pd.DataFrame) -> bool:
+    """Every copy runs on a stream that also runs kernels (the default stream's input copy)."""
+    kernels = set(zip(gpu.loc[gpu["kind"] == "kernel", "device"], gpu.loc[gpu["kind"] == "kernel", "stream"]))
+    copies = set(zip(gpu.loc[gpu["kind"] == "memcpy", "device"], gpu.loc[gpu["kind"] == "memcpy", "stream"]))
+    return bool(copies) and copies <= kernels
+
+
+_INLINE_COPY_FIX = ("The copies run on the compute stream itself, so its kernels wait for each copy to finish "
+                    "(a v100 ResNet's input batch, for one). Copy the next batch ahead of time so it overlaps "
+                    "the current step's compute: pinned memory (DataLoader(pin_memory=True)), "
+                    ".to(device, non_blocking=True), issued a step early or on a side stream (a prefetcher).")
+
 # One stream, no event waits, no copies: the kernel was queued in time and started late behind its
 # predecessor on the same stream. That is the GPU's own spacing between back-to-back small kernels, not
 # an event or stream to reorder.
-_SAME_STREAM_FIX = ("The waits are between kernels on one stream with no event waits: queued kernels start "
+_SAME_STREAM_FIX = ("The waits are between kernels on one stream (no other stream to wait for): queued kernels start "
                     "a few microseconds after their predecessor ends (the GPU's own spacing between many "
                     "small kernels). Fewer, larger kernels (fusion, torch.compile) shrink it; there is no "
                     "stream or event to reorder.")

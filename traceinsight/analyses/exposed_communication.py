@@ -12,6 +12,7 @@ from ..trace.steps import merged_intervals
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("exposed_communication", "communication-bound", estimate="measured")
+ALREADY_OVERLAPS = 0.15     # of the communication time: the program overlaps already (DDP's buckets do)
 
 
 def _covered(s: np.ndarray, e: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> float:
@@ -70,6 +71,13 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = ("The collectives run on the compute stream (tensor-parallel style), so nothing can overlap "
                "them: cut their cost instead (fewer, larger all-reduces; a faster algorithm or transport; "
                "a parallel layout that communicates less), and check for a straggler rank.")
+    elif comm and lost < (1 - ALREADY_OVERLAPS) * comm:
+        # (a review: "let DDP start all-reduces during backward" to a program whose buckets already did)
+        fix = (f"The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute "
+               "(collectives start during the backward): the rest runs after the last compute. Overlap more with "
+               "smaller buckets (bucket_cap_mb) or FSDP prefetch (forward_prefetch / backward_prefetch), and "
+               "check for a straggler rank that makes the others wait inside the collective (`traceinsight "
+               "analyze` on all ranks' traces).")
     else:
         fix = ("Overlap communication with compute: let DDP start all-reduces during backward (smaller "
                "bucket_cap_mb, gradient_as_bucket_view=True, no sync points inside backward), prefetch FSDP "
@@ -77,7 +85,9 @@ def analyze(ctx: Context) -> list[Finding]:
                "the others wait inside the collective (`traceinsight analyze` on all ranks' traces).")
     if comm > comp:
         fix += (" Communication takes longer than compute here: even perfect overlap saves at most "
-                f"{bound / 1000:.2f} ms per step; the rest needs less communication.")
+                f"{bound / 1000:.2f} ms per step; the rest needs less communication, or less waiting: a "
+                "collective's kernel time holds its wait for the slowest rank, which one rank's trace cannot "
+                "tell apart from the transfer.")
     f = Finding(
         kind=SPEC.kind,
         title=(f"Communication runs exposed: {lost / 1000:.2f} ms per step of collectives overlap no compute; "

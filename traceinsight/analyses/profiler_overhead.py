@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.facts import model_has_cpu_ops
 from ..trace.profiler_cost import profiler_options, unprofiled_step_us
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("profiler_overhead", "inflated by the profiler", estimate="measured", note=True,
-                profiler_cost=True)
+                profiler_cost=True, cost_basis="the profiled step less the un-profiled step (the summary says "
+                                               "whether that was measured or estimated)")
 US_PER_MEMORY_EVENT = 0.5   # profile_memory's allocation events (not in the fitted model; rough)
 FIX = ("Nothing to change in the program: only the profiled run pays this. For true CPU timings measure the "
        "step time outside the profiler's window (traceinsight record does).")
@@ -41,6 +43,8 @@ def analyze(ctx: Context) -> list[Finding]:
     if lost <= 0:
         return []
     opts = profiler_options(m) + (" + profile_memory" if mem else "")
+    if not model_has_cpu_ops(m):      # (record_shapes costs nothing where no op was recorded: a review)
+        opts += ", runtime calls only"
     ev = {"options_seen": opts, "profiled_step_ms": round(profiled / 1000, 3),
           "unprofiled_step_ms_estimate": round(unprof / 1000, 3) if unprof is not None else None,
           "inflation_ms_per_step": round(lost / 1000, 3),

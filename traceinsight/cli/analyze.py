@@ -37,14 +37,20 @@ def analyze(
                                         help="Multi-rank jobs: the steps to compare, e.g. 5-8,10 (default: those all ranks share)."),
     full_ranks: Optional[str] = typer.Option(None, "--full-ranks", metavar="LIST",
                                              help="Multi-rank jobs: ranks that also get the full single-rank analysis "
-                                                  "(default: the straggler and the median rank)."),
+                                                  "in the JSON (default: the straggler and the median rank; the HTML "
+                                                  "and Markdown show the straggler's, or the median rank's)."),
 ) -> None:
     def go():
-        files = expand(traces)
+        skipped: list[str] = []
+        files = expand(traces, skipped)
+        for s in skipped:
+            warn(s)
         # One file of a multi-rank run gets its own report (with a note that its partners are missing).
         if len(files) > 1 and looks_like_job(files):
+            from ..render.markdown import picture_paths
             from .job import analyze_job_and_write
-            check_writable([output, json_out, markdown], [Path(f) for f in files], force)
+            pictures = picture_paths(markdown, 1) if markdown is not None else []   # (the focus rank's)
+            check_writable([output, json_out, markdown, *pictures], [Path(f) for f in files], force)
             analyze_job_and_write(files, engine, workers, address, steps, full_ranks, html=output, json=json_out,
                                   markdown=markdown, show=not quiet)
             said_written({"report": output, "json": json_out, "markdown": markdown})

@@ -15,15 +15,16 @@ from ..report.analyze import analyze_file, expand_paths
 from ..report.document import Report, build_report
 from ..report.timeline import items_per_trace
 from ..render import write_outputs
+from ..render.format import terminal_safe
 
 
 def fail(message: str) -> None:
-    typer.echo(f"traceinsight: error: {message}", err=True)
+    typer.echo(f"traceinsight: error: {terminal_safe(message)}", err=True)
     raise typer.Exit(2)
 
 
 def warn(message: str) -> None:
-    typer.echo(f"traceinsight: warning: {message}", err=True)
+    typer.echo(f"traceinsight: warning: {terminal_safe(message)}", err=True)
 
 
 def check_writable(paths: list[Optional[Path]], inputs: list[Path], force: bool) -> None:
@@ -32,15 +33,26 @@ def check_writable(paths: list[Optional[Path]], inputs: list[Path], force: bool)
     outs = [p for p in paths if p is not None]
     if len({p.resolve() for p in outs}) < len(outs):
         raise UsageError("the same file is given for two outputs")
+    existing = [p for p in inputs if p.exists()]
     for p in outs:
-        if p.resolve() in resolved_inputs:
+        # (a hard link is the same file under another name: a review overwrote its input through one)
+        if p.resolve() in resolved_inputs or (p.exists() and any(_same(p, i) for i in existing)):
             raise UsageError(f"{p}: is one of the input traces; refusing to overwrite it")
+        if p.is_dir():
+            raise UsageError(f"{p}: is a directory; give a file name to write")
         if p.exists() and not force:
             if sys.stdin.isatty() and typer.confirm(f"{p} exists. Overwrite?", default=False, err=True):
                 continue
             raise UsageError(f"{p}: already exists (use --force to overwrite)")
         if not p.parent.exists():
             raise UsageError(f"{p}: directory {p.parent} does not exist")
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def run_guarded(fn):
@@ -51,6 +63,11 @@ def run_guarded(fn):
         fail(str(exc))
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
+    except OSError as exc:
+        # Reading a trace raises TraceError: an OSError here is an output that could not be written (a full
+        # disk is no fault of the input, which the catch-all below would have blamed).
+        where = f" {exc.filename}" if getattr(exc, "filename", None) else " an output file"
+        fail(f"could not write{where}: {exc.strerror or exc}")
     except Exception as exc:  # a bug or a trace shape we do not know: still one line, exit 2
         if os.environ.get("TRACEINSIGHT_DEBUG"):
             raise
@@ -128,4 +145,4 @@ def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | 
 def said_written(outputs: dict[str, Optional[Path]]) -> None:
     for label, p in outputs.items():
         if p is not None:
-            typer.echo(f"wrote {label}: {p}", err=True)
+            typer.echo(f"wrote {label}: {terminal_safe(str(p))}", err=True)

@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..trace.load import spooled
 from .common import check_writable, run_guarded, said_written, warn, with_progress
 from .help import TidyCommand, examples
 
@@ -62,8 +63,8 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No terminal summary."),
     ) -> None:
-        if fail_on_regression is not None and fail_on_regression < 0:
-            typer.echo(f"traceinsight: error: {GATE}: the percentage must be 0 or more", err=True)
+        if fail_on_regression is not None and not (0 <= fail_on_regression < float("inf")):   # (nan too)
+            typer.echo(f"traceinsight: error: {GATE}: the percentage must be a number, 0 or more", err=True)
             raise typer.Exit(2)
 
         def go():
@@ -71,8 +72,9 @@ def register(app: typer.Typer) -> None:
             from ..report.diff import compare, load_side
             from ..report.diff_regression import regression
             check_writable([output, json_out, markdown], [before, after], force)
-            sb = with_progress(before, lambda: load_side(before))
-            sa = with_progress(after, lambda: load_side(after))
+            b, a = Path(spooled(str(before))), Path(spooled(str(after)))
+            sb = with_progress(before, lambda: load_side(b))
+            sa = with_progress(after, lambda: load_side(a))
             for s in (sb, sa):
                 for w in s.warnings:
                     warn(f"{s.path}: {w}")

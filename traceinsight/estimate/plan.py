@@ -89,7 +89,9 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         cpu_now = gpu_before >= GPU_BOUND * prev and gpu < CPU_BOUND * t
         gpu_before = gpu
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
-                     "gpu_work_after_ms": round(gpu / 1000, 3), "cpu_bound_after": bool(cpu_now),
+                     # (summed over streams a copy beside the kernels would count twice: never above the
+                     # step it works in, which a review read as the step shorter than its GPU work)
+                     "gpu_work_after_ms": round(min(gpu, t) / 1000, 3), "cpu_bound_after": bool(cpu_now),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],

@@ -17,7 +17,7 @@ from ..analyses.host_bound import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
-from ..trace.profiler_cost import measured_unprofiled_us, profile_setting
+from ..trace.profiler_cost import measured_unprofiled_us, profile_setting, profiler_options
 from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
                         unprofiled_range_us)
 from .likely import likely
@@ -31,6 +31,7 @@ MIN_SHARE = 0.03
 MIN_US = 5.0
 # How a finding whose fix cannot be replayed is estimated: its measured cost, the most the fix can give.
 MEASURED_NOTE = "measured cost in the trace; the fix's effect cannot be replayed, so this is an upper bound"
+PROFILER_NOTE = "the profiled step less the un-profiled step: only the profiled run pays it"
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
@@ -103,7 +104,9 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                                    f"{erratic['span']}): only its quiet steps are used, and the "
                                                    "band reaches down to half the estimate")
             info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
+            # "stack": with_stack and/or record_shapes (the cost model's two settings); the options themselves:
             info["profiler_setting"] = profile_setting(ctx.model)
+            info["profiler_options"] = profiler_options(ctx.model)
             info["gpu_busy_ms"] = round(busy / 1000, 3)
             info["kernel_busy_ms"] = round(kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
             info["pinned_copy_ms"] = round(pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
@@ -135,7 +138,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # communication than there is compute to hide it behind).
             pre = f.estimated_savings_us
             f.estimated_savings_us = f.lost_per_step_us if math.isnan(pre) else min(pre, f.lost_per_step_us)
-            f.estimate_note = MEASURED_NOTE
+            f.estimate_note = (PROFILER_NOTE if spec(f.kind).profiler_cost else MEASURED_NOTE)
             f.savings_bound_us = (0.0, f.estimated_savings_us)     # (that bound is the range's top too)
             continue
         state = replay.apply(compiled, f.fixes, bw, cuts)
@@ -183,6 +186,14 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
     _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
+    for f in findings:
+        # A replayed saving above the finding's own cost is no error, but says why (a review read the sync
+        # fix's 0.75 ms beside its 0.24 ms "what the fix targets" as a saving past its idle).
+        if id(f) not in measured and f.lost_per_step_us > 0 and f.estimated_savings_us > 1.3 * f.lost_per_step_us:
+            f.estimate_note += (f"; more than the finding's own cost ({f.lost_per_step_us / 1000:.3f} ms per step): "
+                                "the replay also counts what the fix changes beyond it, such as the CPU running "
+                                "ahead of the GPU again, copies moved off the compute stream, or the launches "
+                                "that go with removed kernels")
     # The likely range's physics is the longest un-profiled step the estimate allows (its band's top: a step
     # estimated short gives more). Start-up or no complete step: not steady, as all our measured fixes are.
     top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))
@@ -273,9 +284,11 @@ def _rank_key(f: Finding) -> tuple:
 def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
     """Finding.after_prerequisites: the ranked fixes each needs first, and its plan row's saving."""
     adds = {r["kind"]: r["saves_ms"] * 1000 for r in plan}
+    order = [r["kind"] for r in plan]
     for f in findings:
         first = tuple(dict.fromkeys(g.kind for g in findings if needs(f, g)))
-        f.after_prerequisites = (first, adds[f.kind]) if first and f.kind in adds else None
+        before = tuple(order[:order.index(f.kind)]) if f.kind in order else ()
+        f.after_prerequisites = (first, adds[f.kind], before) if first and f.kind in adds else None
 
 
 def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float,
@@ -285,7 +298,10 @@ def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofile
     for f in findings:
         if spec(f.kind).profiler_cost:
             lost = max(0.0, profiled_us - unprofiled_us)
-            f.lost_per_step_us = lost
+            # The total stays this per step times the steps the analysis counted (a review found the
+            # analysis's own total beside rank's per-step figure).
+            steps = f.lost_total_us / f.lost_per_step_us if f.lost_per_step_us > 0 else 0.0
+            f.lost_per_step_us, f.lost_total_us = lost, lost * steps
             f.evidence = dict(f.evidence, unprofiled_step_ms_estimate=round(unprofiled_us / 1000, 3),
                               inflation_ms_per_step=round(lost / 1000, 3),
                               inflation_pct_of_unprofiled_step=round(100 * lost / unprofiled_us, 1) if unprofiled_us else None)

@@ -71,9 +71,15 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
     return built
 
 
+OTHER_RUN_US = 1e6     # a clock correction this large is not two hosts' clocks: traces of different runs?
+
+
 def _report_ranks(block: dict, full_ranks) -> set:
     present = {r["rank"] for r in block["ranks"]}
     extra = _parse_ints(full_ranks, "--full-ranks") or set()
+    if extra - present and block["ranks"]:
+        raise UsageError(f"--full-ranks: no rank {', '.join(map(str, sorted(extra - present)))} in this job "
+                         f"(ranks {min(present)}-{max(present)})")
     out = {block["straggler"]["rank"], block["straggler"]["median_rank"]} | extra
     return {r for r in out if r is not None and r in present}
 
@@ -104,6 +110,11 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
     d = shift[:, None]
     clk = clock.align(m.start + d, m.end + d, blocking, known, [s.host for s in ok])
     warnings += clk.warnings
+    far = float(np.max(np.abs(clk.offsets))) if len(clk.offsets) else 0.0
+    if far > OTHER_RUN_US:
+        # (a review joined rank 0 of one run with rank 1 of another: "offsets up to 1471.68 ms", a straggler)
+        warnings.append(f"the ranks' clocks had to be moved by up to {far / 1e6:.2f} s to line their collectives "
+                        "up, far more than hosts' clocks differ: check that these traces come from one run")
     al = analysis.aligned(m, shift, clk.offsets, chosen)
     med = analysis.step_medians(m, chosen, ("dur", "exposed", "comm"))
     step_us, exposed, comm = med["dur"], med["exposed"], med["comm"]
@@ -198,6 +209,8 @@ def _parse_ints(spec, option: str):
             try:
                 if "-" in part[1:]:
                     a, b = part.split("-", 1)
+                    if int(b) < int(a):
+                        raise UsageError(f"{option}: {part!r} runs backwards (write {b}-{a})")
                     out |= set(range(int(a), int(b) + 1))
                 elif part:
                     out.add(int(part))

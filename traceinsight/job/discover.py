@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import TraceError
-from ..trace.load import find_trace_files
+from ..trace.load import find_trace_files, spooled
 
 _HEAD = 64 << 10
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*\{(.{0,4000}?)\}', re.S)
@@ -26,13 +26,14 @@ _RANK_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
 _WORLD_NAME = re.compile(r"_of_?(\d+)", re.I)
 
 
-def expand(paths) -> list[str]:
-    """Directories -> their .json / .json.gz files; globs -> their matches; files as given. Sorted, unique."""
+def expand(paths, skipped: list[str] | None = None) -> list[str]:
+    """Directories -> their .json / .json.gz files; globs -> their matches; files as given. Sorted, unique.
+    What a directory held that is no trace is named in `skipped`."""
     out: list[str] = []
     for p in paths:
-        s = str(p)
+        s = spooled(str(p))
         if Path(s).is_dir():
-            out += [str(f) for f in find_trace_files(Path(s))]     # (one listing: our own reports left out)
+            out += [str(f) for f in find_trace_files(Path(s), skipped)]     # (one listing: our own reports left out)
         elif any(c in s for c in "*?[") and not Path(s).exists():
             found = sorted(glob.glob(s, recursive=True))
             if not found:

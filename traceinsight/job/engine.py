@@ -30,6 +30,9 @@ PER_JSON_BYTE = 4.5
 MEMORY_SHARE = 0.7          # of the memory available now, what the pool may plan to use
 
 
+CONNECT_S = 10        # seconds to reach a given scheduler before saying it cannot be reached
+
+
 def json_bytes(path) -> int:
     """A trace's JSON size without reading it: a gzip file states it (mod 4 GiB) in its last 4 bytes."""
     p = Path(path)
@@ -125,7 +128,11 @@ class Session:
             except ImportError:
                 raise UsageError("--engine dask needs the dask extra: pip install 'traceinsight-gpu[dask]'") from None
             if self.address:
-                self._client = Client(self.address)
+                try:
+                    self._client = Client(self.address, timeout=CONNECT_S)
+                except (OSError, TimeoutError) as exc:     # (it had ended in "please report it")
+                    raise UsageError(f"--address {self.address}: could not reach a Dask scheduler there "
+                                     f"({type(exc).__name__}: {exc})") from None
             else:
                 n = self.workers or local_workers(paths, None, factor)
                 self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=n > 1,
@@ -142,7 +149,13 @@ class Session:
         if not ray.is_initialized():
             kw = {"address": self.address} if self.address else {
                 "num_cpus": self.workers or local_workers(paths, None, factor), "include_dashboard": False}
-            ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
+            try:
+                ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
+            except (ConnectionError, OSError, TimeoutError) as exc:
+                if not self.address:
+                    raise
+                raise UsageError(f"--address {self.address}: could not reach a Ray cluster there "
+                                 f"({type(exc).__name__}: {exc})") from None
             self._ray_started = True
         remote = ray.remote(num_cpus=1)(fn)
         return ray.get([remote.remote(p) for p in paths])

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .assets import dumps_for_script, safe_js, static_asset
-from .format import delta as _d, env, fixed as _v
+from .format import delta as _d, env, fixed as _v, md_code, md_text, terminal_safe
 
 STATUS_STYLE = {
     "resolved": "green", "shrunk": "green", "faster": "green", "removed": "green",
@@ -42,13 +42,14 @@ def changed_rows(table: dict, limit: int) -> list[dict]:
 
 def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 8) -> None:
     console = console or Console()
+    d = terminal_safe(d)
     b, a = d["before"], d["after"]
     console.rule(Text(f"traceinsight diff: {b['file']} -> {a['file']}"))
     if d["comparability_warnings"]:
         console.print(Text("Not like for like: " + "; ".join(d["comparability_warnings"]), style="bold yellow"))
     console.print(Text(d["headline"], style="bold"))
     st = d["step_time"]
-    tab = Table(title="Step time (full steps, ms)", show_lines=False)
+    tab = Table(title="Step time (full steps, ms, profiled)", show_lines=False)
     for col in ("", "median", "min", "max", "MAD", "IQR", "noise ±", "steps"):
         tab.add_column(col, justify="right" if col else "left")
     for label, s in (("before", st["before"]), ("after", st["after"])):
@@ -100,13 +101,13 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
 
 # --------------------------------------------------------------------------- markdown
 
-def _cell(s) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+_cell = md_text
 
 
 def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
     b, a, st = d["before"], d["after"], d["step_time"]
-    out = [f"### traceinsight diff: `{_cell(Path(b['file']).name)}` -> `{_cell(Path(a['file']).name)}`\n"]
+    out = [f"### traceinsight diff: {md_code(Path(b['file']).name)} -> {md_code(Path(a['file']).name)}\n"]
     if d["comparability_warnings"]:
         out.append("> **Not like for like:** " + _cell("; ".join(d["comparability_warnings"])) + "\n")
     out.append(f"**{_cell(d['headline'])}**\n")
@@ -122,7 +123,7 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
         out.append("|---|---|---|---|---|")
         for c in d["causes"]:
             status = c["status"] + (f" ({c['resolved_how']})" if c.get("resolved_how") else "")
-            out.append(f"| `{_cell(c['kind'])}` | {_v(c['before_ms_per_step'])} | {_v(c['after_ms_per_step'])} | "
+            out.append(f"| {md_code(c['kind'])} | {_v(c['before_ms_per_step'])} | {_v(c['after_ms_per_step'])} | "
                        f"{_d(c['delta_ms_per_step'])} | {status} |")
         out.append("")
     for title, key, limit in (("GPU time by kernel", "kernels", kernels), ("GPU time by op", "ops", ops)):
@@ -132,7 +133,7 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
             out.append("| status | name | before | after | change |")
             out.append("|---|---|---|---|---|")
             for r in rows:
-                out.append(f"| {r['status']} | `{_cell(_short(r['label'], 120))}` | {_v(r['before_ms_per_step'])} | "
+                out.append(f"| {r['status']} | {md_code(_short(r['label'], 120))} | {_v(r['before_ms_per_step'])} | "
                            f"{_v(r['after_ms_per_step'])} | {_d(r['delta_ms_per_step'])} |")
             out.append("")
     for n in d["notes"]:

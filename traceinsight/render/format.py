@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -67,3 +68,36 @@ def delta(x, nd=3) -> str:
     if x is None:
         return "-"
     return f"{float(x):+.{nd}f}"
+
+
+# C0 and C1 control characters but newline and tab: a trace's strings reach a terminal, where ESC
+# sequences clear the screen or set its title (a review put them in a GPU name and op names).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(x):
+    """A document (or string) with every control character in its strings written as a visible escape."""
+    if isinstance(x, str):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", x)
+    if isinstance(x, dict):
+        return {k: terminal_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [terminal_safe(v) for v in x]
+    return x
+
+
+def md_text(s) -> str:
+    """A string from a trace as Markdown text (a table cell or a sentence): its HTML and link syntax shown,
+    not rendered (a review put <img onerror=...> in a GPU name), one line, table pipes escaped."""
+    s = str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("[", "\\[").replace("]", "\\]").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def md_code(s) -> str:
+    """A string from a trace as a Markdown code span, fenced by more backticks than it holds in a row (an op
+    name with a backtick had closed its span and let HTML after it render)."""
+    s = str(s).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    run = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or run else ""
+    return f"{fence}{pad}{s}{pad}{fence}"

@@ -186,6 +186,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
                      for f in S.fixes(d)],
         "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.notes(d)],
         "limits": S.limits(d),
+        "step_counts": S.step_counts(d),
         "window": S.window(d),
         "plan_notes": [S.plan_note(row) for row in S.plan_rows(d)],
         "plan_shown": S.plan_shown(d),
@@ -216,6 +217,7 @@ def render(reports: list[Report], preface: str | None = None) -> str:
     return env.get_template("report.html.j2").render(
         preface=Markup(preface) if preface else None,
         traces=traces, fmt=_fmt, label=_label, outside_ops=S.outside_ops, span=lambda f: S.span(f, _fmt),
+        after_fixes=S.after_fixes,
         causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
         css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 

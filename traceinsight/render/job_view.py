@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import html as _html
 
+from .format import md_text, terminal_safe
+
 MAX_TEXT_RANKS = 32          # rows of the per-rank table in text outputs (the chart shows all)
 COLORS = {"wait": "#d9534f", "comm": "#f0ad4e", "rest": "#5b8fd6"}   # (rest: the step less both, not GPU busy)
 
@@ -67,8 +69,11 @@ def _rank_rows(block: dict) -> list[list[str]]:
             for r in _shown_ranks(block)]
 
 
-RANK_HEAD = ["rank", "step ms", "wait ms/step", "exposed comm ms/step", "overlap %", "last"]
-COLL_HEAD = ["op", "dtype", "bytes", "ranks", "count", "time us", "algbw GB/s", "busbw GB/s"]
+# Per rank: medians per step; "arrived last": of the matched collectives in the window, how many it was the
+# last rank to reach. Per collective shape: how many in the window, and their median time.
+RANK_HEAD = ["rank", "step ms (median)", "wait ms/step", "exposed comm ms/step", "overlap %",
+             "arrived last (collectives)"]
+COLL_HEAD = ["op", "dtype", "bytes", "ranks", "count (window)", "time us (median)", "algbw GB/s", "busbw GB/s"]
 
 
 def _coll_rows(block: dict) -> list[list[str]]:
@@ -77,6 +82,7 @@ def _coll_rows(block: dict) -> list[list[str]]:
 
 
 def terminal(block: dict, width: int = 24) -> str:
+    block = terminal_safe(block)
     out = headline(block)
     ranks = _shown_ranks(block)
     top = max((r.get("step_ms_median") or 0.0 for r in ranks), default=0.0) or 1.0
@@ -97,8 +103,7 @@ def terminal(block: dict, width: int = 24) -> str:
     return "\n".join(out) + "\n"
 
 
-def _md_cell(s: str) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+_md_cell = md_text
 
 
 def markdown(block: dict) -> str:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from ..report.document import Report
 from . import sections as S
+from .format import md_code, md_text
 from .png import write_picture
 
 
-def _cell(s) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+_cell = md_text
 
 
 def _ms(v) -> str:
@@ -51,7 +51,8 @@ def _fix_details(fx) -> list[str]:
     for i, f in enumerate(fx, 1):
         body += [f"**{i}. `{f['kind']}`: {_cell(f['title'])}**", "",
                  f"- Estimated saving per step: {S.saving(f, '; ')}; "
-                 f"measured cost {f['measured_cost_ms_per_step']} ms per step"
+                 + (f"cost {f['measured_cost_ms_per_step']} ms per step, derived ({_cell(f['cost_basis'])})"
+                    if f.get("cost_basis") else f"measured cost {f['measured_cost_ms_per_step']} ms per step")
                  + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
                  + f"; confidence {f['confidence']}.",
                  f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}"
@@ -65,12 +66,13 @@ def _fix_details(fx) -> list[str]:
 
 def _cpu_table(c) -> list[str]:
     out = [f"On the step's thread, per step (median): {c['in_ops_ms']} ms ({c['in_ops_pct']}%) inside torch ops "
-           f"(dispatch and CPU kernels), {c['outside_ops_ms']} ms ({c['outside_ops_pct']}%) outside any op ("
-           f"{S.outside_ops(c)}).", "",
-           "| op | calls per step | self ms per step | total ms per step | self % of the step |",
+           f"(dispatch and CPU kernels, and any wait for the GPU inside them), {c['outside_ops_ms']} ms "
+           f"({c['outside_ops_pct']}%) outside any op ({S.outside_ops(c)}).", "",
+           "| op | calls per step (mean) | self ms per step (mean) | total ms per step (mean) "
+           "| self % of the step's CPU range |",
            "|---|---|---|---|---|"]
     for o in c["top_ops"]:
-        out.append(f"| `{_cell(o['op'])}` | {o['calls_per_step']} | {o['self_ms_per_step']} | "
+        out.append(f"| {md_code(o['op'])} | {o['calls_per_step']} | {o['self_ms_per_step']} | "
                    f"{o['total_ms_per_step']} | {o['self_pct']} |")
     return out
 
@@ -79,14 +81,14 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     d = r.doc
     s, t = d["summary"], d["trace"]
     fx = S.fixes(d)
-    out = [f"### traceinsight: `{_cell(Path(t['file']).name)}`{S.rank_label(t)}\n", f"**{_cell(d['verdict'])}**\n"]
+    out = [f"### traceinsight: {md_code(Path(t['file']).name)}{_cell(S.rank_label(t))}\n",
+           f"**{_cell(d['verdict'])}**\n"]
     for lim in S.limits(d):
         out.append(f"> **Limits of this trace:** {_cell(lim)}\n")
     cut = S.interrupted(d)
     if cut:
         out.append(f"> **Interrupted recording:** {_cell(cut)}\n")
-    steps = f"{S.plural(s['steps'], 'step')} ({t['step_source']})"
-    step = f"median step {s['median_step_ms']} ms (min {s['min_step_ms']}, max {s['max_step_ms']})"
+    steps, step = S.step_counts(d), S.step_line(d)
     if S.cpu_only(d):
         out.append(f"- CPU only (no GPU activity was recorded); {steps}, {step}\n")
     else:

@@ -66,7 +66,9 @@ def gpu_label(t) -> str:
     if name and name != "unknown GPU":
         return name
     cc = t.get("compute_capability")
-    return "not named in the trace" + (f" (compute capability {cc})" if cc else "")
+    amd = "an AMD GPU: a ROCm trace" if t.get("vendor") == "AMD" else ""
+    return "not named in the trace" + (f" ({', '.join(x for x in (amd, f'compute capability {cc}' if cc else '') if x)})"
+                                       if amd or cc else "")
 
 
 def rank_label(t) -> str:
@@ -102,7 +104,9 @@ def unprofiled(doc) -> str | None:
     gpu = str((doc.get("trace") or {}).get("gpu") or "")
     # (the cost model and its band come from H100 and H200 hosts: another GPU's host is outside them)
     named = gpu and "unknown" not in gpu.lower()
-    other = "" if not named or "H100" in gpu or "H200" in gpu else f"; this trace's {gpu} is outside that calibration"
+    amd = (doc.get("trace") or {}).get("vendor") == "AMD"
+    other = ("" if (not named and not amd) or "H100" in gpu or "H200" in gpu else
+             f"; this trace's {gpu if named else 'AMD GPU'} is outside that calibration")
     band = (f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the band that held 8 in 10 of our own H100/H200 "
             f"measurements{other}") if band else ""
     return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}). "
@@ -149,12 +153,38 @@ def outside_ops(c: dict) -> str:
     return ", ".join(parts + ["the rest Python and other host code" if parts else "Python and other host code"])
 
 
+def step_counts(d: dict) -> str:
+    """'5 steps (ProfilerStep, 1 partial or warm-up, left out of the medians)'; where every step is partial
+    the medians are theirs, and it says so (a review read 'left out of the medians' beside the median)."""
+    s, t = d["summary"], d["trace"]
+    n, part = s["steps"], t["partial_steps"]
+    left = ("" if not part else f", {part} partial or warm-up, left out of the medians" if part < n else
+            f", {'all ' if n > 1 else ''}partial or warm-up: no complete step, so the figures are "
+            f"{'theirs' if n > 1 else 'its'}")
+    return plural(n, "step") + f" ({t['step_source']}{left})"
+
+
+def step_line(d: dict) -> str:
+    s = d["summary"]
+    return f"median step {s['median_step_ms']} ms (min {s['min_step_ms']} ms, max {s['max_step_ms']} ms)"
+
+
+def after_fixes(f: dict) -> str:
+    """'once sync_stall is fixed', or 'once sync_stall (needed first) and fusion_candidates are fixed' where
+    the plan's row that figure comes from also follows fixes it does not need."""
+    first, before = f.get("needs_first") or [], f.get("saves_after_plan_fixes") or []
+    if not before or set(before) <= set(first):
+        return f"once {', '.join(first)} {'is' if len(first) == 1 else 'are'} fixed"
+    named = [k + (" (needed first)" if k in first else "") for k in before]
+    return f"once {', '.join(named[:-1])} and {named[-1]} are fixed"
+
+
 def saving(f: dict, sep: str) -> str:
     """A finding's saving per step as the tables show it: the estimate with its share and range; for a fix
     that needs others first, what it adds once they are fixed (what it is ranked by), then what it would
     save alone, which it cannot be applied as."""
     if f.get("needs_first"):
-        return (f"{f['saves_after_needs_first_ms']} ms once {', '.join(f['needs_first'])} is fixed{sep}"
+        return (f"{f['saves_after_needs_first_ms']} ms {after_fixes(f)}{sep}"
                 f"{f['estimated_savings_ms']} ms alone" + (f" ({r})" if (r := span(f)) else ""))
     return f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)" + (f"{sep}{r}" if (r := span(f)) else "")
 

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from ..report.document import Report
 from . import sections as S
+from .format import terminal_safe
 
 TONE = {"healthy": "bold green", "neutral": "bold", "alarm": "bold red"}
 
@@ -27,9 +28,7 @@ def _header(console: Console, d) -> None:
 
 def _facts(console: Console, d) -> None:
     s, t = d["summary"], d["trace"]
-    left_out = f", {t['partial_steps']} partial or warm-up, left out of the medians" if t["partial_steps"] else ""
-    steps = S.plural(s["steps"], "step") + f" ({t['step_source']}{left_out})"
-    step = f"median step {s['median_step_ms']} ms (min {s['min_step_ms']}, max {s['max_step_ms']})"
+    steps, step = S.step_counts(d), S.step_line(d)
     if S.cpu_only(d):
         console.print(Text(f"CPU only: no GPU activity was recorded | {steps} | {step}"))
     else:
@@ -49,10 +48,10 @@ def _cpu_time(console: Console, d, rows: int = 8) -> None:
     if not c:
         return
     console.print(Text(
-        f"CPU time per step (median, thread {c['thread']}): in torch ops (dispatch + CPU kernels) "
-        f"{c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops ({S.outside_ops(c)}) "
+        f"CPU time per step (median, thread {c['thread']}): in torch ops (dispatch + CPU kernels + waits for "
+        f"the GPU in them) {c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops ({S.outside_ops(c)}) "
         f"{c['outside_ops_ms']} ms ({c['outside_ops_pct']}%)"))
-    tab = Table(title="Top ops by self CPU time (ms per step, mean)")
+    tab = Table(title="Top ops by self CPU time (ms per step, mean; % of the step's CPU range)")
     for col in ("op", "calls", "self", "total", "self %"):
         tab.add_column(col, justify="left" if col == "op" else "right", overflow="fold" if col == "op" else None)
     for o in c["top_ops"][:rows]:
@@ -111,7 +110,7 @@ def _plan(console: Console, d) -> None:
 def show(reports: list[Report], console: Console | None = None, brief: bool = False) -> None:
     console = console or Console()
     for r in reports:
-        d = r.doc
+        d = terminal_safe(r.doc)
         _header(console, d)
         if brief:
             if S.cpu_only(d):

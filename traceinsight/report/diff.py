@@ -296,10 +296,12 @@ def _side_summary(s: Side, st: dict) -> dict:
     }
 
 
-def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) -> tuple[str, list[str]]:
-    """The one-line answer, and the notes that keep it honest."""
+def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str],
+              unprofiled: tuple | None = None) -> tuple[str, list[str]]:
+    """The one-line answer, and the notes that keep it honest. `unprofiled`: both sides' un-profiled steps
+    (ms) and how each was had, where both reports give one."""
     notes = []
-    head = f"Median step: {change['sentence']}."
+    head = f"Median step, profiled: {change['sentence']}."
     resolved = [c for c in causes if c["status"] in ("resolved", "shrunk") and c["reported_before"] == "finding"]
     new = [c for c in causes if c["status"] in ("new", "grown") and c["reported_after"] == "finding"]
     if change["direction"] == "slower" and change["significance"] in ("beyond_noise", "well_beyond_noise") \
@@ -320,11 +322,13 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) 
             # median: compared as shares, not as ms (1.594 ms of a 1.78 ms un-profiled step is the 2.4 ms a
             # 2.6 ms profiled step lost, not a miss).
             pct = c.get("estimated_savings_pct_before")
+            which = "un-profiled" if unprofiled else "median"
             notes.append(f"{c['kind']} ({c['resolved_how'] or c['status']}) was estimated to save "
                          f"{est:.3f} ms per step" + (f" (likely {likely[0]:.3f} to {likely[1]:.3f})" if likely else "")
-                         + (f", {pct:.0f}% of the step" if pct is not None else "")
-                         + f"; the median step changed by {change['delta_ms']:+.3f} ms"
-                         + (f" ({change['delta_pct']:+.0f}%)" if change.get("delta_pct") is not None else "") + ".")
+                         + (f", {pct:.0f}% of the before trace's {which} step" if pct is not None else "")
+                         + f"; the profiled median step changed by {change['delta_ms']:+.3f} ms"
+                         + (f" ({change['delta_pct']:+.0f}%)" if change.get("delta_pct") is not None else "")
+                         + (_unprofiled_change(unprofiled) if unprofiled else "") + ".")
     if change["significance"] == "within_noise" and resolved:
         notes.append(f"{', '.join(c['kind'] for c in resolved)} went down, but the step time did not change "
                      "beyond noise: that cause was not on the critical path, or something else filled the time.")
@@ -336,6 +340,21 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str]) 
     return head, notes
 
 
+def _unprofiled_change(u: tuple) -> str:
+    """'; un-profiled 1.780 -> 0.190 ms (-89%; both estimated)'."""
+    (b, hb), (a, ha) = u
+    how = f"both {hb}" if hb == ha else f"{hb} before, {ha} after"
+    return f"; un-profiled {b:.3f} -> {a:.3f} ms ({100 * (a - b) / b:+.0f}%; {how})"
+
+
+def _unprofiled(d: dict) -> tuple[float, str] | None:
+    s = d.get("summary") or {}
+    u = _f(s.get("unprofiled_step_ms"))
+    if u is None or u <= 0:
+        return None
+    return u, "measured" if str(s.get("unprofiled_step_method") or "").startswith("measured") else "estimated"
+
+
 def compare(before: Side, after: Side) -> dict:
     """The whole diff as plain data (JSON-able). See the module docstring."""
     db, da = before.doc, after.doc
@@ -345,7 +364,8 @@ def compare(before: Side, after: Side) -> dict:
     kernels = compare_kernels(before, after)
     ops = compare_ops(before, after)
     like = comparability(db, da)
-    head, notes = _headline(change, causes, kernels, like)
+    ub, ua = _unprofiled(db), _unprofiled(da)
+    head, notes = _headline(change, causes, kernels, like, (ub, ua) if ub and ua else None)
     sb, sa = db.get("summary") or {}, da.get("summary") or {}
     gpu = {}
     for k in ("median_gpu_busy_ms", "median_gpu_idle_ms"):
@@ -393,7 +413,8 @@ def compare(before: Side, after: Side) -> dict:
                      f"is within noise below {NOISE_K:g} x noise (floor {NOISE_FLOOR_MS} ms or "
                      f"{100 * NOISE_FLOOR_REL:g}% of the step), well beyond it above {WELL_K:g} x noise with "
                      "non-overlapping quartile ranges",
-            "causes": f"cost per step = the finding's measured cost (median per full step) or the idle time "
+            "causes": f"cost per step = the finding's cost (median per full step; measured, or derived from a "
+                      f"measurement where the report says so) or the idle time "
                       f"attributed to the cause; grown/shrunk when the change is >= {100 * CAUSE_REL:g}% and "
                       f">= {CAUSE_MIN_MS} ms; resolved = reported before, gone or below the report threshold "
                       "after",

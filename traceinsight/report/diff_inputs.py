@@ -70,15 +70,38 @@ def load_analysis_json(path: Path) -> dict | None:
         n = len(doc["traces"]) if isinstance(doc["traces"], list) else "several"
         raise TraceError(path, f"an analyze --json output of {n} traces; diff compares one trace per side "
                                "(give the trace files, or analyze --json one trace at a time)")
+    if "job" in doc and "findings" not in doc:
+        raise TraceError(path, "an analyze --json output of a multi-rank job; diff compares one trace per side "
+                               "(give a rank's trace, or its own analyze --json output)")
     missing = [k for k in ("schema_version", "summary", "findings") if k not in doc]
     if missing:
         raise TraceError(path, "JSON with \"schema_version\" but not a traceinsight analyze --json output "
                                f"(no {', '.join(repr(k) for k in missing)})")
     if not isinstance(doc["summary"], dict) or not isinstance(doc["findings"], list):
         raise TraceError(path, "not a traceinsight analyze --json output (summary/findings have the wrong type)")
+    wrong = _wrong_types(doc)
+    if wrong:      # (an edited file had crashed the diff: "trace": "x", a finding's kind null)
+        raise TraceError(path, f"not a traceinsight analyze --json output ({wrong} has the wrong type)")
     if doc.get("summary", {}).get("median_step_ms") is None:
         raise TraceError(path, "analyze --json output without a median step time; nothing to compare")
     return doc
+
+
+def _wrong_types(doc: dict) -> str | None:
+    """The first field diff reads that does not have the type analyze writes, or None."""
+    if not isinstance(doc.get("trace", {}), dict):
+        return "trace"
+    for key in ("findings", "minor_findings", "notes", "steps", "top_kernels", "top_ops"):
+        rows = doc.get(key, [])
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            return key
+    for key in ("findings", "minor_findings", "notes"):
+        if not all(isinstance(f.get("kind"), str) for f in doc.get(key, [])):
+            return f"a kind in {key}"
+    for key in ("whatif", "summary"):
+        if not isinstance(doc.get(key, {}), dict):
+            return key
+    return None
 
 
 def load_side(path: str | Path) -> Side:

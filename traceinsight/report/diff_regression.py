@@ -19,7 +19,8 @@ def regression(step_time: dict, threshold_pct: float | None = None) -> dict:
         out["reason"] = "step times are missing on one side: cannot tell"
         return out
     slower = direction == "slower" and delta > 0
-    over = pct is not None and pct > need
+    # (no percentage where the before step is 0 ms: any slowdown is past every threshold)
+    over = (pct > need) if pct is not None else delta > 0
     pct_s = f"{pct:+.1f}%" if pct is not None else "n/a"
     if not slower:
         out["reason"] = f"not slower: the median step changed by {delta:+.3f} ms ({pct_s})"

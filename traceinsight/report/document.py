@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import __version__
-from ..analyses import CAUSES, Finding
+from ..analyses import CAUSES, Finding, spec
 from .analyze import Analysis, breakdown, representative_step
 from .cpu_time import cpu_time
 from .numbers import num
@@ -79,11 +79,16 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
         # that; estimated_savings_ms is what it would save alone).
         "needs_first": list(f.after_prerequisites[0]) if f.after_prerequisites else [],
         "saves_after_needs_first_ms": num(f.after_prerequisites[1] / 1000) if f.after_prerequisites else None,
+        # The plan's row it was read from comes after all of these (those it needs among them).
+        "saves_after_plan_fixes": list(f.after_prerequisites[2]) if f.after_prerequisites else [],
         # Other ways to apply the fix that users take, each estimated by the same replay.
         "alternatives": [{"option": k, "what": w, "estimated_savings_ms": num(us / 1000),
                           "savings_range_ms": _ms_pair(rng), "likely_savings_range_ms": _ms_pair(likely)}
                          for k, w, us, rng, likely in f.alternative_savings_us],
+        # A measurement from the trace, or a model's figure derived from one (cost_basis says how).
         "measured_cost_ms_per_step": num(f.lost_per_step_us / 1000),
+        "cost_is": "derived" if spec(f.kind).cost_basis else "measurement",
+        "cost_basis": spec(f.kind).cost_basis or None,
         "measured_cost_ms_total": num(f.lost_total_us / 1000),
         "confidence": f.confidence,
         "fix": f.fix,

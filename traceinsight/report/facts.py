@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.facts import (erratic_steps, launched_before_window, model_has_cpu_ops, no_complete_step, rising_steps,
-                           startup_calls, worker_fed, worker_wait_us)
+                           gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls, worker_fed,
+                           worker_wait_us)
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
@@ -26,6 +27,8 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "cuda_runtime_version": meta.get("cuda_runtime_version"),
         "cuda_driver_version": meta.get("cuda_driver_version"),
         "cupti_version": meta.get("cupti_version"),
+        # ROCm's tracer or HIP's runtime named: an AMD GPU, also where the trace leaves its name out
+        "vendor": "AMD" if meta.get("roctracer_version") or meta.get("hip_runtime_version") else None,
         "events": model.n_events,
         "steps": int(len(model.steps)),
         "step_source": model.step_source,
@@ -52,14 +55,25 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     meta = model.meta
     steps = model.steps
     if model.has_gpu and not model_has_cpu_ops(model):
-        out.append("No CPU op events in this trace (only runtime calls): what the CPU did between launches "
+        out.append(("No CPU events in this trace (GPU activity only)" if model.cpu.empty else
+                    "No CPU op events in this trace (only runtime calls)") + ": what the CPU did between launches "
                    "cannot be known, so host-side causes (data loading, preprocessing, Python) are not "
                    "reported; GPU idle the CPU caused beyond the launch latency is shown as unattributed.")
-    if not model.has_gpu and (model.cpu["kind"] == "runtime").any() and \
-            (model.cpu["rkind"] == "launch").any():
-        out.append("The CPU launched GPU work but no GPU activity was recorded: the profiler most likely "
-                   "started without a warm-up step, so CUPTI missed the kernels. Record with a warm-up "
-                   "step (torch.profiler.schedule(wait=1, warmup=1, active=N)); this is not a CPU-only program.")
+    missing = missing_event_spans(model)
+    if missing:
+        ms = sum(b - a for a, b, _k in missing)
+        ids = sum(k for _a, _b, k in missing)
+        out.append(f"Events are missing from this file: {ms / 1000:.1f} ms in {len(missing)} "
+                   f"stretch{'' if len(missing) == 1 else 'es'} with nothing recorded, across which about {ids} "
+                   "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
+                   "idle there is left unattributed, not read as Python; analyze the trace as exported.")
+    drove = gpu_work_without_gpu_events(model)
+    if drove:
+        out.append(f"The CPU drove GPU work ({', '.join(drove)}) but no GPU activity was recorded: the profiler "
+                   "was not asked for CUDA activities (ProfilerActivity.CUDA), or it started without a warm-up "
+                   "step and CUPTI missed the kernels. Record with activities=[CPU, CUDA] and a warm-up step "
+                   "(torch.profiler.schedule(wait=1, warmup=1, active=N)); this is not a CPU-only program, and "
+                   "ops that wait for the GPU (.item(), copies to the host) show here as CPU time.")
     if model.step_source != "ProfilerStep":
         out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
                    "are for that window (call prof.step() once per iteration to get steps).")
@@ -70,9 +84,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     start = startup_calls(model)
     if start:
         total = sum(us for _n, us, _k in start)
-        named = ", ".join((f"{n} {us / 1e6:.2f} s" if us >= 1e6 else f"{n} {us / 1000:.0f} ms")
-                          + (f" in {k} calls" if k > 1 else "") for n, us, k in start[:4])
-        out.append(f"The window includes start-up: runtime calls ran {total / 1e6:.2f} s while the GPU sat idle "
+        named = ", ".join(f"{n} {seconds_or_ms(us)}" + (f" in {k} calls" if k > 1 else "") for n, us, k in start[:4])
+        out.append(f"The window includes start-up: runtime calls ran {seconds_or_ms(total)} while the GPU sat idle "
                    f"({named}{', ...' if len(start) > 4 else ''}): CUDA context creation, lazy module loading or "
                    "first allocations, paid once per process. This is not a steady state: the fixes are ranked "
                    "with low confidence, or only listed where start-up is most of the steps; profile after a "
@@ -85,8 +98,12 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append("No complete step in the window: every figure here comes from a cut-off or warm-up step, not "
                    "a steady state, and the fixes are ranked with low confidence; record more active steps.")
     elif model.step_source == "ProfilerStep" and full < 3:
-        out.append(f"Only {full} steady step(s): medians over so few steps are not a steady state; record "
-                   "more active steps.")
+        # ("steady" they are not: a review found the one complete step of a trace was its first, cold.)
+        first = int(steps.loc[~steps["partial"], "step"].min()) if full else None
+        cold = (f" (ProfilerStep#{first}, among the run's first steps, which often run cold: lazy kernel "
+                "loading, allocator warm-up)" if first is not None and first <= 1 else "")
+        out.append(f"Only {full} complete step{'' if full == 1 else 's'}{cold}: medians over so few steps are "
+                   "not a steady state; record more active steps.")
     rising = rising_steps(model)
     if rising:
         why = (" (the loop waits for DataLoader workers: their prefetched batches running out)"
@@ -100,9 +117,10 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         # hardly waited, for 7-11 ms un-profiled: two workers could not keep up, and the batches they had
         # prefetched before the window hid it.
         out.append(f"The loop takes its batches from DataLoader worker processes, which the trace does not record, "
-                   f"and only {full} steady steps were profiled: batches the workers prefetched before the window "
-                   "(num_workers x prefetch_factor of them) can hide whether they keep up. If the program runs "
-                   "slower without the profiler than the estimate here, the workers set its pace: time steps "
+                   f"and only {full} complete step{' was' if full == 1 else 's were'} profiled: batches the "
+                   "workers prefetched before the window (num_workers x prefetch_factor of them) can hide whether "
+                   "they keep up. If the program runs slower without the profiler than the estimate here, the "
+                   "workers set its pace: time steps "
                    "outside the profiler (traceinsight record does), or profile more steps than that.")
     pre = _launched_before(model, full)
     if pre:

@@ -12,6 +12,7 @@ absent or unusable.
 from __future__ import annotations
 
 import json
+import math
 import re
 from itertools import repeat
 from operator import attrgetter, index, is_not, itemgetter
@@ -76,6 +77,7 @@ class Lenient:
         self.bad_fields = 0
         self.bad_entries = 0
         self.bad_text = 0
+        self.odd_values = 0     # NaN, Infinity or out-of-range numbers, read as null
 
     def scrub(self, d: dict, typ) -> dict:
         """The keys of d that convert to typ's fields on their own."""
@@ -139,16 +141,56 @@ def decode_generic(piece: bytes):
             return msgspec.json.decode(piece)
         except msgspec.ValidationError:
             pass
+    return _json_loads(piece, parse_constant=_no_constants)
+
+
+def _json_loads(text, **kw):
+    """json.loads, its errors as msgspec's (the splitter reads their byte offsets)."""
     try:
-        return json.loads(piece, parse_constant=_no_constants)
+        return json.loads(text, **kw)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":
             raise msgspec.DecodeError(f"JSON is malformed: trailing characters (byte {exc.pos + 1})") from None
-        if exc.msg.startswith("Unterminated") or exc.pos >= len(piece):
+        if exc.msg.startswith("Unterminated") or exc.pos >= len(text):
             raise msgspec.DecodeError("Input data was truncated") from None
         raise msgspec.DecodeError(f"JSON is malformed: {exc.msg} (byte {exc.pos})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise msgspec.DecodeError(f"JSON is malformed: {exc}") from None
+
+
+def _python_items(piece: bytes, lenient: Lenient) -> list:
+    """The piece's events through the json module: NaN / Infinity / out-of-range numbers become null
+    (Lenient.odd_values) and lone surrogates U+FFFD. Raises msgspec.DecodeError as decode_generic does
+    where even that cannot read it (malformed, or cut off: the splitter tries another cut)."""
+    seen = []
+
+    def odd(name):
+        seen.append(name)
+        return None
+    items = _json_loads(bytes(piece).decode("utf-8", "replace"), parse_constant=odd,
+                        parse_float=lambda s: _finite(s, odd))
+    if not isinstance(items, list):
+        raise msgspec.DecodeError("JSON is malformed: expected an array of events")
+    lenient.odd_values += len(seen)      # (counted once the piece is read: a cut tried and failed is not)
+    return [_no_surrogates(x) if isinstance(x, dict) else x for x in items]
+
+
+def _finite(s: str, odd):
+    v = float(s)
+    return v if math.isfinite(v) else odd(s)
+
+
+def _no_surrogates(x):
+    if isinstance(x, str):
+        return x.encode("utf-16", "surrogatepass").decode("utf-16", "replace") if _SURROGATE.search(x) else x
+    if isinstance(x, dict):
+        return {k: _no_surrogates(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_no_surrogates(v) for v in x]
+    return x
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _DimsArgs(msgspec.Struct, forbid_unknown_fields=False):
@@ -174,6 +216,10 @@ def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
         return PIECE_DECODER.decode(piece)
     except (msgspec.ValidationError, UnicodeDecodeError):
         pass
+    except msgspec.DecodeError:
+        # A value msgspec cannot hold (1e309, Kineto's own `inf` or NaN, a lone UTF-16 surrogate) costs
+        # that value, not the piece: the json module reads it, the value becomes null (counted).
+        return lenient.events(_python_items(piece, lenient))
     try:
         raws = _RAWS.decode(piece)
     except msgspec.ValidationError:

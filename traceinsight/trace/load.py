@@ -11,8 +11,14 @@ TraceError naming the file and the problem in one line.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import json
 import os
+import shutil
+import stat
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -25,6 +31,28 @@ from .progress import current as current_progress
 from .reader import TextSource, read_bytes  # noqa: F401  (read_bytes: report.diff_inputs)
 from .splitter import Splitter
 from .view import event_views
+
+
+def spooled(path: str) -> str:
+    """`path`, or where it is a pipe or other stream ('-' is standard input) a temporary file holding what
+    it gave (removed at exit): a trace is read twice, its head for the rank and then its events, and a
+    stream only once (`analyze <(zcat t.json.gz)` had failed: not seekable)."""
+    if path != "-":
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return path                    # (the loader says what is wrong with it)
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            return path
+    out = Path(tempfile.mkdtemp(prefix="traceinsight-")) / ("stdin" if path == "-" else Path(path).name or "stream")
+    atexit.register(shutil.rmtree, out.parent, True)
+    try:
+        with (open(path, "rb") if path != "-" else open(sys.stdin.fileno(), "rb", closefd=False)) as src, \
+                open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    return str(out)
 
 
 class DeviceProps(msgspec.Struct, forbid_unknown_fields=False):
@@ -46,6 +74,8 @@ class TraceMeta(msgspec.Struct, forbid_unknown_fields=False):
     cupti_version: Any = None
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
+    roctracer_version: Any = None       # (an AMD GPU's trace: ROCm's tracer, HIP's runtime)
+    hip_runtime_version: Any = None
     with_stack: Any = None
     with_modules: Any = None
     profile_memory: Any = None
@@ -56,8 +86,8 @@ class TraceMeta(msgspec.Struct, forbid_unknown_fields=False):
 
 
 META_KEYS = ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "cupti_version", "cuda_runtime_version",
-             "cuda_driver_version", "with_stack", "with_modules", "profile_memory", "record_shapes", "traceName",
-             "traceinsight_record")
+             "cuda_driver_version", "roctracer_version", "hip_runtime_version", "with_stack", "with_modules",
+             "profile_memory", "record_shapes", "traceName", "traceinsight_record")
 
 
 @dataclass
@@ -130,6 +160,9 @@ def _result(sp: Splitter, source_warnings: list[str]) -> RawTrace:
         warnings.append(f"ignored {lenient.bad_fields} fields of an unexpected type")
     if lenient.bad_text:
         warnings.append(f"replaced invalid UTF-8 text in {lenient.bad_text} events")
+    if lenient.odd_values:
+        warnings.append(f"read {lenient.odd_values} value(s) that are not finite JSON numbers (NaN, Infinity, "
+                        "out of range) as missing")
     if cols.n == 0:
         raise TraceError(sp.path, "not a Kineto trace: it has no traceEvents")
     meta = {k: getattr(meta_struct, k) for k in META_KEYS if getattr(meta_struct, k) is not None}
@@ -153,14 +186,41 @@ def _meta(top: dict, lenient: Lenient) -> TraceMeta:
     return msgspec.convert(top, TraceMeta, strict=False)
 
 
-def find_trace_files(path: Path) -> list[Path]:
+def find_trace_files(path: Path, skipped: list[str] | None = None) -> list[Path]:
     """A directory of per-rank traces -> the trace files in it, sorted by name. Our own reports written
-    beside them (`analyze --json`, a diff's JSON) are not traces: left out, not an error."""
+    beside them (`analyze --json`, a diff's JSON) are not traces: left out, not an error; so is other
+    JSON that holds no events (a config.json beside the ranks had stopped a job), named in `skipped`."""
     files = sorted(p for p in path.iterdir() if p.is_file() and (
         p.name.endswith(".json") or p.name.endswith(".json.gz")) and not _our_report(p))
-    if not files:
+    traces = [p for p in files if not _not_a_trace(p)]
+    if skipped is not None:
+        skipped += [f"{p}: left out, not a trace (no traceEvents near its start)" for p in files if p not in traces]
+    if not traces:
         raise TraceError(path, "directory has no .json or .json.gz trace files")
-    return files
+    return traces
+
+
+_TRACE_HEAD = 1 << 20
+
+
+def _not_a_trace(p: Path) -> bool:
+    """A small plain JSON file that is a valid object without traceEvents (a config). A broken file stays,
+    for the loader to say what is wrong with it (a rank that cannot be read is reported as one); gzipped
+    files are not opened here."""
+    if not p.name.endswith(".json"):
+        return False
+    try:
+        with open(p, "rb") as f:
+            head = f.read(_TRACE_HEAD)
+    except OSError:
+        return False
+    if len(head) >= _TRACE_HEAD or b'"traceEvents"' in head:
+        return False
+    try:
+        doc = json.loads(head.decode("utf-8-sig"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict)
 
 
 def _our_report(p: Path) -> bool:

@@ -20,8 +20,8 @@ import pandas as pd
 from .events import BAD, MISSING
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
-from .steps import (clip_to_data, drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps, mark_partial, mark_warmup,
-                    step_gpu_accounting)
+from .steps import (STEP_NAME, clip_to_data, drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps,
+                    mark_partial, mark_warmup, step_gpu_accounting)
 
 CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
@@ -245,6 +245,11 @@ def build_model(raw: RawTrace) -> TraceModel:
     bad = int((~ok_cpu).sum() + (~ok_gpu).sum())
     if bad:
         warnings.append(f"ignored {bad} events with no usable timestamp")
+    # (said, as a bad timestamp is: a kernel whose duration was missing or "abc" had silently lasted 0)
+    bad_dur = int(sum(((~np.isfinite(d)) | (d < 0))[ok].sum() for d, ok in
+                      ((c["dur"][tb.cpu_rows], ok_cpu), (c["dur"][tb.gpu_rows], ok_gpu))))
+    if bad_dur:
+        warnings.append(f"read {bad_dur} events with a missing, negative or non-numeric duration as lasting 0")
     # A range of more than MAX_DUR_US (11.6 days) is no profiler range: it would swamp every sum.
     long_cpu, long_gpu = ok_cpu & (cpu_dur > MAX_DUR_US), ok_gpu & (gpu_dur > MAX_DUR_US)
     if long_cpu.any() or long_gpu.any():
@@ -334,7 +339,7 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray,
     parent, depth = nest(thread, ts, end)
     name = c["name"][rows]
     rkind_of_name = np.array([_RKINDS.index(runtime_kind(n)) for n in tb.names] + [0], dtype=np.int64)
-    is_step_name = np.array([n.startswith("ProfilerStep#") for n in tb.names] + [False])
+    is_step_name = np.array([bool(STEP_NAME.match(n)) for n in tb.names] + [False])
     dims = c["dims"][rows]
     dims_vals = c.values("dims")
     df = pd.DataFrame({

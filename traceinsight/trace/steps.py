@@ -7,7 +7,9 @@ import re
 import numpy as np
 import pandas as pd
 
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# A step marker: ProfilerStep#<n>; other names that start so ("ProfilerStep#", "#-3", a 30-digit number)
+# are ordinary annotations (they had crashed the step table).
+STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,18})$")
 
 
 def full_step_mask(partial: pd.Series) -> np.ndarray:
@@ -33,7 +35,7 @@ def step_at(steps: pd.DataFrame, ts: np.ndarray, start_col: str = "start", end_c
 def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     ann = cpu[cpu["is_step"].to_numpy()]
     if len(ann):
-        num = ann["name"].str.extract(_STEP)[0]
+        num = ann["name"].str.extract(STEP_NAME)[0]
         ann = ann[num.notna()]
         steps = pd.DataFrame({"step": num[num.notna()].astype(int).to_numpy(),
                               "start": ann["ts"].to_numpy(), "end": ann["end"].to_numpy()})
