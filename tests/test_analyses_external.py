@@ -113,7 +113,7 @@ def test_a_window_of_cuda_start_up_says_so_and_ranks_nothing(docs):
     assert "cudaFree 6.53 s in 2 calls" in start and "ran 42.12 s while the GPU sat idle" in start
     # Start-up is 42 of the window's 43 s: the verdict says so first, and no fix is ranked for it (its
     # host_bound fix had "saved" 14.5 s a step, a sync fix 6.6 s).
-    assert d["verdict"].startswith("CUDA start-up, not a steady-state step: This trace records CUDA start-up: "
+    assert d["verdict"].startswith("GPU start-up, not a steady-state step: This trace records CUDA start-up: "
                                    "42.12 s of the 43.43 s")
     assert not d["findings"] and {"host_bound", "sync_stall"} <= {f["kind"] for f in d["minor_findings"]}
     assert [n["kind"] for n in d["notes"]].count("cuda_startup") == 1

@@ -17,7 +17,7 @@ def _launch(path: Path):
 
 def test_a_step_that_copies_to_the_host_keeps_the_copy_outside_the_graph():
     f = _launch(ROOT / "matrix/h100_clean11A/holdout16_pageable_feature_cache__before__default.json.gz")
-    assert "The step copies 12.6 MB a step between host and GPU memory" in f.fix
+    assert "Each step copies 12.6 MB between host and GPU memory" in f.fix
     assert "static input tensors before each replay" in f.fix and "static outputs after it" in f.fix
 
 

@@ -114,13 +114,13 @@ def test_the_diff_says_which_step_each_figure_is_of():
 def test_a_cold_first_launch_that_loads_its_module_is_start_up_not_launch_overhead():
     # HTA's MI250 trace: one hipLaunchKernel of 6.5 ms in a 9.3 ms ProfilerStep#1 had made it "launch-bound".
     d = _hta("amd_mi250_minitoy_train.json.gz")
-    assert d["verdict"].startswith("CUDA start-up, not a steady-state step")
+    assert d["verdict"].startswith("GPU start-up, not a steady-state step: This trace records HIP start-up")
     assert "hipLaunchKernel 6.5 ms" in d["verdict"]
     assert not [f for f in d["findings"] if f["kind"] == "launch_overhead"]
     assert any("ProfilerStep#1, among the run's first steps" in x for x in d["trace"]["limits"])
     # A long launch in a steady step is the thread held up, not a module load: none of our own traces'.
     for name in ("launch_tiny_conv__before.json.gz", "host_preprocess__before.json.gz"):
-        assert not _doc(SAMPLES / name)["verdict"].startswith("CUDA start-up")
+        assert not _doc(SAMPLES / name)["verdict"].startswith("GPU start-up")
 
 
 def test_a_gpu_job_whose_gpu_side_was_not_recorded_is_not_called_cpu_only():
@@ -147,7 +147,7 @@ def test_a_window_with_no_complete_step_promises_no_speed_up_as_steady():
     from traceinsight.render import sections
     d = _hta("triton_example.json.gz")
     assert d["verdict"].startswith("Not a steady state: the window holds no complete step")
-    assert "no complete step, so the figures are its" in sections.step_counts(d)
+    assert "no complete step, so the figures come from this partial step" in sections.step_counts(d)
     assert "left out of the medians" not in sections.step_counts(d)
 
 
@@ -200,3 +200,30 @@ def test_an_unnamed_amd_gpu_is_said_to_be_one_and_outside_the_calibration():
     assert d["trace"]["vendor"] == "AMD"
     assert sections.gpu_label(d["trace"]).startswith("not named in the trace (an AMD GPU: a ROCm trace")
     assert "this trace's AMD GPU is outside that calibration" in sections.unprofiled(d)
+
+
+# A second audit of the same day, of the reports as changed above.
+def test_time_inside_an_allocation_gets_allocator_advice():
+    host = _find(_hta("a100_cuda_event_sync.json.gz"), "host_bound")
+    assert host["fix"].startswith("The idle CPU time is inside aten::empty, allocating memory")
+    assert "expandable_segments" in host["fix"] and "every N steps" not in host["fix"]
+
+
+def test_the_second_audits_wording():
+    from traceinsight.render import job_view, sections
+    d = _hta("rank_non_gpu.json.gz")
+    assert sections.no_gpu_label(d).startswith("no GPU activity was recorded, though the CPU drove GPU work")
+    assert sections.no_gpu_label(_hta("cpu_only.pt.trace.json.gz")).startswith("CPU only")
+    # One step is "step 100"; no step markers are the whole trace.
+    assert "read step 100 (1 of 1)" in sections.window(_hta("a100_cuda_event_sync.json.gz"))
+    assert "read the whole trace (one window: no step markers)" in sections.window(
+        _hta("a100_cuda_event_sync_multi_stream.json.gz"))
+    # A minor fix that saves nothing says so, not "about 0.0 ms".
+    line = sections.minor_line(_doc(SAMPLES / "launch_tiny_conv__after.json.gz")) or ""
+    assert "about 0.0 ms" not in line
+    # Why a sync fix saves more than its stall, in its own terms.
+    sync = _find(_doc(SAMPLES / "sync_mask_loss__before.json.gz"), "sync_stall")
+    assert "the CPU runs ahead of the GPU again" in sync["estimate_method"]
+    block = {"ranks_present": 2, "world_size": 2, "backend": "nccl", "steps": [3, 7], "median_step_ms": 7.67,
+             "straggler": {}, "clock": {}}
+    assert job_view.headline(block)[0].endswith("median step 7.67 ms (profiled)")

@@ -16,7 +16,7 @@ import numpy as np
 from ..trace.facts import seconds_or_ms, startup_calls, startup_spans
 from .base import Context, Finding, KindSpec
 
-SPEC = KindSpec("cuda_startup", "CUDA start-up, not a steady-state step", estimate="measured", note=True,
+SPEC = KindSpec("cuda_startup", "GPU start-up, not a steady-state step", estimate="measured", note=True,
                 note_share=0.0, headline=True)
 
 HEADLINE_SHARE = 0.5      # of the full steps' time: start-up this large is what the window shows
@@ -37,7 +37,8 @@ def analyze(ctx: Context) -> list[Finding]:
     top = ", ".join(f"{n} {seconds_or_ms(us)}" for n, us, _k in names[:3])
     return [Finding(
         kind=SPEC.kind,
-        title=(f"This trace records CUDA start-up: {seconds_or_ms(inside)} of the {seconds_or_ms(window)} the steps "
+        title=(f"This trace records {'HIP' if names[0][0].startswith('hip') else 'CUDA'} start-up: "
+               f"{seconds_or_ms(inside)} of the {seconds_or_ms(window)} the steps "
                f"span are runtime calls made while the GPU sat idle ({top}), paid once per process."),
         lost_per_step_us=0.0, lost_total_us=0.0,
         fix=("Record again after a warm-up: run a step or two before the profiler starts "

@@ -86,7 +86,7 @@ def analyze(ctx: Context) -> list[Finding]:
     if comm > comp:
         fix += (" Communication takes longer than compute here: even perfect overlap saves at most "
                 f"{bound / 1000:.2f} ms per step; the rest needs less communication, or less waiting: a "
-                "collective's kernel time holds its wait for the slowest rank, which one rank's trace cannot "
+                "collective's kernel time includes its wait for the slowest rank, which one rank's trace cannot "
                 "tell apart from the transfer.")
     f = Finding(
         kind=SPEC.kind,

@@ -141,6 +141,12 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
                "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
                "when the whole step is captured in a CUDA graph.")
+    elif _ALLOCATION.search(_programs(top)[0][0]):
+        # (a review: 2.9 ms inside aten::empty had been told to "run it every N steps")
+        fix = (f"The idle CPU time is inside {_programs(top)[0][0][:80]}, allocating memory: the caching allocator "
+               "asked the driver for more (cudaMalloc) or returned it. Allocate once and reuse the buffers (out= "
+               "arguments, preallocated tensors), keep tensor sizes steady between steps, or let the allocator "
+               "grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).")
     else:
         names = _names(n for n, _ in _programs(top)[:3])
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
@@ -218,6 +224,7 @@ _BACKWARD = re.compile(r"Backward\d*$")
 
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
+_ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/")
 
 

@@ -76,7 +76,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
     if mb:
         # A capture records kernels, not copies to or from host memory (holdout16_*: the graphed forward or
         # training step, its 12 MiB copy kept outside: 1.3-3.2x measured).
-        fix += (f" The step copies {mb:.1f} MB a step between host and GPU memory, which a graph does not "
+        fix += (f" Each step copies {mb:.1f} MB between host and GPU memory, which a graph does not "
                 "capture: keep those copies outside it, into the graph's static input tensors before each "
                 "replay (from pinned memory, non_blocking=True) and out of its static outputs after it (into a "
                 "buffer of their own if a copy on another stream still reads them when the next replay runs).")

@@ -122,7 +122,7 @@ def _alternatives(ev: dict, to_host: bool, read: float) -> tuple:
 # The fix half done, as users often do it (holdout2_d2h_features' "after", measured 2.4x against 3.9-5.1x
 # for the advice): the copies pinned, but the host still waits for each before it goes on.
 PIN_AND_WAIT = {True: "pinned buffers, but the host waits for each copy before it launches more work",
-                False: "pinned host memory, but each copy still waited for (no non_blocking, no prefetch)"}
+                False: "pinned host memory, but each copy still synchronous (no non_blocking, no prefetch)"}
 
 
 COPY_RESULT_ONLY = ("only what the host reads computed on the GPU and copied, not the whole result (if the "

@@ -13,7 +13,8 @@ from .base import Context, Finding, KindSpec
 from .fixes import FusedOptimizer
 
 SPEC = KindSpec("unfused_optimizer", "optimizer-bound",
-                cost_basis="the optimizer's measured time less what a fused optimizer is modelled to take")
+                cost_basis="the optimizer's profiled time (its CPU time, or its GPU time where longer) less what a "
+                           "fused optimizer is modelled to take")
 
 FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
 FUSED_GPU_SHARE = 0.2

@@ -32,6 +32,13 @@ MIN_US = 5.0
 # How a finding whose fix cannot be replayed is estimated: its measured cost, the most the fix can give.
 MEASURED_NOTE = "measured cost in the trace; the fix's effect cannot be replayed, so this is an upper bound"
 PROFILER_NOTE = "the profiled step less the un-profiled step: only the profiled run pays it"
+# Why a replayed saving may exceed the finding's own cost, by kind (a review read it as past the idle).
+_AHEAD = "with it gone the CPU runs ahead of the GPU again, so launch gaps hide behind GPU work as well"
+_KERNELS = "the launches and gaps that went with the removed or shortened kernels go too"
+BEYOND_COST = {"sync_stall": _AHEAD, "host_bound": _AHEAD, "pageable_memcpy": "the copy leaves the compute "
+               "stream's critical path, so the kernels behind it start sooner", "fusion_candidates": _KERNELS,
+               "unfused_optimizer": _KERNELS, "fp32_matmul": _KERNELS, "layout_permute": _KERNELS,
+               "": "the replay counts what the fix changes beyond the cost itself"}
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
@@ -191,9 +198,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         # fix's 0.75 ms beside its 0.24 ms "what the fix targets" as a saving past its idle).
         if id(f) not in measured and f.lost_per_step_us > 0 and f.estimated_savings_us > 1.3 * f.lost_per_step_us:
             f.estimate_note += (f"; more than the finding's own cost ({f.lost_per_step_us / 1000:.3f} ms per step): "
-                                "the replay also counts what the fix changes beyond it, such as the CPU running "
-                                "ahead of the GPU again, copies moved off the compute stream, or the launches "
-                                "that go with removed kernels")
+                                + BEYOND_COST.get(f.kind, BEYOND_COST[""]))
     # The likely range's physics is the longest un-profiled step the estimate allows (its band's top: a step
     # estimated short gives more). Start-up or no complete step: not steady, as all our measured fixes are.
     top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))

@@ -21,7 +21,8 @@ CAUSE_TEXT = {
     "host-bound": "host code outside any profiled op (Python between ops, CPU work that launches nothing)",
     "data-loading": "the DataLoader (waiting for its next batch)",
     "slower-kernels": "GPU compute kernels (compared by name and input shapes)",
-    "slower-cpu-ops": "traced CPU ops (their dispatch; on a CPU-only job, the compute itself)",
+    "slower-cpu-ops": "traced CPU ops (their dispatch, or on a CPU-only job the compute itself; the profiler "
+                      "slows their dispatch too, so part of the lag may be its)",
 }
 CAUSE_FIX = {
     "host-bound": "Find the extra host work on that rank (record it with with_stack=True) and remove, defer or "
@@ -93,7 +94,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
         warnings += [f"rank {s.rank}: {w}" for w in s.warnings]
         if s.dropped.get("prewindow"):
             warnings.append(f"rank {s.rank}: {s.dropped['prewindow']} collective(s) launched before the "
-                            "profiling window left out of the matching")
+                            "profiling window were left out of the matching")
     if not ok:
         return _empty_block(job, warnings)
     m = match.match(ok)

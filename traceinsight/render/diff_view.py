@@ -61,9 +61,9 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
     g = d["gpu"]
     console.print(Text(f"GPU busy per step {_v(g['median_gpu_busy_ms']['before'])} -> "
                        f"{_v(g['median_gpu_busy_ms']['after'])} ms, idle {_v(g['median_gpu_idle_ms']['before'])} -> "
-                       f"{_v(g['median_gpu_idle_ms']['after'])} ms (medians)"))
+                       f"{_v(g['median_gpu_idle_ms']['after'])} ms (medians, profiled)"))
     if d["causes"]:
-        tab = Table(title="Causes: cost per step (ms, median)")
+        tab = Table(title="Causes: cost per step (ms, median, profiled)")
         for col in ("kind", "before", "after", "change", "status"):
             tab.add_column(col, justify="right" if col in ("before", "after", "change") else "left")
         for c in d["causes"]:

@@ -43,11 +43,12 @@ def headline(block: dict) -> list[str]:
     steps = block.get("steps") or []
     span = f"steps {steps[0]}-{steps[-1]}" if steps else "no common step"
     lines = [f"Job: {block.get('ranks_present')} of {block.get('world_size')} ranks ({block.get('backend') or '?'}), "
-             f"{span}, median step {_f(block.get('median_step_ms'))} ms"]
+             f"{span}, median step {_f(block.get('median_step_ms'))} ms (profiled)"]
     if st.get("rank") is not None:
         lines.append(f"Straggler: rank {st['rank']} ({st.get('cause')}) arrives at the collectives "
                      f"{_f(st.get('lag_ms_per_step'))} ms per step after the others ({_f(st.get('lag_pct_of_step'), 1)}% "
-                     "of a step, profiled): the others wait that long for it, which is not what a fix saves")
+                     "of a step, profiled): the others wait that long for it; a fix on that rank saves less, as "
+                     "its own step does not shrink by the wait")
         lines.append(f"  why: {st.get('cause_text')}")
         for d in (st.get("evidence") or {}).get("top_differences", [])[:3]:
             lines.append(f"  differs: {d['name'][:100]} {d['input_dims'][:60]} ({d['where']}): "
@@ -64,14 +65,16 @@ def headline(block: dict) -> list[str]:
 
 
 def _rank_rows(block: dict) -> list[list[str]]:
+    of = block.get("matched_collectives")
     return [[str(r["rank"]), _f(r.get("step_ms_median")), _f(r.get("collective_wait_ms_per_step")),
-             _f(r.get("exposed_comm_ms_per_step")), _f(r.get("overlap_pct"), 0), str(r.get("last_arrivals", 0))]
+             _f(r.get("exposed_comm_ms_per_step")), _f(r.get("overlap_pct"), 0),
+             f"{r.get('last_arrivals', 0)}" + (f" of {of}" if of else "")]
             for r in _shown_ranks(block)]
 
 
 # Per rank: medians per step; "arrived last": of the matched collectives in the window, how many it was the
 # last rank to reach. Per collective shape: how many in the window, and their median time.
-RANK_HEAD = ["rank", "step ms (median)", "wait ms/step", "exposed comm ms/step", "overlap %",
+RANK_HEAD = ["rank", "step ms (median, profiled)", "wait ms/step", "exposed comm ms/step", "overlap %",
              "arrived last (collectives)"]
 COLL_HEAD = ["op", "dtype", "bytes", "ranks", "count (window)", "time us (median)", "algbw GB/s", "busbw GB/s"]
 

@@ -15,6 +15,11 @@ from .png import write_picture
 _cell = md_text
 
 
+def _stop(s: str) -> str:
+    """A title as a sentence: it ends with a full stop."""
+    return s if s.rstrip().endswith((".", "!", "?", ")")) else s.rstrip() + "."
+
+
 def _ms(v) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
@@ -90,7 +95,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out.append(f"> **Interrupted recording:** {_cell(cut)}\n")
     steps, step = S.step_counts(d), S.step_line(d)
     if S.cpu_only(d):
-        out.append(f"- CPU only (no GPU activity was recorded); {steps}, {step}\n")
+        out.append(f"- {S.no_gpu_label(d)}; {steps}, {step}\n")
     else:
         out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of the "
                    "median step\n")
@@ -123,7 +128,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     ns = S.notes(d)
     if ns:
         out += _details(f"Notes about the measurement ({len(ns)})",
-                        [f"- **{_cell(n['title'])}** {_cell(n.get('fix') or '')}" for n in ns])
+                        [f"- **{_cell(_stop(n['title']))}** {_cell(n.get('fix') or '')}" for n in ns])
     if d.get("cpu_time") and (S.cpu_only(d) or not fx):
         out += _details("CPU time by op", _cpu_table(d["cpu_time"]))
     if not S.cpu_only(d):

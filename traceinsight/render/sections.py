@@ -32,6 +32,13 @@ def cpu_only(doc) -> bool:
     return not t.get("gpu_activities")
 
 
+def no_gpu_label(doc) -> str:
+    """What a trace without GPU activity is: a CPU-only run, or a GPU job whose GPU side was not recorded."""
+    if (doc.get("trace") or {}).get("gpu_work_unrecorded"):
+        return "no GPU activity was recorded, though the CPU drove GPU work (see the limits)"
+    return "CPU only: no GPU activity was recorded"
+
+
 def recording(doc) -> dict:
     return ((doc.get("trace") or {}).get("profiler") or {}).get("record") or {}
 
@@ -159,8 +166,8 @@ def step_counts(d: dict) -> str:
     s, t = d["summary"], d["trace"]
     n, part = s["steps"], t["partial_steps"]
     left = ("" if not part else f", {part} partial or warm-up, left out of the medians" if part < n else
-            f", {'all ' if n > 1 else ''}partial or warm-up: no complete step, so the figures are "
-            f"{'theirs' if n > 1 else 'its'}")
+            f", {'all ' if n > 1 else ''}partial or warm-up: no complete step, so the figures come from "
+            f"{'these partial steps' if n > 1 else 'this partial step'}")
     return plural(n, "step") + f" ({t['step_source']}{left})"
 
 
@@ -205,7 +212,9 @@ def minor_line(d: dict) -> str | None:
         return ("Findings listed, not ranked (the trace is not a steady-state step): "
                 + ", ".join(f["kind"] for f in minor) + "; each in full in the HTML and JSON.")
     return ("Minor findings, below the bar for a ranked fix: " + ", ".join(
-        f"{f['kind']} (saves about {f.get('estimated_savings_ms')} ms per step)" for f in minor)
+        f"{f['kind']} (saves " + (f"about {f.get('estimated_savings_ms')} ms per step)"
+                                  if (f.get("estimated_savings_ms") or 0) >= 0.01 else "next to nothing)")
+        for f in minor)
         + "; estimates, each in full in the HTML and JSON.")
 
 
@@ -235,7 +244,8 @@ def span(f: dict, num=str) -> str:
     """The estimate's range in words: where it will likely land (validated kinds), else the replay's range.
     One wording for every renderer; num formats the numbers (the HTML's fmt)."""
     if rng := f.get("likely_savings_range_ms"):
-        return f"likely {num(rng[0])} to {num(rng[1])} ms"    # (" to ": the low end may be below zero)
+        # (" to ": the low end may be below zero; a rounded -0.0 is 0)
+        return f"likely {num(0.0 if rng[0] == 0 else rng[0])} to {num(rng[1])} ms"
     rng = f.get("savings_range_ms")
     unvalidated = " (not validated)" if str(f.get("likely_basis", "")).startswith("not validated") else ""
     return f"range {num(rng[0])}-{num(rng[1])} ms{unvalidated}" if rng else ""
@@ -287,5 +297,12 @@ def window(doc) -> str | None:
         return None
     contiguous = rs == list(range(rs[0], rs[-1] + 1))
     span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 and contiguous else ", ".join(map(str, rs))
-    return (f"The what-if estimates read steps {span} ({len(rs)} of {n}); the per-step table (HTML, JSON) shows "
-            "every step, and the measured medians leave out only warm-up and partial steps.")
+    t = doc.get("trace") or {}
+    which = ("the whole trace (one window: no step markers)" if t.get("step_source") != "ProfilerStep" else
+             f"step {span}" if len(rs) == 1 else f"steps {span}")
+    part = t.get("partial_steps") or 0
+    medians = ("the measured medians leave out only warm-up and partial steps" if part < n else
+               "with no complete step, the medians are the partial step's" if n == 1 else
+               "with no complete step, the medians are the partial steps'")
+    return (f"The what-if estimates read {which} ({len(rs)} of {n}); the per-step table (HTML, JSON) shows "
+            f"every step, and {medians}.")

@@ -30,7 +30,7 @@ def _facts(console: Console, d) -> None:
     s, t = d["summary"], d["trace"]
     steps, step = S.step_counts(d), S.step_line(d)
     if S.cpu_only(d):
-        console.print(Text(f"CPU only: no GPU activity was recorded | {steps} | {step}"))
+        console.print(Text(f"{S.no_gpu_label(d)} | {steps} | {step}"))
     else:
         console.print(Text(f"GPU {S.gpu_label(t)} | {steps} | {step} | GPU busy {s['median_gpu_busy_ms']} ms, "
                            f"idle {s['median_gpu_idle_ms']} ms per step (medians)"))

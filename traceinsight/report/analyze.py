@@ -185,12 +185,12 @@ def verdict(a: Analysis) -> str:
     if not real:
         causes = sorted(((b[c], c) for c in CAUSES if b[c] > 0), reverse=True)[:3]
         said = ", ".join(f"{c} {v / 1000:.2f} ms" for v, c in causes)
-        return (f"The GPU is idle {idle_pct:.0f}% of each step (median {b['step'] / 1000:.2f} ms"
+        return (f"The GPU is idle {_share(idle_pct)} of each step (median {b['step'] / 1000:.2f} ms"
                 f"{_unprofiled_idle(a, b)}), but no fix we can model would save more than 3% of a step"
                 f"{_above_bar_minor(a)}; idle by cause: {said or 'none'}.")
     top = real[0]
     which = "un-profiled" if a.whatif.get("unprofiled_step_ms") else "profiled"
-    out = (f"{_sentence(spec(top.kind).label)}: the GPU is idle {idle_pct:.0f}% of "
+    out = (f"{_sentence(spec(top.kind).label)}: the GPU is idle {_share(idle_pct)} of "
            f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) ")
     # A fix that needs others first (a CUDA graph cannot capture a sync) cannot be applied alone: what it
     # would save alone is not promised; the plan says what it gives with those before it.
@@ -261,6 +261,11 @@ def _speedup(us: float, a: Analysis) -> str:
     return f": a step about {u / (u - us):.1f}x faster"
 
 
+def _share(pct: float) -> str:
+    """'12%', or 'under 1%' for a share that rounds to 0 but is not (a review: 'idle 0%' beside 0.3%)."""
+    return "under 1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+
+
 def _steps(n: int) -> str:
     return f"{n} step" + ("" if n == 1 else "s")
 
@@ -276,7 +281,9 @@ def _above_bar_minor(a: Analysis) -> str:
         if bar and a.reference_step_us and 0.03 * a.reference_step_us < v < bar * a.reference_step_us:
             out.append(f"{f.kind} (about {100 * v / a.reference_step_us:.1f}%, under its kind's {100 * bar:.0f}% bar "
                        "for a ranked fix)")
-    return f", except {', '.join(out)}" if out else ""
+    if not out:
+        return ""
+    return ", except " + (out[0] if len(out) == 1 else ", ".join(out[:-1]) + " and " + out[-1])
 
 
 def _pct(us: float, a: Analysis) -> str:

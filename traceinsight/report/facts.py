@@ -34,6 +34,8 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "step_source": model.step_source,
         "partial_steps": int(model.steps["partial"].sum()),
         "gpu_activities": int(len(model.gpu)),
+        # No GPU activity, but the CPU drove GPU work (its names): a GPU job whose GPU side went unrecorded.
+        "gpu_work_unrecorded": gpu_work_without_gpu_events(model),
         "devices_with_activity": sorted(int(d) for d in model.gpu["device"].unique()) if model.has_gpu else [],
         "streams": int(model.gpu.groupby(["device", "stream"]).ngroups) if model.has_gpu else 0,
         "profiler": {k: meta.get(k) for k in ("with_stack", "profile_memory", "record_shapes")
@@ -66,7 +68,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Events are missing from this file: {ms / 1000:.1f} ms in {len(missing)} "
                    f"stretch{'' if len(missing) == 1 else 'es'} with nothing recorded, across which about {ids} "
                    "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
-                   "idle there is left unattributed, not read as Python; analyze the trace as exported.")
+                   "idle there is left unattributed, not blamed on host code; analyze the trace as the profiler "
+                   "wrote it.")
     drove = gpu_work_without_gpu_events(model)
     if drove:
         out.append(f"The CPU drove GPU work ({', '.join(drove)}) but no GPU activity was recorded: the profiler "
@@ -86,7 +89,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         total = sum(us for _n, us, _k in start)
         named = ", ".join(f"{n} {seconds_or_ms(us)}" + (f" in {k} calls" if k > 1 else "") for n, us, k in start[:4])
         out.append(f"The window includes start-up: runtime calls ran {seconds_or_ms(total)} while the GPU sat idle "
-                   f"({named}{', ...' if len(start) > 4 else ''}): CUDA context creation, lazy module loading or "
+                   f"({named}{', ...' if len(start) > 4 else ''}): GPU context creation, lazy module loading or "
                    "first allocations, paid once per process. This is not a steady state: the fixes are ranked "
                    "with low confidence, or only listed where start-up is most of the steps; profile after a "
                    "warm-up (torch.profiler.schedule(wait=1, warmup=1, active=N), calling prof.step() each "
