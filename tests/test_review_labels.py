@@ -227,3 +227,12 @@ def test_the_second_audits_wording():
     block = {"ranks_present": 2, "world_size": 2, "backend": "nccl", "steps": [3, 7], "median_step_ms": 7.67,
              "straggler": {}, "clock": {}}
     assert job_view.headline(block)[0].endswith("median step 7.67 ms (profiled)")
+
+
+def test_a_cpu_only_rank_says_how_long_its_collectives_run():
+    # HTA's CPU-only rank: gloo:all_reduce on two threads of its own, 173 and 170 ms of a 210 ms step.
+    from traceinsight.render import sections
+    c = _hta("cpu_only.pt.trace.json.gz")["cpu_time"]
+    assert list(c["collectives"]) == ["gloo:all_reduce"] and c["collectives_on_other_threads"]
+    assert 170 <= c["collectives_ms"] <= 210
+    assert sections.collectives_line(c).startswith("Collectives (gloo:all_reduce) run ")

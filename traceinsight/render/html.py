@@ -217,7 +217,7 @@ def render(reports: list[Report], preface: str | None = None) -> str:
     return env.get_template("report.html.j2").render(
         preface=Markup(preface) if preface else None,
         traces=traces, fmt=_fmt, label=_label, outside_ops=S.outside_ops, span=lambda f: S.span(f, _fmt),
-        after_fixes=S.after_fixes,
+        after_fixes=S.after_fixes, collectives_line=S.collectives_line,
         causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
         css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 

@@ -72,10 +72,13 @@ def _fix_details(fx) -> list[str]:
 def _cpu_table(c) -> list[str]:
     out = [f"On the step's thread, per step (median): {c['in_ops_ms']} ms ({c['in_ops_pct']}%) inside torch ops "
            f"(dispatch and CPU kernels, and any wait for the GPU inside them), {c['outside_ops_ms']} ms "
-           f"({c['outside_ops_pct']}%) outside any op ({S.outside_ops(c)}).", "",
+           f"({c['outside_ops_pct']}%) outside any op ({S.outside_ops(c)})."
+           + (f" {_cell(S.collectives_line(c))}" if S.collectives_line(c) else ""), "",
            "| op | calls per step (mean) | self ms per step (mean) | total ms per step (mean) "
            "| self % of the step's CPU range |",
            "|---|---|---|---|---|"]
+    if not c["top_ops"]:
+        return out[:1]
     for o in c["top_ops"]:
         out.append(f"| {md_code(o['op'])} | {o['calls_per_step']} | {o['self_ms_per_step']} | "
                    f"{o['total_ms_per_step']} | {o['self_pct']} |")

@@ -160,6 +160,15 @@ def outside_ops(c: dict) -> str:
     return ", ".join(parts + ["the rest Python and other host code" if parts else "Python and other host code"])
 
 
+def collectives_line(c: dict) -> str | None:
+    """'Collectives (gloo:all_reduce) run 173.4 ms per step (median), on threads other than the step's.'"""
+    if not c.get("collectives_ms"):
+        return None
+    where = ", on threads other than the step's" if c.get("collectives_on_other_threads") else ""
+    return (f"Collectives ({', '.join(c.get('collectives') or ())}) run {c['collectives_ms']} ms per step "
+            f"(median, the union of their ranges){where}.")
+
+
 def step_counts(d: dict) -> str:
     """'5 steps (ProfilerStep, 1 partial or warm-up, left out of the medians)'; where every step is partial
     the medians are theirs, and it says so (a review read 'left out of the medians' beside the median)."""

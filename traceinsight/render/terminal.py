@@ -51,6 +51,10 @@ def _cpu_time(console: Console, d, rows: int = 8) -> None:
         f"CPU time per step (median, thread {c['thread']}): in torch ops (dispatch + CPU kernels + waits for "
         f"the GPU in them) {c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops ({S.outside_ops(c)}) "
         f"{c['outside_ops_ms']} ms ({c['outside_ops_pct']}%)"))
+    if S.collectives_line(c):
+        console.print(Text(S.collectives_line(c)))
+    if not c["top_ops"]:
+        return
     tab = Table(title="Top ops by self CPU time (ms per step, mean; % of the step's CPU range)")
     for col in ("op", "calls", "self", "total", "self %"):
         tab.add_column(col, justify="left" if col == "op" else "right", overflow="fold" if col == "op" else None)
