@@ -23,8 +23,8 @@ import pandas as pd
 
 from .base import KindSpec
 from .reads import copy_reads
-from ..trace.facts import (BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, missing_event_spans,
-                           model_has_cpu_ops)
+from ..trace.coverage import missing_event_spans
+from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 

@@ -48,6 +48,14 @@ class KindSpec:
     # How its cost per step is had where it is not a measurement but derived from one (a review read a
     # model's figure labelled "measured cost"): the report's words, e.g. "the FP32 GEMMs' time less ...".
     cost_basis: str = ""
+    # Why a replayed saving may exceed the finding's own cost, in the report's words (a review read a sync
+    # fix's 0.75 ms beside its 0.24 ms of stall as a saving past the idle).
+    beyond_cost: str = ""
+
+
+# Two reasons a replayed saving passes a finding's cost (KindSpec.beyond_cost).
+RUNS_AHEAD = "with it gone the CPU runs ahead of the GPU again, so launch gaps hide behind GPU work as well"
+KERNELS_GO = "the launches and gaps that went with the removed or shortened kernels go too"
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.facts import seconds_or_ms, startup_calls, startup_spans
+from ..trace.coverage import seconds_or_ms, startup_calls, startup_spans
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("cuda_startup", "GPU start-up, not a steady-state step", estimate="measured", note=True,

@@ -10,11 +10,12 @@ import re
 
 import numpy as np
 
-from .base import Context, Finding, KindSpec
+from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import ScaleKernels
 
 SPEC = KindSpec("fp32_matmul", "slowed by FP32 matmuls",
-                cost_basis="the FP32 GEMMs' measured time less that time at the assumed TF32 speed-up")
+                cost_basis="the FP32 GEMMs' measured time less that time at the assumed TF32 speed-up",
+                beyond_cost=KERNELS_GO)
 
 GEMM = re.compile(r"gemm|gemv|Gemm|matmul", re.I)
 FP32_SIMT = re.compile(r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx", re.I)

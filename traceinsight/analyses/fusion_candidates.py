@@ -31,13 +31,14 @@ import numpy as np
 
 from ..trace.gpu_specs import bandwidth_to_compute
 from ..trace.kernel_names import normalize_kernel
-from .base import Context, Finding, KindSpec, user_frame_row
+from .base import KERNELS_GO, Context, Finding, KindSpec, user_frame_row
 from .fixes import FuseChains
 
 # On a busy GPU a compiler's gain of a few percent is an opportunity, not a problem: ranked as a fix
 # (and the step no longer called healthy) only from 15% of the step.
 SPEC = KindSpec("fusion_candidates", "slowed by unfused elementwise kernels", min_share=0.15,
-                cost_basis="the chains' measured kernel time less what fused kernels are modelled to take")
+                cost_basis="the chains' measured kernel time less what fused kernels are modelled to take",
+                beyond_cost=KERNELS_GO)
 
 ELEMENTWISE = r"elementwise_kernel|vectorized_elementwise|unrolled_elementwise|reduce_kernel|" \
               r"CatArrayBatchedCopy|index_elementwise"

@@ -12,9 +12,10 @@ import pandas as pd
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
 from ..trace.profiler_cost import PY_CALL_FLOOR_US, recorded_in
 from ..trace.pycalls import calls_in
-from .base import Context, Finding, KindSpec
+from .base import RUNS_AHEAD, Context, Finding, KindSpec
 
-SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor")
+SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor",
+                beyond_cost=RUNS_AHEAD)
 
 
 def analyze(ctx: Context) -> list[Finding]:

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 
 from .fixes import DropKernels
-from .base import Context, Finding, KindSpec, op_rows
+from .base import KERNELS_GO, Context, Finding, KindSpec, op_rows
 
 SPEC = KindSpec("layout_permute", "slowed by layout conversions", estimate="upper_bound",
                 caveat="NHWC convolutions may pick faster or slower kernels, which the trace cannot show: "
-                       "treat as an upper bound")
+                       "treat as an upper bound", beyond_cost=KERNELS_GO)
 
 PERMUTE = r"nchwToNhwc|nhwcToNchw|NchwToNhwc|NhwcToNchw|nchw2nhwc|nhwc2nchw|NCHWToNHWC|NHWCToNCHW"
 

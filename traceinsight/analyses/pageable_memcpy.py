@@ -13,7 +13,9 @@ from ..trace.steps import merged_intervals
 from .fixes import PinCopies
 from .base import Context, Finding, KindSpec
 
-SPEC = KindSpec("pageable_memcpy", "copy-bound", idle_cause=True, color="#d6a21e")
+SPEC = KindSpec("pageable_memcpy", "copy-bound", idle_cause=True, color="#d6a21e",
+                beyond_cost="the copy leaves the compute stream's critical path, so the kernels behind it start "
+                            "sooner")
 
 MIN_BYTES = PAGEABLE_MIN_BYTES
 # A pageable copy is staged by the CPU (a memcpy through a pinned bounce buffer). With 16-50 MB staged per

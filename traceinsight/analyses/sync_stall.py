@@ -13,9 +13,9 @@ import numpy as np
 from ..trace.facts import blocking_calls
 from .fixes import WARM_AFTER_HOST_US, Unblock
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
-from .base import Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
+from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
-SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2")
+SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2", beyond_cost=RUNS_AHEAD)
 
 
 SYNC_FIXES = {

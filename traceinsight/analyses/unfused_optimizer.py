@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Context, Finding, KindSpec
+from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import FusedOptimizer
 
 SPEC = KindSpec("unfused_optimizer", "optimizer-bound",
                 cost_basis="the optimizer's profiled time (its CPU time, or its GPU time where longer) less what a "
-                           "fused optimizer is modelled to take")
+                           "fused optimizer is modelled to take", beyond_cost=KERNELS_GO)
 
 FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
 FUSED_GPU_SHARE = 0.2

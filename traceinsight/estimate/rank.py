@@ -16,7 +16,8 @@ from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
 from ..analyses.host_bound import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from ..analyses.reads import host_work_us
 from . import replay
-from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, startup_calls, worker_wait_us
+from ..trace.coverage import startup_calls
+from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us, profile_setting, profiler_options
 from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
                         unprofiled_range_us)
@@ -32,13 +33,8 @@ MIN_US = 5.0
 # How a finding whose fix cannot be replayed is estimated: its measured cost, the most the fix can give.
 MEASURED_NOTE = "measured cost in the trace; the fix's effect cannot be replayed, so this is an upper bound"
 PROFILER_NOTE = "the profiled step less the un-profiled step: only the profiled run pays it"
-# Why a replayed saving may exceed the finding's own cost, by kind (a review read it as past the idle).
-_AHEAD = "with it gone the CPU runs ahead of the GPU again, so launch gaps hide behind GPU work as well"
-_KERNELS = "the launches and gaps that went with the removed or shortened kernels go too"
-BEYOND_COST = {"sync_stall": _AHEAD, "host_bound": _AHEAD, "pageable_memcpy": "the copy leaves the compute "
-               "stream's critical path, so the kernels behind it start sooner", "fusion_candidates": _KERNELS,
-               "unfused_optimizer": _KERNELS, "fp32_matmul": _KERNELS, "layout_permute": _KERNELS,
-               "": "the replay counts what the fix changes beyond the cost itself"}
+# Why a replayed saving may exceed the finding's own cost, where its kind does not say (KindSpec.beyond_cost).
+BEYOND_COST = "the replay counts what the fix changes beyond the cost itself"
 
 
 def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
@@ -198,7 +194,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         # fix's 0.75 ms beside its 0.24 ms "what the fix targets" as a saving past its idle).
         if id(f) not in measured and f.lost_per_step_us > 0 and f.estimated_savings_us > 1.3 * f.lost_per_step_us:
             f.estimate_note += (f"; more than the finding's own cost ({f.lost_per_step_us / 1000:.3f} ms per step): "
-                                + BEYOND_COST.get(f.kind, BEYOND_COST[""]))
+                                + (spec(f.kind).beyond_cost or BEYOND_COST))
     # The likely range's physics is the longest un-profiled step the estimate allows (its band's top: a step
     # estimated short gives more). Start-up or no complete step: not steady, as all our measured fixes are.
     top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))

@@ -14,7 +14,8 @@ from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
 from ..estimate.rank import MEASURED_NOTE, estimate
-from ..trace.facts import gpu_work_without_gpu_events, no_complete_step, seconds_or_ms, startup_calls
+from ..trace.coverage import gpu_work_without_gpu_events, seconds_or_ms, startup_calls
+from ..trace.facts import no_complete_step
 from ..trace.host import HostActivity
 from ..trace.load import find_trace_files, load_trace
 from ..trace.model import TraceModel, build_model

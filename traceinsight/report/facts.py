@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.coverage import gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls
 from ..trace.facts import (erratic_steps, launched_before_window, model_has_cpu_ops, no_complete_step, rising_steps,
-                           gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls, worker_fed,
-                           worker_wait_us)
+                           worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL

@@ -4,58 +4,20 @@ A piece (a few hundred KB of complete events) is decoded by msgspec into short-l
 are turned into columns at once and dropped: a trace never exists as a million Python objects.
 Strings that repeat (ph, cat, name, pid, tid, Input Dims) are interned into integer codes.
 
-An event with an odd field type is decoded again leniently, dropping only that field; numbers outside
-what msgspec reads (1e400, 40-digit ints) go through the json module, invalid UTF-8 becomes U+FFFD.
+Decoding a piece, leniently where an event has an odd field, is decode.py's.
 Ids are int64 with MISSING (absent) and BAD (present but unusable); times are float64 with NaN for
 absent or unusable.
 """
 from __future__ import annotations
 
-import json
-import math
 import re
 from itertools import repeat
 from operator import attrgetter, index, is_not, itemgetter
-from typing import Union
 
-import msgspec
 import numpy as np
 
-NAN = float("nan")
-MISSING = -(2 ** 63)       # an id the event does not have
-BAD = MISSING + 1          # an id the event has, in a form we cannot read
-_NO_DIMS = msgspec.Raw(b"")
+from .decode import BAD, MISSING, NAN, NO_ARGS, NO_DIMS, Event, Lenient
 
-
-class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False, frozen=True):
-    """The event args we read (names with spaces are Kineto's own); msgspec skips the rest."""
-    correlation: Union[int, str, None] = MISSING
-    external_id: Union[int, str, None] = msgspec.field(default=MISSING, name="External id")
-    stream: Union[int, str, None] = MISSING
-    device: Union[int, str, None] = MISSING
-    bytes: Union[int, float, None] = NAN
-    bandwidth: Union[int, float, None] = msgspec.field(default=NAN, name="memory bandwidth (GB/s)")
-    # Raw JSON bytes: only ever shown as text, so never worth building nested lists for.
-    input_dims: msgspec.Raw = msgspec.field(default=_NO_DIMS, name="Input Dims")
-    # "M" metadata events name their process / thread here.
-    meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
-
-
-NO_ARGS = Args()
-
-
-class Event(msgspec.Struct, forbid_unknown_fields=False, gc=False):
-    ph: str = ""
-    cat: Union[str, None] = None
-    name: Union[str, int, float, None] = ""
-    pid: Union[int, str, None] = 0
-    tid: Union[int, str, None] = 0
-    ts: Union[float, str, None] = NAN
-    dur: Union[float, str, None] = NAN
-    args: Union[Args, None] = NO_ARGS
-
-
-PIECE_DECODER = msgspec.json.Decoder(list[Event])
 _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")}
 # The interned fields, read together as one key (see Columns._codes).
 KEY_FIELDS = ("ph", "cat", "name", "pid", "tid")
@@ -66,182 +28,6 @@ _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "dev
 # bytes or Input Dims is looked for on them.
 NO_DEVICE_ARGS_CATS = frozenset({"python_function"})
 ID_FIELDS = ("correlation", "external_id", "stream", "device")
-
-
-# ---------------------------------------------------------------- decoding one piece
-
-class Lenient:
-    """Counts what the lenient decode had to drop, for the warnings."""
-
-    def __init__(self):
-        self.bad_fields = 0
-        self.bad_entries = 0
-        self.bad_text = 0
-        self.odd_values = 0     # NaN, Infinity or out-of-range numbers, read as null
-
-    def scrub(self, d: dict, typ) -> dict:
-        """The keys of d that convert to typ's fields on their own."""
-        out = {}
-        for k, v in d.items():
-            try:
-                msgspec.convert({k: v}, typ, strict=False)
-                out[k] = v
-            except (msgspec.ValidationError, RecursionError):
-                self.bad_fields += 1
-        return out
-
-    def event(self, e, dims: msgspec.Raw | None = None) -> Event | None:
-        """One decoded entry -> Event, dropping only the fields of an odd type. dims: the raw text of
-        its Input Dims when known (else re-encoded from the decoded value)."""
-        if not isinstance(e, dict):
-            self.bad_entries += 1
-            return None
-        args = e.get("args")
-        if isinstance(args, dict) and "Input Dims" in args:
-            # convert() will not build a Raw from a list; give it the bytes decode would have kept.
-            if dims is None:
-                try:
-                    dims = msgspec.Raw(msgspec.json.encode(args["Input Dims"]))
-                except (TypeError, ValueError, OverflowError, RecursionError):
-                    dims = _NO_DIMS
-            e = dict(e, args=dict(args, **{"Input Dims": dims}))
-        try:
-            return msgspec.convert(e, Event, strict=False)
-        except (msgspec.ValidationError, RecursionError):
-            pass
-        e = dict(e)
-        args = e.pop("args", None)
-        e = self.scrub(e, Event)
-        if isinstance(args, dict):
-            e["args"] = self.scrub(args, Args)
-        elif args is not None:
-            self.bad_fields += 1
-        return msgspec.convert(e, Event, strict=False)
-
-    def events(self, items: list) -> list[Event]:
-        return [ev for ev in map(self.event, items) if ev is not None]
-
-
-def _no_constants(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def decode_generic(piece: bytes):
-    """Untyped decode; numbers msgspec refuses (1e400, 40-digit ints) through the json module.
-
-    Raises msgspec.DecodeError (with msgspec's wording and 1-based byte) for malformed JSON.
-    """
-    try:
-        return msgspec.json.decode(piece)
-    except msgspec.ValidationError:
-        pass
-    except UnicodeDecodeError:          # invalid UTF-8 in a string: that text gets U+FFFD
-        piece = bytes(piece).decode("utf-8", "replace").encode()
-        try:
-            return msgspec.json.decode(piece)
-        except msgspec.ValidationError:
-            pass
-    return _json_loads(piece, parse_constant=_no_constants)
-
-
-def _json_loads(text, **kw):
-    """json.loads, its errors as msgspec's (the splitter reads their byte offsets)."""
-    try:
-        return json.loads(text, **kw)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":
-            raise msgspec.DecodeError(f"JSON is malformed: trailing characters (byte {exc.pos + 1})") from None
-        if exc.msg.startswith("Unterminated") or exc.pos >= len(text):
-            raise msgspec.DecodeError("Input data was truncated") from None
-        raise msgspec.DecodeError(f"JSON is malformed: {exc.msg} (byte {exc.pos})") from None
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise msgspec.DecodeError(f"JSON is malformed: {exc}") from None
-
-
-def _python_items(piece: bytes, lenient: Lenient) -> list:
-    """The piece's events through the json module: NaN / Infinity / out-of-range numbers become null
-    (Lenient.odd_values) and lone surrogates U+FFFD. Raises msgspec.DecodeError as decode_generic does
-    where even that cannot read it (malformed, or cut off: the splitter tries another cut)."""
-    seen = []
-
-    def odd(name):
-        seen.append(name)
-        return None
-    items = _json_loads(bytes(piece).decode("utf-8", "replace"), parse_constant=odd,
-                        parse_float=lambda s: _finite(s, odd))
-    if not isinstance(items, list):
-        raise msgspec.DecodeError("JSON is malformed: expected an array of events")
-    lenient.odd_values += len(seen)      # (counted once the piece is read: a cut tried and failed is not)
-    return [_no_surrogates(x) if isinstance(x, dict) else x for x in items]
-
-
-def _finite(s: str, odd):
-    v = float(s)
-    return v if math.isfinite(v) else odd(s)
-
-
-def _no_surrogates(x):
-    if isinstance(x, str):
-        return x.encode("utf-16", "surrogatepass").decode("utf-16", "replace") if _SURROGATE.search(x) else x
-    if isinstance(x, dict):
-        return {k: _no_surrogates(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_no_surrogates(v) for v in x]
-    return x
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class _DimsArgs(msgspec.Struct, forbid_unknown_fields=False):
-    input_dims: Union[msgspec.Raw, None] = msgspec.field(default=None, name="Input Dims")
-
-
-class _DimsOnly(msgspec.Struct, forbid_unknown_fields=False):
-    args: Union[_DimsArgs, None] = None
-
-
-_EVENT = msgspec.json.Decoder(Event)
-_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
-_DIMS_ONLY = msgspec.json.Decoder(_DimsOnly)
-
-
-def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
-    """A JSON array of events -> Events. Raises msgspec.DecodeError / RecursionError on bad JSON.
-
-    The fast typed decode; if some event has an odd field, the piece is split into its events and
-    only those that need it are decoded leniently (keeping their Input Dims text as written).
-    """
-    try:
-        return PIECE_DECODER.decode(piece)
-    except (msgspec.ValidationError, UnicodeDecodeError):
-        pass
-    except msgspec.DecodeError:
-        # A value msgspec cannot hold (1e309, Kineto's own `inf` or NaN, a lone UTF-16 surrogate) costs
-        # that value, not the piece: the json module reads it, the value becomes null (counted).
-        return lenient.events(_python_items(piece, lenient))
-    try:
-        raws = _RAWS.decode(piece)
-    except msgspec.ValidationError:
-        raise msgspec.DecodeError("JSON is malformed: expected an array of events") from None
-    out = []
-    for r in raws:
-        try:
-            out.append(_EVENT.decode(r))
-            continue
-        except msgspec.ValidationError:
-            pass
-        except UnicodeDecodeError:
-            lenient.bad_text += 1
-        try:
-            dims = _DIMS_ONLY.decode(r).args
-            dims = dims.input_dims if dims is not None else None
-        except (msgspec.ValidationError, UnicodeDecodeError):
-            dims = None
-        ev = lenient.event(decode_generic(bytes(r)), dims)
-        if ev is not None:
-            out.append(ev)
-    return out
 
 
 # ---------------------------------------------------------------- interning
@@ -455,7 +241,7 @@ class Columns:
         """Input Dims codes (-1: none) of n events, looked for on args, those of the given rows."""
         raws = list(map(_DIMS, args))
         out = np.full(n, -1, dtype=np.int32)
-        has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(_NO_DIMS)), bool, len(raws)))
+        has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(NO_DIMS)), bool, len(raws)))
         if len(has):
             out[rows[has]] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()], len(has))
         return out

@@ -26,7 +26,8 @@ from typing import Any, Union
 import msgspec
 
 from ..errors import TraceError
-from .events import Columns, Lenient
+from .decode import Lenient
+from .events import Columns
 from .progress import current as current_progress
 from .reader import TextSource, read_bytes  # noqa: F401  (read_bytes: report.diff_inputs)
 from .splitter import Splitter

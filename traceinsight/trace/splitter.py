@@ -19,7 +19,8 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceError
-from .events import Columns, decode_generic, decode_piece
+from .decode import decode_generic, decode_piece
+from .events import Columns
 from .reader import PIECE
 
 # Deep nesting is either garbage or an attack; msgspec itself stops near depth 1000, we say so plainly.

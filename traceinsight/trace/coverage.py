@@ -1,0 +1,133 @@
+"""What a trace covers and what it does not: start-up in the window (runtime calls that run long while the
+GPU idles, a kernel's first launch that loads its module), stretches cut out of the file, GPU work the CPU
+drove that the profiler did not record. The report's limits, the verdict and the analyses read them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .facts import waiting_calls
+from .model import TraceModel
+from .steps import merged_intervals, step_at
+
+
+# CPU ops that only a GPU program runs: NCCL collectives, cuDNN / cuBLAS ops, the GPU-only fused optimizers.
+GPU_ONLY_OPS = r"^nccl:|cudnn|cublas|^aten::_?cuda|Fused(Adam|LAMB|SGD|Lamb)\b"
+
+
+def gpu_work_without_gpu_events(model: TraceModel) -> list[str]:
+    """A trace with no GPU activity whose CPU still drove a GPU: the names that show it (launch calls, or
+    ops only a GPU program runs, up to 4), [] otherwise. HTA's rank_non_gpu trace: nccl:all_to_all and
+    FusedAdam under DDP, no runtime call or kernel recorded, had been called a CPU-only program."""
+    cpu = model.cpu
+    if model.has_gpu or cpu.empty:
+        return []
+    hit = ((cpu["kind"] == "runtime") & (cpu["rkind"] == "launch")).to_numpy() | (
+        cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(GPU_ONLY_OPS))
+    return list(dict.fromkeys(str(n) for n in cpu.loc[hit, "name"]))[:4]
+
+
+# Consecutive runtime calls (any thread) whose correlation ids jump by this much, with this long between
+# them, had runtime calls between them that the file no longer holds: it was filtered or cut. Kineto's own
+# filtering skips at most ~110 ids (our 4,000 traces); HTA's a100_cuda_event_sync_multi_stream skips 1,323
+# over an 18.5 ms stretch with nothing recorded, which had been read as untraced Python.
+MISSING_IDS = 500
+MISSING_MIN_US = 1_000.0
+
+
+def missing_event_spans(model: TraceModel) -> list[tuple[float, float, int]]:
+    """(start, end, correlation ids skipped) of each stretch where the file lacks the runtime calls the
+    program made (see MISSING_IDS)."""
+    return model.memo("missing_event_spans", lambda: _missing_event_spans(model))
+
+
+def _missing_event_spans(model: TraceModel) -> list[tuple[float, float, int]]:
+    cpu = model.cpu
+    rt = cpu[(cpu["kind"] == "runtime").to_numpy() & (cpu["correlation"].to_numpy() > 0)]
+    if len(rt) < 2:
+        return []
+    rt = rt.sort_values("ts", kind="stable")
+    c, ts, end = rt["correlation"].to_numpy(), rt["ts"].to_numpy(), rt["end"].to_numpy()
+    jump = c[1:] - c[:-1]
+    quiet = ts[1:] - np.maximum.accumulate(end)[:-1]
+    k = np.flatnonzero((jump >= MISSING_IDS) & (quiet >= MISSING_MIN_US))
+    return [(float(np.maximum.accumulate(end)[i]), float(ts[i + 1]), int(jump[i])) for i in k]
+
+
+# A runtime call that does not wait on the GPU (not a synchronize or a copy: those can wait on another
+# stream's event or another process; an allocation's implicit sync has nothing to wait for while the GPU
+# idles) and takes this long while the GPU sits idle is the driver's own one-time work: context creation,
+# lazy module loading, first large allocations. Steady steps do not have them (a100_alexnet:
+# cudaDeviceGetStreamPriorityRange 29.9 s, cudaFree 6.0 s, one cudaLaunchKernel 3.1 s, four cudaMalloc
+# 0.26-0.76 s, in a 43 s window of 66 ms GPU work; SGLang's 463 ms hipMemcpyWithStream behind a stream
+# event is a wait, not start-up).
+STARTUP_CALL_US = 100_000.0
+# A kernel launch this long while the GPU idles is the first launch of its module (lazy loading: the
+# runtime loads the code then), not a launch's cost: steady launches take microseconds, and one held up by
+# a full launch queue has a busy GPU. (HTA's MI250 trace: one hipLaunchKernel of 6.5 ms in a 9.3 ms step,
+# which had been read as launch-bound.)
+STARTUP_LAUNCH_US = 1_000.0
+ALLOCATION_CALLS = r"^(cuda|hip)(Free|FreeHost|Malloc\w*|HostAlloc|HostRegister)$"
+STARTUP_GPU_SHARE = 0.1
+
+
+def startup_calls(model: TraceModel) -> list[tuple[str, float, int]]:
+    """(name, us, calls) of the runtime calls that took STARTUP_CALL_US or more while the GPU was busy under
+    STARTUP_GPU_SHARE of the call, summed by name, longest first."""
+    return model.memo("startup_calls", lambda: _startup_by_name(startup_spans(model)))
+
+
+def startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
+    """(name, start, end) of each such call."""
+    return model.memo("startup_spans", lambda: _startup_spans(model))
+
+
+def seconds_or_ms(us: float) -> str:
+    """42.12 s, 6.5 ms: a start-up takes seconds or milliseconds (a report had said 0.01 s and 7 ms)."""
+    return f"{us / 1e6:.2f} s" if us >= 1e6 else f"{us / 1000:.1f} ms"
+
+
+def _startup_by_name(spans: list[tuple[str, float, float]]) -> list[tuple[str, float, int]]:
+    total: dict[str, list] = {}
+    for name, a, b in spans:
+        t = total.setdefault(name, [0.0, 0])
+        t[0] += b - a
+        t[1] += 1
+    return sorted(((n, us, k) for n, (us, k) in total.items()), key=lambda x: -x[1])
+
+
+def _startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
+    cpu = model.cpu
+    if cpu.empty:
+        return []
+    waits = waiting_calls(model) & ~model.cpu_match(ALLOCATION_CALLS)
+    dur = cpu["dur"].to_numpy()
+    g = model.gpu
+    long = cpu[(cpu["kind"] == "runtime").to_numpy() & ~waits
+               & ((dur >= STARTUP_CALL_US) | ((dur >= STARTUP_LAUNCH_US) & _first_launches(model)))]
+    if long.empty:
+        return []
+    starts, ends = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy()) if len(g) else (np.zeros(0), np.zeros(0))
+    out = []
+    for name, a, b in zip(long["name"], long["ts"].to_numpy(), long["end"].to_numpy()):
+        busy = float(np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0.0, None).sum())
+        if busy < STARTUP_GPU_SHARE * (b - a):
+            out.append((str(name), float(a), float(b)))
+    return out
+
+
+def _first_launches(model: TraceModel) -> np.ndarray:
+    """Per CPU row: a launch call in the run's first two steps (ProfilerStep#0 or #1) whose kernel the trace
+    shows no earlier launch of. Only a kernel's first launch can load its module, and only early in a run
+    can that take long; a long launch elsewhere is the thread held up (a DataLoader loop's main thread,
+    descheduled for 3-14 ms inside cudaLaunchKernel, first launches in the window included: 40 of our
+    traces)."""
+    cpu, g = model.cpu, model.gpu
+    out = np.zeros(len(cpu), dtype=bool)
+    linked = g[g["launcher"].to_numpy() >= 0]
+    if linked.empty or model.step_source != "ProfilerStep" or model.steps.empty:
+        return out
+    first = linked.sort_values("ts", kind="stable").drop_duplicates("name")["launcher"].to_numpy()
+    out[first] = True
+    early = step_at(model.steps, cpu["ts"].to_numpy())
+    return out & (cpu["rkind"] == "launch").to_numpy() & (early >= 0) & (early <= 1)
