@@ -213,7 +213,7 @@ def _at(col: pd.Series, idx: np.ndarray) -> np.ndarray:
 
 
 def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
-    """Idle inside a stretch whose events the file lacks (trace/facts.missing_event_spans) is unattributed:
+    """Idle inside a stretch whose events the file lacks (trace/coverage.missing_event_spans) is unattributed:
     what the CPU did there was cut out, not untraced Python or a slow launch."""
     over = np.zeros(len(s))
     for a, b, _k in missing_event_spans(model):

@@ -8,6 +8,7 @@ import numpy as np
 
 import pandas as pd
 
+from ..trace.facts import host_copies
 from ..trace.steps import merged_intervals
 from .base import Context, Finding, KindSpec
 
@@ -24,9 +25,9 @@ def compute_waits_on_copies(ctx: Context) -> pd.Series:
     m = ctx.model
     g = m.gpu
     out = pd.Series(0.0, index=pd.Index(ctx.full_steps, name="step"))
-    # Copies to or from the host only: a device-to-device copy is the GPU's own work, like a kernel (a
-    # review found a ResNet's DtoD copies on its only stream counted as compute waiting for them).
-    g = g[(g["kind"] != "memcpy") | ~m.gpu_match("DtoD|Device -> Device")[g.index.to_numpy()]]
+    # Copies to or from the host only (a review found a ResNet's DtoD copies on its only stream counted as
+    # compute waiting for them).
+    g = g[(g["kind"] != "memcpy").to_numpy() | host_copies(m)]
     if g.empty or not (g["kind"] == "memcpy").any():
         return out
     cpu_ts = m.cpu["ts"].to_numpy() if len(m.cpu) else np.zeros(0)
@@ -103,8 +104,9 @@ def analyze(ctx: Context) -> list[Finding]:
     share = lost / ctx.median_step_us if ctx.median_step_us else 0.0
     # Event waits between work of one stream order nothing (a stream runs in order anyway).
     one_stream = gpu.groupby("device")["stream"].nunique().max() <= 1 if len(gpu) else True
-    same_stream = not cross and (not wait_events or one_stream) and copy_wait <= 0
-    copies_inline = copy_wait > 0 and not cross and (not wait_events or one_stream) and _copies_on_compute_streams(gpu)
+    in_order = not cross and (not wait_events or one_stream)     # no other stream to wait for
+    same_stream = in_order and copy_wait <= 0
+    copies_inline = in_order and copy_wait > 0 and _copies_on_compute_streams(gpu)
     return [Finding(
         kind=cause,
         title=(f"Kernels queued in time start late behind their predecessor on one stream ({share:.0%} of "

@@ -29,6 +29,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..trace.facts import host_copies
 from ..trace.gpu_specs import bandwidth_to_compute
 from ..trace.kernel_names import normalize_kernel
 from .base import KERNELS_GO, Context, Finding, KindSpec, user_frame_row
@@ -69,7 +70,7 @@ def _chains(ctx: Context) -> list[np.ndarray]:
     # A copy to or from the host is a barrier; a memset or a device-to-device copy is one more pointwise
     # op to a compiler (a fill, a copy_), so it does not end a run, nor does it join one.
     kind = m.gpu["kind"].to_numpy()
-    host_copy = (kind == "memcpy") & ~m.gpu_match("DtoD|Device -> Device")
+    host_copy = host_copies(m)
     g = m.gpu[(kind == "kernel") | host_copy]
     ew = m.gpu_match(ELEMENTWISE)[g.index.to_numpy()] & (g["kind"] == "kernel").to_numpy()
     lr = g["launcher"].to_numpy()

@@ -142,9 +142,9 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
                "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
                "when the whole step is captured in a CUDA graph.")
-    elif _ALLOCATION.search(_programs(top)[0][0]):
+    elif _ALLOCATION.search(where_in := _programs(top)[0][0]):
         # (a review: 2.9 ms inside aten::empty had been told to "run it every N steps")
-        fix = (f"The idle CPU time is inside {_programs(top)[0][0][:80]}, allocating memory: the caching allocator "
+        fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: the caching allocator "
                "asked the driver for more (cudaMalloc) or returned it. Allocate once and reuse the buffers (out= "
                "arguments, preallocated tensors), keep tensor sizes steady between steps, or let the allocator "
                "grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).")

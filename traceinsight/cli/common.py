@@ -29,14 +29,14 @@ def warn(message: str) -> None:
 
 def check_writable(paths: list[Optional[Path]], inputs: list[Path], force: bool) -> None:
     """Never clobber what the user gave: inputs never, existing files only with --force (or a yes)."""
-    resolved_inputs = {p.resolve() for p in inputs if p.exists()}
     outs = [p for p in paths if p is not None]
     if len({p.resolve() for p in outs}) < len(outs):
         raise UsageError("the same file is given for two outputs")
     existing = [p for p in inputs if p.exists()]
     for p in outs:
-        # (a hard link is the same file under another name: a review overwrote its input through one)
-        if p.resolve() in resolved_inputs or (p.exists() and any(_same(p, i) for i in existing)):
+        # The same file, also under another name: a symbolic link, or a hard link (a review overwrote its
+        # input through one).
+        if p.exists() and any(_same(p, i) for i in existing):
             raise UsageError(f"{p}: is one of the input traces; refusing to overwrite it")
         if p.is_dir():
             raise UsageError(f"{p}: is a directory; give a file name to write")

@@ -28,6 +28,12 @@ def is_collective(model: TraceModel) -> np.ndarray:
     return model.gpu_match(COLLECTIVE, re.I)
 
 
+def host_copies(model: TraceModel) -> np.ndarray:
+    """Boolean per gpu row: a copy to or from the host. A device-to-device copy is the GPU's own work, like a
+    kernel (fusion_candidates, dependency_wait)."""
+    return (model.gpu["kind"] == "memcpy").to_numpy() & ~model.gpu_match("DtoD|Device -> Device")
+
+
 def launch_latency_us(model: TraceModel) -> float:
     """Typical launch call -> GPU start delay, from activities whose stream was idle at launch.
 

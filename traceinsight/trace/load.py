@@ -191,11 +191,12 @@ def find_trace_files(path: Path, skipped: list[str] | None = None) -> list[Path]
     """A directory of per-rank traces -> the trace files in it, sorted by name. Our own reports written
     beside them (`analyze --json`, a diff's JSON) are not traces: left out, not an error; so is other
     JSON that holds no events (a config.json beside the ranks had stopped a job), named in `skipped`."""
-    files = sorted(p for p in path.iterdir() if p.is_file() and (
-        p.name.endswith(".json") or p.name.endswith(".json.gz")) and not _our_report(p))
-    traces = [p for p in files if not _not_a_trace(p)]
+    kinds = {p: _plain_json(p) for p in sorted(path.iterdir())
+             if p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz"))}
+    traces = [p for p, k in kinds.items() if k is None]
     if skipped is not None:
-        skipped += [f"{p}: left out, not a trace (no traceEvents near its start)" for p in files if p not in traces]
+        skipped += [f"{p}: left out, not a trace (no traceEvents near its start)" for p, k in kinds.items()
+                    if k == "other"]
     if not traces:
         raise TraceError(path, "directory has no .json or .json.gz trace files")
     return traces
@@ -204,33 +205,25 @@ def find_trace_files(path: Path, skipped: list[str] | None = None) -> list[Path]
 _TRACE_HEAD = 1 << 20
 
 
-def _not_a_trace(p: Path) -> bool:
-    """A small plain JSON file that is a valid object without traceEvents (a config). A broken file stays,
-    for the loader to say what is wrong with it (a rank that cannot be read is reported as one); gzipped
-    files are not opened here."""
+def _plain_json(p: Path) -> str | None:
+    """What a plain JSON file in a directory of traces is, from its head (read once): "report", our own
+    document ({"schema_version": ..., without traceEvents in its first 200 bytes); "other", a small valid
+    object without traceEvents (a config); None, a trace, or a file for the loader to say what is wrong with
+    (a rank that cannot be read is reported as one). Gzipped files are not opened here."""
     if not p.name.endswith(".json"):
-        return False
+        return None
     try:
         with open(p, "rb") as f:
             head = f.read(_TRACE_HEAD)
     except OSError:
-        return False
+        return None
+    start = head[:200]
+    if start.lstrip().startswith(b"{") and b'"schema_version"' in start and b'"traceEvents"' not in start:
+        return "report"
     if len(head) >= _TRACE_HEAD or b'"traceEvents"' in head:
-        return False
+        return None
     try:
         doc = json.loads(head.decode("utf-8-sig"))
     except (ValueError, RecursionError):
-        return False
-    return isinstance(doc, dict)
-
-
-def _our_report(p: Path) -> bool:
-    """A plain JSON file that opens like a traceinsight document ({"schema_version": ..., "tool" or "kind")."""
-    if not p.name.endswith(".json"):
-        return False
-    try:
-        with open(p, "rb") as f:
-            head = f.read(200)
-    except OSError:
-        return False
-    return head.lstrip().startswith(b"{") and b'"schema_version"' in head and b'"traceEvents"' not in head
+        return None
+    return "other" if isinstance(doc, dict) else None

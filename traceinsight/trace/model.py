@@ -227,11 +227,12 @@ class _Tables:
         mem = [i for i, v in enumerate(self.cat) if v == "cpu_instant_event"]
         self.n_memory = int(((c["ph"] == ph_code.get("i", -1)) & np.isin(c["cat"], mem)).sum())
 
-    def times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Start, duration (0 where none is usable) and which durations were missing, negative or not numbers."""
         ts = self.c["ts"][rows]
         dur = self.c["dur"][rows]
-        dur = np.where(np.isfinite(dur) & (dur > 0), dur, 0.0)
-        return ts, dur
+        bad = ~np.isfinite(dur) | (dur < 0)
+        return ts, np.where(~bad & (dur > 0), dur, 0.0), bad
 
 
 def build_model(raw: RawTrace) -> TraceModel:
@@ -239,15 +240,14 @@ def build_model(raw: RawTrace) -> TraceModel:
     tb = _Tables(raw)
     c = tb.c
     warnings = list(raw.warnings)
-    (cpu_ts, cpu_dur), (gpu_ts, gpu_dur) = tb.times(tb.cpu_rows), tb.times(tb.gpu_rows)
+    (cpu_ts, cpu_dur, cpu_bad), (gpu_ts, gpu_dur, gpu_bad) = tb.times(tb.cpu_rows), tb.times(tb.gpu_rows)
     # A start beyond MAX_TS_US (3000 years of microseconds) has no microseconds left in a float64.
     ok_cpu, ok_gpu = np.abs(cpu_ts) <= MAX_TS_US, np.abs(gpu_ts) <= MAX_TS_US
     bad = int((~ok_cpu).sum() + (~ok_gpu).sum())
     if bad:
         warnings.append(f"ignored {bad} events with no usable timestamp")
     # (said, as a bad timestamp is: a kernel whose duration was missing or "abc" had silently lasted 0)
-    bad_dur = int(sum(((~np.isfinite(d)) | (d < 0))[ok].sum() for d, ok in
-                      ((c["dur"][tb.cpu_rows], ok_cpu), (c["dur"][tb.gpu_rows], ok_gpu))))
+    bad_dur = int(cpu_bad[ok_cpu].sum() + gpu_bad[ok_gpu].sum())
     if bad_dur:
         warnings.append(f"read {bad_dur} events with a missing, negative or non-numeric duration as lasting 0")
     # A range of more than MAX_DUR_US (11.6 days) is no profiler range: it would swamp every sum.
