@@ -67,11 +67,42 @@ def test_nccl_rank_shows_permutes_and_its_collectives(docs):
     assert d["healthy"] is False and d["summary"]["gpu_idle_pct"] > 50
 
 
-def test_v100_resnet_is_healthy(docs):
+def test_v100_resnet_in_fp32_is_told_to_use_mixed_precision(docs):
+    # The GPU is never idle (99% busy), but half its time is FP32 GEMMs and cuDNN's FP32 convolutions
+    # (sgemm, scudnn) on a GPU whose tensor cores take fp16: mixed precision is the fix, TF32 does not exist.
     d = docs["v100_resnet_ns_timestamps.pt.trace.json.gz"]
-    assert d["healthy"] is True
-    assert d["findings"] == []
     assert d["summary"]["gpu_idle_pct"] < 5
+    assert d["healthy"] is False
+    top = d["findings"][0]
+    assert top["kind"] == "fp32_matmul" and top["confidence"] == "low"
+    assert "float16" in top["fix"] and "GradScaler" in top["fix"] and "allow_tf32" not in top["fix"]
+    assert "convolutions" in top["title"]
+    assert "not calibrated" in top["evidence"]["assumed_speedup"]
+    # The saving stays under the FP32 kernels' own time: at most all of it goes.
+    fp32_share = top["evidence"]["pct_of_gpu_time"] / 100
+    assert 40 < top["evidence"]["pct_of_gpu_time"] < 60
+    assert top["estimated_savings_ms"] < fp32_share * d["summary"]["median_gpu_busy_ms"]
+
+
+def test_fp32_convolutions_count_only_where_tf32_is_off(docs):
+    # HTA's AlexNet on an A100 runs TF32 convolutions (xmma tf32f32) beside one cuDNN picked in FP32
+    # (scudnn, 1 ms): TF32 is on, so that one is cuDNN's choice, not a setting to change. Its FP32 sgemm
+    # (matmul TF32 is off by default) stays the finding.
+    d = docs["a100_alexnet_memcpy_sync_permute.json.gz"]
+    f = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "fp32_matmul")
+    assert any("sgemm" in k for k in f["evidence"]["kernels"])
+    assert not any("scudnn" in k for k in f["evidence"]["kernels"])
+    assert f["title"].startswith("Matrix multiplies run")
+
+
+def test_kernels_too_short_for_tensor_cores_are_no_fp32_finding():
+    # A batch-1 conv net (launch_tiny_conv, H200): cuDNN runs its 6 us convolutions as FP32 FFMA kernels
+    # under TF32 too, and its Linear is a 2 us gemv. TF32 shortens neither; the graphed version had been
+    # told that TF32 would save 20% of its step.
+    samples = Path(__file__).resolve().parents[1] / "sample_traces"
+    for name in ("launch_tiny_conv__after.json.gz", "launch_small_mlp__after.json.gz"):
+        d = to_dict(analyze_file(samples / name))
+        assert "fp32_matmul" not in _kinds(d), name
 
 
 def test_event_sync_trace_names_the_syncing_op(docs):

@@ -119,10 +119,18 @@ def test_fp32_gemm_flagged_only_on_tensor_core_gpus(tmp_path: Path):
         return t
     on_a100 = to_dict(analyze_file(make((8, 0)).write(tmp_path / "a100.json")))
     on_v100 = to_dict(analyze_file(make((7, 0)).write(tmp_path / "v100.json")))
+    on_p100 = to_dict(analyze_file(make((6, 0)).write(tmp_path / "p100.json")))
     assert on_a100["findings"][0]["kind"] == "fp32_matmul"
     lo, hi = on_a100["findings"][0]["savings_range_ms"]
     assert lo < on_a100["findings"][0]["estimated_savings_ms"] < hi
-    assert "fp32_matmul" not in {f["kind"] for f in on_v100["findings"] + on_v100["minor_findings"]}
+    assert "allow_tf32" in on_a100["findings"][0]["fix"]
+    # Volta's tensor cores take fp16 only: mixed precision, a lower central speed-up, low confidence.
+    v = on_v100["findings"][0]
+    assert v["kind"] == "fp32_matmul" and v["confidence"] == "low"
+    assert "GradScaler" in v["fix"] and "allow_tf32" not in v["fix"]
+    assert v["estimated_savings_ms"] < on_a100["findings"][0]["estimated_savings_ms"]
+    # Pascal has no tensor cores: nothing to switch to.
+    assert "fp32_matmul" not in {f["kind"] for f in on_p100["findings"] + on_p100["minor_findings"]}
 
 
 def test_fusion_candidates_only_when_gpu_bound(tmp_path: Path):

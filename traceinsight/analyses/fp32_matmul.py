@@ -1,8 +1,12 @@
-"""fp32_matmul: GEMMs in full fp32 (SIMT, no tensor cores) on a GPU that has TF32/bf16 tensor cores.
+"""fp32_matmul: GEMMs (and cuDNN's FP32 convolutions) in full fp32 (SIMT, no tensor cores) on a GPU that
+has tensor cores.
 
-cuBLAS names tell: `sgemm`, `simt`, `gemm_f32f32_f32f32` without `tf32` are plain fp32; tensor-core
-kernels say tensorop / tf32 / s1688 / h884 / bf16 / f16 / wgmma. The fix's speed-up is not in the
-trace, so the estimate is a range (2x to the peak ratio) and says so.
+cuBLAS names tell: `sgemm`, `simt`, `gemm_f32f32_f32f32` without `tf32` are plain fp32, and so is cuDNN's
+`scudnn`; tensor-core kernels say tensorop / tf32 / s1688 / h884 / bf16 / f16 / wgmma. The fix's speed-up
+is not in the trace, so the estimate is a range (2x to the peak ratio) and says so.
+Ampere and later take FP32 inputs on TF32 tensor cores (one setting). Volta and Turing have fp16 tensor
+cores only: the fix is mixed precision (autocast to fp16 with a GradScaler), and its estimate is not
+calibrated on those GPUs (no measured pair), so it is low confidence.
 """
 from __future__ import annotations
 
@@ -17,20 +21,32 @@ SPEC = KindSpec("fp32_matmul", "slowed by FP32 matmuls",
                 cost_basis="the FP32 GEMMs' measured time less that time at the assumed TF32 speed-up",
                 beyond_cost=KERNELS_GO)
 
-GEMM = re.compile(r"gemm|gemv|Gemm|matmul", re.I)
-FP32_SIMT = re.compile(r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx", re.I)
+GEMM = re.compile(r"gemm|gemv|Gemm|matmul|scudnn", re.I)
+FP32_SIMT = re.compile(r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx|scudnn", re.I)
 TENSOR_CORE = re.compile(r"tf32|tensorop|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8|bfloat16|half",
                          re.I)
 # An FP32 SIMT GEMM that is not a half/bf16/tensor-core one (cuDNN's implicit sgemm runs bf16 too): the
 # kernels the fix speeds up, as one pattern for the replay.
 FP32_ONLY = rf"(?i)^(?!.*(?:{TENSOR_CORE.pattern})).*(?:{FP32_SIMT.pattern})"
-# Dense peak of the tensor-core path (TF32) over plain FP32, by architecture (vendor spec sheets).
-PEAK_RATIO = {8: 8.0, 9: 7.4, 10: 8.0, 12: 8.0}
+# Convolutions. cuDNN takes TF32 by default (cudnn.allow_tf32) but still picks an FP32 kernel where its
+# heuristics find one faster (HTA's A100 traces run `scudnn` beside TF32 `xmma` convolutions): where any
+# convolution ran on TF32 the FP32 ones are cuDNN's choice, not a setting to change, and are left out.
+CONV = r"scudnn|fprop|dgrad|wgrad|convolve|Convolution"
+# A kernel this short is bound by its launch and its memory latency, not its arithmetic: tensor cores do
+# not shorten it (cuDNN picks FP32 FFMA kernels for a batch-1 net's 6 us convolutions under TF32 too).
+MIN_KERNEL_US = 10.0
+TF32_CONV = rf"(?i)^(?=.*(?:{CONV})).*tf32"
+# Dense peak of the tensor-core path (TF32; fp16 on Volta and Turing) over plain FP32, by architecture
+# (vendor spec sheets: V100 125 against 15.7 TFLOPS, T4 65 against 8.1).
+PEAK_RATIO = {7: 8.0, 8: 8.0, 9: 7.4, 10: 8.0, 12: 8.0}
+# Volta and Turing: NVIDIA's mixed-precision figures for ResNet-50 training on a V100 are about 3x the
+# FP32 throughput; the GEMMs and convolutions alone gain at least that. Not measured by us.
+FP16_ONLY_SPEEDUP = 3.0
 
 
 def tensor_core_arch(ctx: Context) -> int | None:
     for d in ctx.model.devices.values():
-        if d.compute_capability and d.compute_capability[0] >= 8 and "AMD" not in (d.name or ""):
+        if d.compute_capability and d.compute_capability[0] >= 7 and "AMD" not in (d.name or ""):
             return d.compute_capability[0]
     return None
 
@@ -38,16 +54,22 @@ def tensor_core_arch(ctx: Context) -> int | None:
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
     m = ctx.model
-    sel = ((gpu["kind"] == "kernel").to_numpy() & m.gpu_match(GEMM.pattern, re.I)
+    sel = ((gpu["kind"] == "kernel").to_numpy() & (gpu["dur"] >= MIN_KERNEL_US).to_numpy()
+           & m.gpu_match(GEMM.pattern, re.I)
            & m.gpu_match(FP32_SIMT.pattern, re.I) & ~m.gpu_match(TENSOR_CORE.pattern, re.I))
+    pattern = FP32_ONLY
+    if m.gpu_match(TF32_CONV).any():
+        sel &= ~m.gpu_match(CONV, re.I)
+        pattern = rf"(?i)^(?!.*(?:{CONV}))" + FP32_ONLY[len("(?i)^"):]
     fp32 = gpu[sel]
     arch = tensor_core_arch(ctx)
     if fp32.empty or arch is None:
         return []
     peak = PEAK_RATIO.get(arch, 8.0)
+    fp16_only = arch < 8
     # Large GEMMs get most of the peak ratio, small ones little; 60% of peak is the central guess
     # (an H200 measured 5.5x end to end on 4096-wide fp32 matmuls, peak 7.4x); the range says more.
-    central = max(2.0, 0.6 * peak)
+    central = FP16_ONLY_SPEEDUP if fp16_only else max(2.0, 0.6 * peak)
     fp32 = fp32.assign(step=ctx.step_of(fp32["ts"].to_numpy()))
     per_step = fp32.groupby("step")["dur"].sum()
     t = ctx.per_step_median(per_step)
@@ -58,14 +80,20 @@ def analyze(ctx: Context) -> list[Finding]:
         "fp32_gemm_ms_per_step": round(t / 1000, 3),
         "pct_of_gpu_time": round(100 * full["dur"].sum() / busy, 1) if busy else None,
         "kernels": full["name"].str.slice(0, 120).value_counts().head(4).to_dict(),
-        "assumed_speedup": f"{central:.1f}x (range 2x-{peak:.1f}x, the peak TF32/FP32 ratio of this GPU)",
+        "assumed_speedup": f"{central:.1f}x (range 2x-{peak:.1f}x, the peak "
+                           + ("fp16 tensor-core/FP32 ratio of this GPU; not calibrated on this architecture)"
+                              if fp16_only else "TF32/FP32 ratio of this GPU)"),
     }
+    what = "Matrix multiplies and convolutions" if full["name"].str.contains(CONV).any() else "Matrix multiplies"
     return [Finding(
         kind="fp32_matmul",
-        title=f"Matrix multiplies run in full FP32 without tensor cores ({ev['pct_of_gpu_time']}% of GPU time)",
+        title=f"{what} run in full FP32 without tensor cores ({ev['pct_of_gpu_time']}% of GPU time)",
         lost_per_step_us=lost, lost_total_us=float(per_step.sum()) * (1 - 1 / central),
-        fix="Allow TF32 tensor cores: torch.set_float32_matmul_precision('high') (or "
-            "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
-            "under torch.autocast('cuda', dtype=torch.bfloat16).",
-        confidence="medium", evidence=ev,
-        fixes=(ScaleKernels(FP32_ONLY, 1 / central, bounds=(1 / peak, 1 / 2.0)),))]
+        fix=("This GPU's tensor cores take fp16, not TF32 or bf16: run the forward and the loss under "
+             "torch.autocast('cuda', dtype=torch.float16) and scale the loss with torch.amp.GradScaler('cuda') "
+             "(mixed precision)." if fp16_only else
+             "Allow TF32 tensor cores: torch.set_float32_matmul_precision('high') (or "
+             "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
+             "under torch.autocast('cuda', dtype=torch.bfloat16)."),
+        confidence="low" if fp16_only else "medium", evidence=ev,
+        fixes=(ScaleKernels(pattern, 1 / central, bounds=(1 / peak, 1 / 2.0), min_us=MIN_KERNEL_US),))]

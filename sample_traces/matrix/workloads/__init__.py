@@ -129,6 +129,10 @@ ALL = [
     "holdout18_loader_json_records",
     "holdout18_loader_python_transforms",
     "holdout18_regex_features_main",
+    # twenty-first held-out set: after fp32_matmul learned cuDNN's FP32 convolutions and the fp16-only advice
+    # (Volta/Turing): a conv net with cuDNN's TF32 turned off, and a compiled bf16 MLP that must stay healthy
+    "holdout21_fp32_convnet_notf32",
+    "holdout21_healthy_compiled_mlp",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
