@@ -346,7 +346,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean17A": "h100", "h100_clean17B": "h100",
         # The same set again with the masking workload's after_graph_only (pre-registered at 3ed1f52: the tool had
         # ranked a CUDA graph first on all its rows): a fresh lease asked as nvidia-h200, an H100 (17:30Z).
-        "h100_clean17C": "h100"}
+        "h100_clean17C": "h100",
+        # The twenty-first held-out set (pre-registered at 2e9559c, after fp32_matmul learned cuDNN's FP32
+        # convolutions): an H100 lease (2026-11-28 03:44Z) and the same lease in a second process (03:48Z; asked
+        # as nvidia-h200, it stayed), recorded as gpu_clean18A/B and relabelled.
+        "h100_clean18A": "h100", "h100_clean18B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

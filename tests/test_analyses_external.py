@@ -68,8 +68,9 @@ def test_nccl_rank_shows_permutes_and_its_collectives(docs):
 
 
 def test_v100_resnet_in_fp32_is_told_to_use_mixed_precision(docs):
-    # The GPU is never idle (99% busy), but half its time is FP32 GEMMs and cuDNN's FP32 convolutions
-    # (sgemm, scudnn) on a GPU whose tensor cores take fp16: mixed precision is the fix, TF32 does not exist.
+    # The GPU is never idle (99% busy), but 62% of its time is FP32 GEMMs and cuDNN's FP32 convolutions
+    # (sgemm, scudnn, dgrad_engine<float>) on a GPU whose tensor cores take fp16: mixed precision is the
+    # fix, TF32 does not exist.
     d = docs["v100_resnet_ns_timestamps.pt.trace.json.gz"]
     assert d["summary"]["gpu_idle_pct"] < 5
     assert d["healthy"] is False
@@ -80,7 +81,7 @@ def test_v100_resnet_in_fp32_is_told_to_use_mixed_precision(docs):
     assert "not calibrated" in top["evidence"]["assumed_speedup"]
     # The saving stays under the FP32 kernels' own time: at most all of it goes.
     fp32_share = top["evidence"]["pct_of_gpu_time"] / 100
-    assert 40 < top["evidence"]["pct_of_gpu_time"] < 60
+    assert 55 < top["evidence"]["pct_of_gpu_time"] < 70      # sgemm, scudnn and dgrad_engine<float>
     assert top["estimated_savings_ms"] < fp32_share * d["summary"]["median_gpu_busy_ms"]
 
 

@@ -104,3 +104,19 @@ def test_negative_threshold_is_a_usage_error(pair):
     before, slow, _, _ = pair
     rc, err = _gate(before, slow, "--fail-on-regression=-5")
     assert rc == 2 and "0 or more" in err
+
+
+def test_the_headline_and_the_gate_name_one_noise_band():
+    # Steps of 2.130 +- 0.001 ms: the noise (0.0015 ms) is below its floor (0.5% of the step, 0.011 ms). The
+    # headline had said "±0.011 ms" and the gate's reason "±0.0015 ms" for the same comparison.
+    from traceinsight.report.diff_regression import regression
+
+    def doc(ms):
+        return {"steps": [{"duration_ms": ms + d} for d in (-0.001, 0.0, 0.001, 0.0, 0.001)]}
+    b, a = D.step_stats(doc(2.13)), D.step_stats(doc(2.135))
+    ch = D.step_change(b, a)
+    assert ch["noise_floor_ms"] > ch["noise_ms"]
+    assert ch["noise_band"].startswith(f"±{D._fmt_ms(ch['noise_floor_ms'])}, the noise floor")
+    assert ch["noise_band"] in ch["sentence"]
+    assert ch["noise_used_ms"] == ch["noise_floor_ms"]       # the table's "change" row shows the band used
+    assert ch["noise_band"] in regression({**ch, **{"before": b, "after": a}}, 0.0)["reason"]

@@ -87,11 +87,16 @@ def test_trace_strings_reach_no_terminal_as_escape_sequences_nor_markdown_as_htm
     d = _doc()
     d["deviceProperties"][0]["name"] += "\x1b[2J\x1b]0;PWN\x07<img src=x onerror=alert(1)>"
     t = _write(tmp_path / "a.json", d)
-    p = run_cli_args(["analyze", t, "--markdown", tmp_path / "a.md"])
+    p = run_cli_args(["analyze", t, "--markdown", tmp_path / "a.md", "-o", tmp_path / "a.html"])
     assert p.returncode == 0, p.stderr
     assert "\x1b" not in p.stdout and "\x07" not in p.stdout and "\\x1b[2J" in p.stdout
     md = (tmp_path / "a.md").read_text()
     assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+    # The files too: `cat report.md` (or the page's source) sends no escape sequence to a terminal.
+    page = (tmp_path / "a.html").read_text()
+    for text in (md, page):
+        assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b\\[2J" in md and "\\x1b[2J" in page        # (Markdown escapes the bracket)
     from traceinsight.render.format import md_code
     assert md_code("aten::mm` <b>x</b>") == "`` aten::mm` <b>x</b> ``"
 

@@ -19,6 +19,7 @@ import pytest
 from traceinsight.errors import TraceError, UsageError
 from traceinsight.job import analyze_job, analyze_jobs, clock, discover, engine
 from traceinsight.job.analysis import BUS_FACTOR, per_step_union
+from traceinsight.trace.load import expand
 from traceinsight.render import job_view
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,17 @@ def test_gloo_job_names_straggler_and_cause(gloo_blocks, name, rank, cause):
     assert b["clock"]["method"] == "baseTimeNanoseconds"
     assert set(b["clock"]["offsets_us"].values()) == {0.0}
     assert set(b["rank_reports"]) == {str(rank), str(st["median_rank"])}
+
+
+def test_a_cpu_job_says_what_its_figures_are(gloo_blocks):
+    # A gloo job on CPUs had shown "exposed comm" and "overlap %" as if measured on GPUs, and "bytes 0".
+    from traceinsight.render import job_view
+    for b in gloo_blocks.values():
+        assert any(w.startswith("no rank recorded GPU activity (a CPU job)") for w in b["warnings"])
+    # Where the ranges carry no sizes (gloo in some torch versions) the table says unknown, not 0 bytes.
+    row = {"op": "allreduce", "dtype": "", "bytes": 0, "group_size": 2, "count": 5, "time_us": 20.0,
+           "algbw_gbps": None, "busbw_gbps": None}
+    assert job_view._coll_rows({"collectives": [row]})[0][1:3] == ["unknown", "unknown"]
 
 
 def test_gloo_compute_straggler_points_at_the_extra_ops(gloo_blocks):
@@ -221,16 +233,16 @@ def test_rank_from_file_name_and_repeated_ranks(tmp_path):
                 shutil.copy(src, dst)
     assert discover.peek(tmp_path / "a" / "run_rank_1.json.gz") == {"rank": 1, "world_size": 2}
     assert discover.peek(tmp_path / "c" / "run_rank_1.json.gz") == {"rank": 1, "world_size": None}
-    assert discover.looks_like_job(discover.expand([tmp_path / "c"]))
+    assert discover.looks_like_job(expand([tmp_path / "c"]))
     assert not discover.looks_like_job([ROOT / "sample_traces" / "fp32_matmul__before.json.gz"])
     blocks = analyze_jobs([str(tmp_path / "*" / "*.json.gz")], workers=1)     # a glob over three runs
     assert len(blocks) == 3 and all(b["ranks_present"] == 2 and b["world_size"] == 2 for b in blocks)
     named = [b for b in blocks if any("from the file name" in w for w in b["warnings"])]
     assert len(named) == 1 and named[0]["straggler"]["rank"] == 1
     with pytest.raises(TraceError, match="no file matches"):
-        discover.expand([str(tmp_path / "nothing*.json")])
+        expand([str(tmp_path / "nothing*.json")])
     with pytest.raises(TraceError, match="no such file"):
-        discover.expand([tmp_path / "rank9.json"])
+        expand([tmp_path / "rank9.json"])
 
 
 def test_steps_option_limits_the_window():

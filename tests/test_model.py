@@ -575,7 +575,8 @@ def test_per_rank_directory_gives_one_analysis_per_trace(tmp_path):
     write_trace(d / "rank1.json", tiny_gpu_trace(rank=1))
     write_trace(d / "rank0.json.gz", tiny_gpu_trace(rank=0, steps=4))
     (d / "notes.txt").write_text("not a trace")
-    analyses = pipeline.analyze_paths([d])
+    from traceinsight.trace.load import expand
+    analyses = [pipeline.analyze_file(f) for f in expand([d])]
     assert [a.model.rank for a in analyses] == [0, 1]
     assert [len(a.model.steps) for a in analyses] == [4, 3]
     assert [a.model.path for a in analyses] == [str(d / "rank0.json.gz"), str(d / "rank1.json")]

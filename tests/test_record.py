@@ -179,6 +179,26 @@ def test_inference_script_steps_on_outermost_forward_calls_only(tmp_path):
 
 
 @needs_torch
+@needs_torch
+def test_a_script_with_its_own_profiler_gets_it(tmp_path):
+    # One thread holds one profiler: the script's start had raised "Profiler is already enabled on this
+    # thread" and the run died by SIGSEGV, its own trace and ours lost. Ours now steps aside.
+    runs = {}
+    for warm, name in ((0, "cold"), (3, "warm")):
+        (tmp_path / "own_trace.json").unlink(missing_ok=True)
+        r = runs[name] = record("--no-analyze", "-o", str(tmp_path / name), str(SCRIPTS / "own_profiler.py"),
+                                str(warm), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert "own trace written" in r.stdout
+        assert json.loads((tmp_path / "own_trace.json").read_text())["traceEvents"]
+        assert "stepped aside" in r.stderr and "signal" not in r.stderr
+    # Started before any step: nothing of ours to keep, and it says why.
+    assert "nothing was recorded: the script runs its own torch.profiler" in runs["cold"].stderr
+    assert not (tmp_path / "cold").exists()
+    # Started after three steps: what our window had recorded by then is kept.
+    assert load_trace(tmp_path / "warm")["traceinsight_record"]["window"] == "optimizer_steps"
+
+
 def test_no_module_no_optimizer_records_the_run_capped_by_max_seconds(tmp_path):
     out = tmp_path / "out"
     r = record("--no-analyze", "--max-seconds", "0.3", "--with-stack", "-o", str(out),
@@ -501,8 +521,28 @@ def test_an_earlier_recording_is_never_overwritten(tmp_path):
     earlier = out / "infer.pt.trace.json.gz"
     earlier.write_bytes(b"earlier")
     line = one_clean_error_line(record("-o", str(out), str(SCRIPTS / "infer.py"), cwd=tmp_path))
-    assert "already holds a recording" in line
+    assert "already holds infer.pt.trace.json.gz, which a recording would overwrite" in line
     assert earlier.read_bytes() == b"earlier"
+
+
+@needs_torch
+def test_ranks_of_a_torchrun_launch_record_side_by_side(tmp_path):
+    # Under torchrun every rank runs `traceinsight record -o run ...`: each had raced for the same file names
+    # (the second refused), or for default folders named by the second they started. Each rank now names its
+    # files after itself, so the folder holds one job that `analyze run` reads.
+    out = tmp_path / "run"
+    for rank, options in (("0", ()), ("1", ("--no-analyze",))):
+        r = record(*options, "-o", str(out), str(SCRIPTS / "train.py"), "--iters", "6", cwd=tmp_path,
+                   env=_env(RANK=rank, WORLD_SIZE="2", LOCAL_RANK=rank))
+        assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in out.iterdir())
+    assert "train.rank0.pt.trace.json.gz" in names and "train.rank1.pt.trace.json.gz" in names
+    assert "report.rank0.html" in names and not any(n.startswith("report.html") for n in names)
+    # Without -o, a rank's default folder carries its rank.
+    r = record("--no-analyze", str(SCRIPTS / "train.py"), "--iters", "4", cwd=tmp_path,
+               env=_env(RANK="1", WORLD_SIZE="2"))
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in tmp_path.glob("traceinsight-train-rank1-*")]
 
 
 def test_without_torch_record_says_how_to_install_it(tmp_path):

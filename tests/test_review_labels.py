@@ -80,10 +80,10 @@ def test_a_cost_derived_from_a_measurement_is_not_labelled_measured():
     from traceinsight.render import html, markdown
     r = build_report(analyze_file(SAMPLES / "fp32_matmul__before.json.gz"))
     fp32 = _find(r.doc, "fp32_matmul")
-    assert fp32["cost_is"] == "derived" and "assumed TF32 speed-up" in fp32["cost_basis"]
+    assert fp32["cost_is"] == "derived" and "assumed tensor-core speed-up" in fp32["cost_basis"]
     assert _find(r.doc, "dependency_wait")["cost_is"] == "measurement"
     page = html.render([r])
-    assert "cost per step, derived" in page and "derived from the trace: the FP32 GEMMs" in page
+    assert "cost per step, derived" in page and "derived from the trace: the FP32 kernels" in page
     md = markdown.render([r])
     assert "cost " + str(fp32["measured_cost_ms_per_step"]) + " ms per step, derived (" in md
 

@@ -17,7 +17,7 @@ def analyze(ctx: Context) -> list[Finding]:
           "collective_ms_per_step": round(float(coll["dur"].sum()) / ctx.n_full / 1000, 3),
           "top_collectives": coll["name"].str.slice(0, 100).value_counts().head(5).to_dict()}
     return [Finding(
-        kind="collective_wait",
+        kind=SPEC.kind,
         title="Compute waits on collectives (NCCL): communication is not hidden behind compute",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
         fix="Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "

@@ -1,41 +1,26 @@
-"""fp32_matmul: GEMMs (and cuDNN's FP32 convolutions) in full fp32 (SIMT, no tensor cores) on a GPU that
-has tensor cores.
+"""fp32_matmul: GEMMs and convolutions in full FP32 (no tensor cores) on a GPU that has tensor cores.
 
-cuBLAS names tell: `sgemm`, `simt`, `gemm_f32f32_f32f32` without `tf32` are plain fp32, and so is cuDNN's
-`scudnn`; tensor-core kernels say tensorop / tf32 / s1688 / h884 / bf16 / f16 / wgmma. The fix's speed-up
-is not in the trace, so the estimate is a range (2x to the peak ratio) and says so.
+Which kernels those are is trace/precision.py's. The fix's speed-up is not in the trace, so the estimate is
+a range (2x to the peak ratio) and says so.
 Ampere and later take FP32 inputs on TF32 tensor cores (one setting). Volta and Turing have fp16 tensor
 cores only: the fix is mixed precision (autocast to fp16 with a GradScaler), and its estimate is not
 calibrated on those GPUs (no measured pair), so it is low confidence.
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from ..trace.precision import FP32_CONV_EXTRAS, FP32_GEMM_ONLY, fp32_convolutions
 from .base import KERNELS_GO, Context, Finding, KindSpec
-from .fixes import ScaleKernels
+from .fixes import DropKernels, ScaleKernels
 
 SPEC = KindSpec("fp32_matmul", "slowed by FP32 matmuls",
-                cost_basis="the FP32 GEMMs' measured time less that time at the assumed TF32 speed-up",
+                cost_basis="the FP32 kernels' measured time less that time at the assumed tensor-core speed-up",
                 beyond_cost=KERNELS_GO)
 
-GEMM = re.compile(r"gemm|gemv|Gemm|matmul|scudnn", re.I)
-FP32_SIMT = re.compile(r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx|scudnn", re.I)
-TENSOR_CORE = re.compile(r"tf32|tensorop|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8|bfloat16|half",
-                         re.I)
-# An FP32 SIMT GEMM that is not a half/bf16/tensor-core one (cuDNN's implicit sgemm runs bf16 too): the
-# kernels the fix speeds up, as one pattern for the replay.
-FP32_ONLY = rf"(?i)^(?!.*(?:{TENSOR_CORE.pattern})).*(?:{FP32_SIMT.pattern})"
-# Convolutions. cuDNN takes TF32 by default (cudnn.allow_tf32) but still picks an FP32 kernel where its
-# heuristics find one faster (HTA's A100 traces run `scudnn` beside TF32 `xmma` convolutions): where any
-# convolution ran on TF32 the FP32 ones are cuDNN's choice, not a setting to change, and are left out.
-CONV = r"scudnn|fprop|dgrad|wgrad|convolve|Convolution"
 # A kernel this short is bound by its launch and its memory latency, not its arithmetic: tensor cores do
 # not shorten it (cuDNN picks FP32 FFMA kernels for a batch-1 net's 6 us convolutions under TF32 too).
 MIN_KERNEL_US = 10.0
-TF32_CONV = rf"(?i)^(?=.*(?:{CONV})).*tf32"
 # Dense peak of the tensor-core path (TF32; fp16 on Volta and Turing) over plain FP32, by architecture
 # (vendor spec sheets: V100 125 against 15.7 TFLOPS, T4 65 against 8.1).
 PEAK_RATIO = {7: 8.0, 8: 8.0, 9: 7.4, 10: 8.0, 12: 8.0}
@@ -54,13 +39,10 @@ def tensor_core_arch(ctx: Context) -> int | None:
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
     m = ctx.model
+    convs = fp32_convolutions(m)
+    pattern = FP32_GEMM_ONLY + (f"|{convs}" if convs else "")
     sel = ((gpu["kind"] == "kernel").to_numpy() & (gpu["dur"] >= MIN_KERNEL_US).to_numpy()
-           & m.gpu_match(GEMM.pattern, re.I)
-           & m.gpu_match(FP32_SIMT.pattern, re.I) & ~m.gpu_match(TENSOR_CORE.pattern, re.I))
-    pattern = FP32_ONLY
-    if m.gpu_match(TF32_CONV).any():
-        sel &= ~m.gpu_match(CONV, re.I)
-        pattern = rf"(?i)^(?!.*(?:{CONV}))" + FP32_ONLY[len("(?i)^"):]
+           & m.gpu_match(pattern))
     fp32 = gpu[sel]
     arch = tensor_core_arch(ctx)
     if fp32.empty or arch is None:
@@ -84,9 +66,10 @@ def analyze(ctx: Context) -> list[Finding]:
                            + ("fp16 tensor-core/FP32 ratio of this GPU; not calibrated on this architecture)"
                               if fp16_only else "TF32/FP32 ratio of this GPU)"),
     }
-    what = "Matrix multiplies and convolutions" if full["name"].str.contains(CONV).any() else "Matrix multiplies"
+    what = "Matrix multiplies and convolutions" if convs and full["name"].str.contains(convs).any() \
+        else "Matrix multiplies"
     return [Finding(
-        kind="fp32_matmul",
+        kind=SPEC.kind,
         title=f"{what} run in full FP32 without tensor cores ({ev['pct_of_gpu_time']}% of GPU time)",
         lost_per_step_us=lost, lost_total_us=float(per_step.sum()) * (1 - 1 / central),
         fix=("This GPU's tensor cores take fp16, not TF32 or bf16: run the forward and the loss under "
@@ -96,4 +79,6 @@ def analyze(ctx: Context) -> list[Finding]:
              "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
              "under torch.autocast('cuda', dtype=torch.bfloat16)."),
         confidence="low" if fp16_only else "medium", evidence=ev,
-        fixes=(ScaleKernels(pattern, 1 / central, bounds=(1 / peak, 1 / 2.0), min_us=MIN_KERNEL_US),))]
+        fixes=(ScaleKernels(pattern, 1 / central, bounds=(1 / peak, 1 / 2.0), min_us=MIN_KERNEL_US),)
+        # The tensor-core path runs one kernel where an FFT convolution ran several: those go, launches and all.
+        + ((DropKernels(FP32_CONV_EXTRAS),) if convs and m.gpu_match(FP32_CONV_EXTRAS).any() else ()))]

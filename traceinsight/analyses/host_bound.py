@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
+from ..trace.facts import WORKER_WAIT
 from ..trace.profiler_cost import PY_CALL_FLOOR_US, recorded_in
 from ..trace.pycalls import calls_in
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
@@ -68,7 +69,7 @@ def analyze(ctx: Context) -> list[Finding]:
     stalls = len(per_step) >= 4 and total > 0 and held >= 0.7 * total
     # DataLoader workers take turns: the loop waits long in some steps and not at all in others (two
     # workers: every other step). That is the pace, not a stall, and the mean per step is what it costs.
-    workers = loader and any(_WORKERS.search(n) for n, _ in top)
+    workers = loader and any(re.search(WORKER_WAIT, n) for n, _ in top)
     batch_mb = _batch_mb(ctx) if loader and not workers else 0.0
     # Workers run the loading un-profiled: without what recording its events cost (with_stack records
     # every Python call a tokenizer makes: 8.8 ms of loading read 33 ms).
@@ -165,7 +166,7 @@ def analyze(ctx: Context) -> list[Finding]:
                           workers=ADVISED_WORKERS if loading else 0,
                           bounds=LOADER_MS_PER_MB_RANGE if loading and batch_mb else None)
     return [Finding(
-        kind="host_bound",
+        kind=SPEC.kind,
         title=f"The GPU idles while the CPU does work that launches nothing ({_names([what])}"
               f"{', data loading' if loader else ''}"
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
@@ -223,9 +224,10 @@ def _fewer_workers(fx: RemoveHostWork) -> tuple:
 _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
 _BACKWARD = re.compile(r"Backward\d*$")
 
+# The caching allocator's entry points: time inside them is allocation, whose fix is reuse, not "less often".
+_ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
-_ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/")
 
 
@@ -233,8 +235,6 @@ def _is_loader(name: str) -> bool:
     return "DataLoader" in name or "__next__" in name
 
 
-# The iterator of a DataLoader with num_workers > 0 (the profiler names the range after it).
-_WORKERS = re.compile(r"DataLoader\)#_MultiProcessingDataLoaderIter")
 
 
 # Ops that turn Python data into a tensor (torch.tensor, .to, detach): the edges of an item-by-item loop.

@@ -182,7 +182,7 @@ def analyze(ctx: Context) -> list[Finding]:
     elif program == "compiled" and conf == "high":
         conf = "medium"     # the compiled step's own Python un-profiled is a range, not a measurement
     return [Finding(
-        kind="launch_overhead",
+        kind=SPEC.kind,
         title=(f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
                f"{med_kernel:.1f} us each, {share:.0%} of each step idle between them" if round(per_step_k) != 1 else
                f"The GPU waits on the CPU to launch work: 1 kernel per step ({med_kernel:.1f} us), idle {share:.0%} "

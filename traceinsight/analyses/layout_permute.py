@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.precision import fp32_convolutions
 from .fixes import DropKernels
 from .base import KERNELS_GO, Context, Finding, KindSpec, op_rows
 
@@ -20,7 +21,11 @@ PERMUTE = r"nchwToNhwc|nhwcToNchw|NchwToNhwc|NhwcToNchw|nchw2nhwc|nhwc2nchw|NCHW
 
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
-    k = gpu[(gpu["kind"] == "kernel").to_numpy() & ctx.model.gpu_match(PERMUTE)]
+    # Transposes around FP32 convolutions that run in NCHW because TF32 is off are the FP32 path's
+    # (fp32_matmul's fix removes them); the model may well be channels_last already.
+    fp32 = fp32_convolutions(ctx.model)
+    pattern = rf"^(?!.*(?:{fp32}))(?=.*(?:{PERMUTE}))" if fp32 else PERMUTE
+    k = gpu[(gpu["kind"] == "kernel").to_numpy() & ctx.model.gpu_match(pattern)]
     if k.empty:
         return []
     k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))
@@ -60,7 +65,7 @@ def analyze(ctx: Context) -> list[Finding]:
                "slower NHWC convolution kernels for some shapes (a VGG-style fp16 net measured 0.8-0.86x on "
                "H100 and H200), and in a launch-bound step the transposes cost little.")
     return [Finding(
-        kind="layout_permute",
+        kind=SPEC.kind,
         title=f"{ev['pct_of_gpu_time']}% of GPU time converts tensors between NCHW and NHWC {where}",
         lost_per_step_us=lost, lost_total_us=float(per_step.sum()), fix=fix,
-        confidence=confidence, evidence=ev, fixes=(DropKernels(PERMUTE),))]
+        confidence=confidence, evidence=ev, fixes=(DropKernels(pattern),))]

@@ -103,7 +103,7 @@ def analyze(ctx: Context) -> list[Finding]:
                "on each batch copies it once more on the CPU), then .to('cuda', non_blocking=True); prefetch "
                "the next batch on a side torch.cuda.Stream so the copy overlaps compute.")
     return [Finding(
-        kind="pageable_memcpy", title=title,
+        kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(per_step.sum()), fix=fix,
         confidence="high", evidence=ev, fixes=(_pin(ev),),
         alternatives=_alternatives(ev, to_host, read))]

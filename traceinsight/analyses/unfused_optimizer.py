@@ -73,7 +73,7 @@ def analyze(ctx: Context) -> list[Finding]:
           "optimizer_cpu_ms_per_step": round(region_us / 1000, 3),
           "optimizer_gpu_ms_per_step": round(gpu_us / 1000, 3)}
     return [Finding(
-        kind="unfused_optimizer",
+        kind=SPEC.kind,
         title=f"{name} launches {int(n_kernels)} small kernels per step (for-loop implementation)",
         lost_per_step_us=lost, lost_total_us=lost * ctx.n_full,
         fix=f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "

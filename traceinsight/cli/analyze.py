@@ -6,8 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from ..report.analyze import expand_paths
-from ..job.discover import expand, looks_like_job
+from ..job.discover import looks_like_job
+from ..trace.load import expand
 from .common import analyze_and_write, check_writable, run_guarded, said_written, warn
 from .help import TidyCommand, examples
 
@@ -55,7 +55,7 @@ def analyze(
                                   markdown=markdown, show=not quiet)
             said_written({"report": output, "json": json_out, "markdown": markdown})
             return
-        inputs = expand_paths([Path(f) for f in files])
+        inputs = [Path(f) for f in files]
         for name, given in (("--steps", steps), ("--full-ranks", full_ranks)):
             if given:     # (said, not silently ignored)
                 warn(f"{name} applies to multi-rank jobs; these traces are not one, so it is ignored")

@@ -11,11 +11,12 @@ from typing import Optional
 import typer
 
 from ..errors import TraceError, UsageError
-from ..report.analyze import analyze_file, expand_paths
-from ..report.document import Report, build_report
-from ..report.timeline import items_per_trace
 from ..render import write_outputs
 from ..render.format import terminal_safe
+from ..report.analyze import analyze_file
+from ..report.document import Report, build_report
+from ..report.timeline import items_per_trace
+from ..trace.load import expand
 
 
 def fail(message: str) -> None:
@@ -126,7 +127,7 @@ def analyze_one(path: Path, in_job: bool = False):
 def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | None = None,
                       markdown: Path | None = None, show: bool = False, brief: bool = False) -> list[Report]:
     """Analyze the traces (files or directories), print the summary if asked, write the outputs."""
-    files = expand_paths(paths)
+    files = [Path(f) for f in expand(paths)]
     analyses = [with_progress(f, lambda f=f: analyze_one(f)) for f in files]
     budget = items_per_trace(len(analyses))
     reports = [build_report(a, timeline_items=budget) for a in analyses]

@@ -3,12 +3,11 @@ ranks: the cross-rank block (straggler and why, collective wait, exposed communi
 first, then the full single-rank report of the straggler (or of the median rank when none)."""
 from __future__ import annotations
 
-import json as _json
 from pathlib import Path
 
 from .. import job
-from ..render import html as html_r, job_view, markdown as md_r, terminal
-from ..report.document import SCHEMA_VERSION, Report, build_report
+from ..render import job_view, terminal, write_outputs
+from ..report.document import Report, build_report
 from ..report.timeline import items_per_trace
 from .common import analyze_one, warn
 
@@ -35,15 +34,7 @@ def analyze_job_and_write(files: list[str], engine: str, workers: int | None, ad
             warn(w)
         f = _focus_file(b)
         focus.append(build_report(analyze_one(Path(f), in_job=True), timeline_items=budget) if f else None)
-    if json is not None:
-        doc = {"schema_version": SCHEMA_VERSION}
-        doc.update({"job": blocks[0]} if len(blocks) == 1 else {"jobs": blocks})
-        Path(json).write_text(_json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
-    reports = [r for r in focus if r is not None]
-    if markdown is not None:     # (with the focus ranks' pictures beside it, as for one trace)
-        md_r.write(reports, Path(markdown), preface="\n\n".join(job_view.markdown(b) for b in blocks))
-    if html is not None:
-        html_r.write(reports, Path(html), preface="\n".join(job_view.html(b) for b in blocks))
+    write_outputs([r for r in focus if r is not None], html=html, json=json, markdown=markdown, jobs=blocks)
     if show:     # (after the files: a summary piped into `head` must not cost them)
         for b, r in zip(blocks, focus):
             print(job_view.terminal(b))

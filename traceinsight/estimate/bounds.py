@@ -6,17 +6,23 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyses.base import Context
-from ..analyses.fixes import PinCopies, RemoveHostWork, Unblock
+from ..analyses.fixes import (DropKernels, FuseChains, FusedOptimizer, PinCopies, RemoveHostWork, ScaleKernels,
+                              Unblock)
 from ..trace.steps import merged_intervals
 from . import replay
 
 
 # Fixes that change GPU work itself (the others only remove idle time). Unblock can: a result kept on the
 # GPU is not copied whole, the data-dependent kernels of a boolean index go.
-GPU_FIXES = {"ScaleKernels", "DropKernels", "FusedOptimizer", "PinCopies", "FuseChains", "Unblock"}
+GPU_FIXES = (ScaleKernels, DropKernels, FusedOptimizer, PinCopies, FuseChains, Unblock)
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
-OVERLAP_FIXES = {"PinCopies"}
+OVERLAP_FIXES = (PinCopies,)
+
+
+def changes(plan, kinds: tuple) -> bool:
+    """Whether any fix of the plan is one of these kinds (GPU_FIXES, OVERLAP_FIXES, fix classes)."""
+    return any(isinstance(fx, kinds) for fx in plan)
 
 
 def saving(compiled, base, plan, bw, cuts) -> float:
@@ -47,12 +53,11 @@ def floor(plan, info: dict, paced: bool = True) -> float:
     the copies off the critical path; no floor from the GPU once a fix changes the kernels themselves.
     Loading moved into DataLoader workers: the step also waits for their batches (fixes.loader_pace), unless
     `paced` is off (the physical floor alone)."""
-    names = {type(fx).__name__ for fx in plan}
     pace = max([0.0] + [fx.pace_us() for fx in plan if isinstance(fx, RemoveHostWork)]) if paced else 0.0
-    if names & (GPU_FIXES - OVERLAP_FIXES - {"Unblock"}):
+    if changes(plan, tuple(c for c in GPU_FIXES if c not in OVERLAP_FIXES + (Unblock,))):
         return pace
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
-    key = "kernel_busy_ms" if names & (OVERLAP_FIXES | {"Unblock"}) else "gpu_busy_ms"
+    key = "kernel_busy_ms" if changes(plan, OVERLAP_FIXES + (Unblock,)) else "gpu_busy_ms"
     # Work moved from the host onto the GPU adds its kernels.
     added = sum(fx.share * fx.replacement_gpu_us for fx in plan if isinstance(fx, Unblock))
     floor = (info.get(key) or 0.0) * 1000 + added
@@ -60,7 +65,7 @@ def floor(plan, info: dict, paced: bool = True) -> float:
     # than its copies at pinned bandwidth (holdout2_d2h_features: 33.5 MB a step, 0.67 ms at the 50 GB/s
     # assumed for an H200, 0.61 ms in the fixed trace; the fixed step 0.99 ms, its kernels 0.2, as the
     # measured fix waits for each copy). Unless the result stays on the GPU.
-    if "PinCopies" in names and "Unblock" not in names:
+    if changes(plan, (PinCopies,)) and not changes(plan, (Unblock,)):
         kept = max(fx.kept for fx in plan if isinstance(fx, PinCopies))
         by_dir = info.get("pinned_copy_ms_by_direction") or {}
         copies = (max(by_dir.get("HtoD", 0.0), by_dir.get("DtoH", 0.0) * (1.0 - kept)) if kept else
@@ -80,7 +85,7 @@ def physical_cap(plan, step_us: float, info: dict, kernels_cap: float | None = N
     if not plan:
         return 0.0
     cap = max(0.0, step_us - floor(plan, info, paced=False))
-    if kernels_cap is not None and any(type(fx).__name__ in GPU_FIXES for fx in plan):
+    if kernels_cap is not None and changes(plan, GPU_FIXES):
         cap = min(cap, kernels_cap)
     return cap
 

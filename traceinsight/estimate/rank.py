@@ -23,7 +23,7 @@ from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_tar
                         unprofiled_range_us)
 from .likely import likely
 from .plan import fix_plan
-from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, floor, kernel_busy_us, physical_cap,
+from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, changes, at_end, floor, kernel_busy_us, physical_cap,
                      pinned_bandwidth_gbps, pinned_copy_us, range_note, saving, state_saving)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -359,7 +359,7 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             if f.savings_bound_us:     # (as the estimate: the part beyond the idle is not scaled)
                 f.savings_bound_us = tuple(_idle_scaled(x, f.beyond_idle_us, idle_scale) for x in f.savings_bound_us)
             f.estimate_note += f"; scaled to the un-profiled step's idle ({idle_scale:.0%} of the profiled idle)"
-        changes_gpu = any(type(fx).__name__ in GPU_FIXES for fx in f.fixes)
+        changes_gpu = changes(f.fixes, GPU_FIXES)
         if sp.idle_cause and not changes_gpu:
             cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
             caps = (cap, cap)
@@ -371,12 +371,12 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
                 if paced < cap:
                     cap, why = paced, ("capped where the step waits for the DataLoader workers' batches (their "
                                        "pass through the main process)")
-        elif id(f) in gpu_removed and not any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
+        elif id(f) in gpu_removed and not changes(f.fixes, OVERLAP_FIXES):
             cap = idle + gpu_removed[id(f)] + f.beyond_idle_us
             why = "capped at the step's GPU idle time plus the GPU work the fix removes"
             # Each end of a range is capped by the GPU work it removes itself, not by the point's.
             caps = tuple(idle + r + f.beyond_idle_us for r in gpu_removed_ends.get(id(f), (gpu_removed[id(f)],) * 2))
-        elif any(type(fx).__name__ in OVERLAP_FIXES for fx in f.fixes):
+        elif changes(f.fixes, OVERLAP_FIXES):
             # Copies moved off the critical path still run every step on their copy engine.
             cap = max(0.0, step_us - floor(f.fixes, info))
             why = "capped where the step reaches its kernels' or its pinned copies' time (the copies still run every step)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TraceError, UsageError
+from ..trace.load import expand
 from . import discover
 
 CAUSE_TEXT = {
@@ -53,7 +54,7 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
     # Imported here: `analyze` of single traces imports this package for discover alone.
     from .engine import Session
     from .rank_task import full_rank, summarize
-    files = discover.expand(paths)
+    files = expand(paths)
     with Session(engine, workers, address) as session:
         summaries = session.map(summarize, files)
         broken = [x for x in summaries if x.error]
@@ -133,6 +134,10 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
               "exposed_comm_ms_per_step": _ms(exposed[i]), "comm_ms_per_step": _ms(comm[i]),
               "overlap_pct": round(float(100 * (1 - exposed[i] / comm[i])), 1) if comm[i] > 0 else None,
               "last_arrivals": int(last_counts[i])} for i, s in enumerate(ok)]
+    if not any(s.has_gpu for s in ok):
+        warnings.append("no rank recorded GPU activity (a CPU job): collectives are the host's own ranges (gloo's, on "
+                        "its threads); 'exposed comm' is their time not overlapped by the step thread's ops, and "
+                        "bandwidth shows only where the trace recorded sizes")
     if len(ok) == 1:
         warnings.append("one rank only: collective times include waiting for ranks not in the input, so the "
                         "bandwidth table gives lower bounds and no straggler can be named")

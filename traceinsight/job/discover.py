@@ -1,4 +1,4 @@
-"""Which files make a job: expand directories and globs, and group rank traces by the world they share.
+"""Which files make a job: group rank traces by the world they share (trace.load.expand lists the files).
 
 Two traces belong to one job when their distributedInfo agrees (world_size, backend, process groups)
 and their ranks are distinct; the rank comes from distributedInfo, else from the file name (`rank3`,
@@ -10,14 +10,11 @@ whether the input is a job costs a few KB per file; grouping itself uses the ran
 """
 from __future__ import annotations
 
-import glob
 import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import TraceError
-from ..trace.load import find_trace_files, spooled
+from ..trace.reader import head
 
 _HEAD = 64 << 10
 _DIST = re.compile(rb'"distributedInfo"\s*:\s*\{(.{0,4000}?)\}', re.S)
@@ -26,37 +23,11 @@ _RANK_NAME = re.compile(r"rank[_-]?(\d+)", re.I)
 _WORLD_NAME = re.compile(r"_of_?(\d+)", re.I)
 
 
-def expand(paths, skipped: list[str] | None = None) -> list[str]:
-    """Directories -> their .json / .json.gz files; globs -> their matches; files as given. Sorted, unique.
-    What a directory held that is no trace is named in `skipped`."""
-    out: list[str] = []
-    for p in paths:
-        s = spooled(str(p))
-        if Path(s).is_dir():
-            out += [str(f) for f in find_trace_files(Path(s), skipped)]     # (one listing: our own reports left out)
-        elif any(c in s for c in "*?[") and not Path(s).exists():
-            found = sorted(glob.glob(s, recursive=True))
-            if not found:
-                raise TraceError(s, "no file matches this pattern")
-            out += found
-        elif not Path(s).exists():
-            raise TraceError(s, "no such file")
-        else:
-            out.append(s)
-    return list(dict.fromkeys(out))
-
-
 def peek(path) -> dict:
     """rank / world_size from the head of the file (distributedInfo), else from its name."""
     info = {"rank": None, "world_size": None}
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(_HEAD)
-        if head[:2] == b"\x1f\x8b":
-            head = zlib.decompressobj(wbits=47).decompress(head, _HEAD)
-    except (OSError, zlib.error):
-        head = b""
-    m = _DIST.search(head)
+    text = head(path, _HEAD)
+    m = _DIST.search(text)
     if m:
         for k, rx in _FIELD.items():
             f = rx.search(m.group(1))

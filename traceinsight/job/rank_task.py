@@ -20,7 +20,8 @@ import pandas as pd
 from ..trace.facts import is_collective
 from ..errors import TraceError
 from ..trace.host import INPUT_NAMES
-from ..trace.load import RawTrace, load_trace, read_bytes
+from ..trace.load import RawTrace, load_trace
+from ..trace.reader import read_bytes
 from ..trace.model import build_model, dims_text
 from . import comms
 from .discover import name_identity

@@ -55,13 +55,14 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
     for label, s in (("before", st["before"]), ("after", st["after"])):
         tab.add_row(label, _v(s["median_ms"]), _v(s["min_ms"]), _v(s["max_ms"]), _v(s["mad_ms"]),
                     _v(s["iqr_ms"]), _v(s["noise_ms"]), str(s["n"]))
-    tab.add_row("change", _d(st["delta_ms"]), "", "", "", "", _v(st["noise_ms"]),
+    tab.add_row("change", _d(st["delta_ms"]), "", "", "", "", _v(st.get("noise_used_ms")),
                 SIG_WORDS.get(st["significance"], st["significance"]))
     console.print(tab)
     g = d["gpu"]
-    console.print(Text(f"GPU busy per step {_v(g['median_gpu_busy_ms']['before'])} -> "
-                       f"{_v(g['median_gpu_busy_ms']['after'])} ms, idle {_v(g['median_gpu_idle_ms']['before'])} -> "
-                       f"{_v(g['median_gpu_idle_ms']['after'])} ms (medians, profiled)"))
+    if not d.get("cpu_only"):
+        console.print(Text(f"GPU busy per step {_v(g['median_gpu_busy_ms']['before'])} -> "
+                           f"{_v(g['median_gpu_busy_ms']['after'])} ms, idle {_v(g['median_gpu_idle_ms']['before'])} -> "
+                           f"{_v(g['median_gpu_idle_ms']['after'])} ms (medians, profiled)"))
     if d["causes"]:
         tab = Table(title="Causes: cost per step (ms, median, profiled)")
         for col in ("kind", "before", "after", "change", "status"):
@@ -116,7 +117,7 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
     for label, s in (("before", st["before"]), ("after", st["after"])):
         out.append(f"| {label} | {_v(s['median_ms'])} | {_v(s['min_ms'])} | {_v(s['max_ms'])} | {_v(s['mad_ms'])} | "
                    f"{_v(s['iqr_ms'])} | {_v(s['noise_ms'])} | {s['n']} |")
-    out.append(f"| change | {_d(st['delta_ms'])} | | | | | {_v(st['noise_ms'])} | "
+    out.append(f"| change | {_d(st['delta_ms'])} | | | | | {_v(st.get('noise_used_ms'))} | "
                f"{SIG_WORDS.get(st['significance'], st['significance'])} |\n")
     if d["causes"]:
         out.append("| cause / finding | before ms/step | after ms/step | change | status |")

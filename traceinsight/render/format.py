@@ -89,14 +89,15 @@ def terminal_safe(x):
 def md_text(s) -> str:
     """A string from a trace as Markdown text (a table cell or a sentence): its HTML and link syntax shown,
     not rendered (a review put <img onerror=...> in a GPU name), one line, table pipes escaped."""
-    s = str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return s.replace("[", "\\[").replace("]", "\\]").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    s = terminal_safe(str(s).replace("\r", " ").replace("\n", " "))      # ESC and kin shown, not sent
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("[", "\\[").replace("]", "\\]").replace("|", "\\|")
 
 
 def md_code(s) -> str:
     """A string from a trace as a Markdown code span, fenced by more backticks than it holds in a row (an op
     name with a backtick had closed its span and let HTML after it render)."""
-    s = str(s).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    s = terminal_safe(str(s).replace("\r", " ").replace("\n", " ")).replace("|", "\\|")
     run = max((len(m) for m in re.findall(r"`+", s)), default=0)
     fence = "`" * (run + 1)
     pad = " " if s.startswith("`") or s.endswith("`") or run else ""

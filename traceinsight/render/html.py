@@ -22,7 +22,7 @@ from ..report.document import Report
 from ..report.timeline import BUSY_COLOR
 from . import sections as S
 from .assets import dumps_for_script, safe_js, static_asset
-from .format import cuda_version, env, fmt as _fmt, label as _label
+from .format import cuda_version, env, fmt as _fmt, label as _label, terminal_safe
 # Long traces: the chart averages consecutive steps beyond this many bars; the table shows the first rows.
 MAX_BARS = 240
 MAX_STEP_ROWS = 1000
@@ -172,10 +172,11 @@ def step_bar(d: dict) -> dict | None:
 
 
 def _trace_ctx(r: Report, i: int) -> dict:
-    d = r.doc
+    # Control characters from the trace (ESC sequences) show as escapes, in the page and in its data.
+    d = terminal_safe(r.doc)
     t = d["trace"]
     name = Path(str(t.get("file") or "")).name or f"trace {i + 1}"
-    tl = r.timeline
+    tl = terminal_safe(r.timeline) if r.timeline is not None else None
     return {
         "i": i,
         "d": d,
@@ -197,6 +198,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "gpu": S.gpu_label(t),
         "rank": S.rank_label(t),
         "cpu": d.get("cpu_time"),
+        "in_ops_what": S.in_ops_what(d),
         "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["minor_findings"]],
         "minor_caption": S.minor_caption(d),
         "replay_trust": S.replay_trust(d),
@@ -217,7 +219,7 @@ def render(reports: list[Report], preface: str | None = None) -> str:
     return env.get_template("report.html.j2").render(
         preface=Markup(preface) if preface else None,
         traces=traces, fmt=_fmt, label=_label, outside_ops=S.outside_ops, span=lambda f: S.span(f, _fmt),
-        after_fixes=S.after_fixes, collectives_line=S.collectives_line,
+        after_fixes=S.after_fixes, collectives_line=S.collectives_line, loading_line=S.loading_line,
         causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
         css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 

@@ -1,4 +1,5 @@
-"""--json: one object per trace (a list under "traces" when several were given)."""
+"""--json: one object per trace (a list under "traces" when several were given); for a distributed job, its
+cross-rank block ("job", or "jobs" when the files held several runs)."""
 from __future__ import annotations
 
 import json
@@ -13,5 +14,10 @@ def document(reports: list[Report]) -> dict:
     return {"schema_version": SCHEMA_VERSION, "traces": [r.doc for r in reports]}
 
 
-def write(reports: list[Report], path: Path) -> None:
-    path.write_text(json.dumps(document(reports), indent=2, default=str) + "\n", encoding="utf-8")
+def job_document(blocks: list[dict]) -> dict:
+    return {"schema_version": SCHEMA_VERSION, **({"job": blocks[0]} if len(blocks) == 1 else {"jobs": blocks})}
+
+
+def write(reports: list[Report], path: Path, jobs: list[dict] | None = None) -> None:
+    doc = job_document(jobs) if jobs else document(reports)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")

@@ -33,7 +33,8 @@ def picture_paths(markdown: Path, n: int) -> list[Path]:
 
 def _picture(d, png: str, meta: dict) -> list[str]:
     step = f"step {meta['step']}" if meta["step"] is not None else "the trace"
-    out = [f"![Timeline of {step}: GPU busy and idle gaps coloured by cause]({png})", "",
+    what = "CPU ranges" if S.cpu_only(d) else "GPU busy and idle gaps coloured by cause"
+    out = [f"![Timeline of {step}: {what}]({png})", "",
            f"*Timeline of {step} ({meta['duration_ms']:.3f} ms, the full step closest to the median), left to "
            f"right; a tick every {meta['tick_ms']:g} ms. Rows, top to bottom: {', '.join(meta['lanes'])}.*", ""]
     legend = " · ".join(f"`{col}` {name}" for name, col in meta["legend"].items())
@@ -69,11 +70,12 @@ def _fix_details(fx) -> list[str]:
     return body
 
 
-def _cpu_table(c) -> list[str]:
+def _cpu_table(d) -> list[str]:
+    c = d["cpu_time"]
     out = [f"On the step's thread, per step (median): {c['in_ops_ms']} ms ({c['in_ops_pct']}%) inside torch ops "
-           f"(dispatch and CPU kernels, and any wait for the GPU inside them), {c['outside_ops_ms']} ms "
+           f"({S.in_ops_what(d)}), {c['outside_ops_ms']} ms "
            f"({c['outside_ops_pct']}%) outside any op ({S.outside_ops(c)})."
-           + (f" {_cell(S.collectives_line(c))}" if S.collectives_line(c) else ""), "",
+           + "".join(f" {_cell(line)}" for line in (S.loading_line(c), S.collectives_line(c)) if line), "",
            "| op | calls per step (mean) | self ms per step (mean) | total ms per step (mean) "
            "| self % of the step's CPU range |",
            "|---|---|---|---|---|"]
@@ -133,7 +135,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out += _details(f"Notes about the measurement ({len(ns)})",
                         [f"- **{_cell(_stop(n['title']))}** {_cell(n.get('fix') or '')}" for n in ns])
     if d.get("cpu_time") and (S.cpu_only(d) or not fx):
-        out += _details("CPU time by op", _cpu_table(d["cpu_time"]))
+        out += _details("CPU time by op", _cpu_table(d))
     if not S.cpu_only(d):
         idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v}
         # (Each cause's own median over the steps: they add up to the idle only when every step is alike.)

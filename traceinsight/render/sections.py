@@ -116,8 +116,9 @@ def unprofiled(doc) -> str | None:
              f"; this trace's {gpu if named else 'AMD GPU'} is outside that calibration")
     band = (f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the band that held 8 in 10 of our own H100/H200 "
             f"measurements{other}") if band else ""
+    shares = "Savings are shares of it. " if fixes(doc) or doc.get("minor_findings") else ""
     return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}). "
-            f"Savings are shares of it. Method: {how}.")
+            f"{shares}Method: {how}.")
 
 
 def plan_rows(doc) -> list[dict]:
@@ -158,6 +159,19 @@ def outside_ops(c: dict) -> str:
         (c.get("waiting_for_gpu_ms") or 0, "waiting in runtime calls for the GPU"),
         (c.get("waiting_for_backward_ms") or 0, "waiting for the backward on autograd's thread")) if w]
     return ", ".join(parts + ["the rest Python and other host code" if parts else "Python and other host code"])
+
+
+def in_ops_what(d: dict) -> str:
+    """What time inside torch ops holds: no wait for a GPU where the trace has none."""
+    return "dispatch and the ops' CPU kernels" + ("" if cpu_only(d) else ", and any wait for the GPU inside them")
+
+
+def loading_line(c: dict) -> str | None:
+    """'Fetching batches from the DataLoader (its __next__) takes 6.5 ms of it (95.3%).'"""
+    if not c.get("loading_ms"):
+        return None
+    return (f"Fetching batches from the DataLoader (its __next__, ops and Python alike) takes {c['loading_ms']} ms "
+            f"of it ({c['loading_pct']}%).")
 
 
 def collectives_line(c: dict) -> str | None:

@@ -48,11 +48,12 @@ def _cpu_time(console: Console, d, rows: int = 8) -> None:
     if not c:
         return
     console.print(Text(
-        f"CPU time per step (median, thread {c['thread']}): in torch ops (dispatch + CPU kernels + waits for "
-        f"the GPU in them) {c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops ({S.outside_ops(c)}) "
+        f"CPU time per step (median, thread {c['thread']}): in torch ops ({S.in_ops_what(d)}) "
+        f"{c['in_ops_ms']} ms ({c['in_ops_pct']}%), outside ops ({S.outside_ops(c)}) "
         f"{c['outside_ops_ms']} ms ({c['outside_ops_pct']}%)"))
-    if S.collectives_line(c):
-        console.print(Text(S.collectives_line(c)))
+    for line in (S.loading_line(c), S.collectives_line(c)):
+        if line:
+            console.print(Text(line))
     if not c["top_ops"]:
         return
     tab = Table(title="Top ops by self CPU time (ms per step, mean; % of the step's CPU range)")

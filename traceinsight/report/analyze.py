@@ -13,14 +13,15 @@ import pandas as pd
 from ..analyses import ANALYZERS, CAUSES, Context, Finding, spec
 from ..analyses.attribution import attribute_gaps, per_step_causes
 from ..estimate.graph import build_graph, step_window
-from ..estimate.rank import MEASURED_NOTE, estimate
+from ..estimate.rank import MEASURED_NOTE, MIN_SHARE, estimate
 from ..trace.coverage import gpu_work_without_gpu_events, seconds_or_ms, startup_calls
-from ..trace.facts import no_complete_step
+from ..trace.facts import WORKER_WAIT, no_complete_step
 from ..trace.host import HostActivity
-from ..trace.load import find_trace_files, load_trace
+from ..trace.load import load_trace
 from ..trace.model import TraceModel, build_model
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.steps import full_step_mask
+from .cpu_time import cpu_time
 from .facts import trace_facts
 
 HEALTHY_MAX_IDLE = 0.25
@@ -78,22 +79,6 @@ class Analysis:
     @property
     def median_step_us(self) -> float:
         return float(self.full_steps["dur"].median())
-
-
-def expand_paths(paths: list[Path]) -> list[Path]:
-    out: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            out.extend(find_trace_files(p))
-        else:
-            out.append(p)
-    return out
-
-
-def analyze_paths(paths: list[Path]) -> list[Analysis]:
-    """One Analysis per trace file (a directory of per-rank traces gives one per rank)."""
-    return [analyze_file(p) for p in expand_paths(paths)]
 
 
 def analyze_file(path: Path, in_job: bool = False) -> Analysis:
@@ -175,19 +160,19 @@ def verdict(a: Analysis) -> str:
                     "GPU idle cannot be told from this trace; what it shows is the CPU side "
                     f"({_steps(len(m.steps))}, median {a.median_step_us / 1000:.2f} ms; see the limits).")
         return ("CPU-only trace: no GPU activity was recorded, so there is no GPU idle time to explain "
-                f"({_steps(len(m.steps))}, median {a.median_step_us / 1000:.2f} ms).")
+                f"({_steps(len(m.steps))}, median {a.median_step_us / 1000:.2f} ms)." + _loading(a))
     b = breakdown(a)
     idle_pct = 100 * b["gpu_idle"] / b["step"] if b["step"] else 0.0
     real = a.fixes
     if a.healthy:
         return (f"Healthy: the GPU is busy {100 - idle_pct:.0f}% of each step (median "
                 f"{b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b, busy=True)}) and no fix we can see would save "
-                f"more than 3% of it{_above_bar_minor(a)}.")
+                f"more than {MIN_SHARE:.0%} of it{_above_bar_minor(a)}.")
     if not real:
         causes = sorted(((b[c], c) for c in CAUSES if b[c] > 0), reverse=True)[:3]
         said = ", ".join(f"{c} {v / 1000:.2f} ms" for v, c in causes)
         return (f"The GPU is idle {_share(idle_pct)} of each step (median {b['step'] / 1000:.2f} ms"
-                f"{_unprofiled_idle(a, b)}), but no fix we can model would save more than 3% of a step"
+                f"{_unprofiled_idle(a, b)}), but no fix we can model would save more than {MIN_SHARE:.0%} of a step"
                 f"{_above_bar_minor(a)}; idle by cause: {said or 'none'}.")
     top = real[0]
     which = "un-profiled" if a.whatif.get("unprofiled_step_ms") else "profiled"
@@ -254,6 +239,23 @@ def verdict(a: Analysis) -> str:
     return out
 
 
+# From this share of a CPU-only step, fetching batches is what the verdict names.
+LOADING_SHARE = 50.0
+
+
+def _loading(a: Analysis) -> str:
+    """' The loop spends 89% of each step fetching batches ...' where the DataLoader's __next__ holds most of
+    a CPU-only step: the one cause such a trace shows."""
+    c = cpu_time(a)
+    if not c or (c.get("loading_pct") or 0) < LOADING_SHARE:
+        return ""
+    workers = a.model.cpu_match(WORKER_WAIT).any()
+    return (f" The loop spends {c['loading_pct']:.0f}% of each step fetching batches from its DataLoader ("
+            + ("waiting for its worker processes: more workers, or less work per sample)" if workers else
+               "num_workers=0: it loads every batch itself; DataLoader(num_workers=N) loads them in N worker "
+               "processes while the loop runs)") + ".")
+
+
 def _speedup(us: float, a: Analysis) -> str:
     """": a step about 2.3x faster": the step the estimate leaves, as a speed-up (none for a small one)."""
     u = a.reference_step_us
@@ -279,7 +281,7 @@ def _above_bar_minor(a: Analysis) -> str:
     for f in a.minor_findings:
         v = f.estimated_savings_us if f.estimated_savings_us == f.estimated_savings_us else f.lost_per_step_us
         bar = spec(f.kind).min_share
-        if bar and a.reference_step_us and 0.03 * a.reference_step_us < v < bar * a.reference_step_us:
+        if bar and a.reference_step_us and MIN_SHARE * a.reference_step_us < v < bar * a.reference_step_us:
             out.append(f"{f.kind} (about {100 * v / a.reference_step_us:.1f}%, under its kind's {100 * bar:.0f}% bar "
                        "for a ranked fix)")
     if not out:

@@ -1,11 +1,11 @@
 """diff: did the fix work? Compare a trace (or an analyze --json output) before and after a change.
 
 `compare(before, after) -> dict` is the whole comparison as plain JSON-able data; the renderers in
-render/diff_render.py only format it. The headline is the *measured* median step time change and how it
+render/diff_view.py only format it. The headline is the *measured* median step time change and how it
 compares with each trace's step-to-step noise; findings come second, because a fix can remove its
 finding and still make the step slower (a new memory layout can pick a slower kernel).
 
-Each side is either a Kineto trace (.json / .json.gz, analyzed with pipeline.analyze_file) or an earlier
+Each side is either a Kineto trace (.json / .json.gz, analyzed with report.analyze.analyze_file) or an earlier
 `traceinsight analyze --json` output of ONE trace (detected by its "schema_version", "summary" and
 "findings" keys). A JSON side has no timeline and only the top 50 kernels and ops.
 
@@ -124,17 +124,21 @@ def step_change(b: dict, a: dict) -> dict:
             direction = "same"
     else:
         limit = max(NOISE_K * noise, floor)
+        # The band the headline, the gate's reason and the JSON all name: the floor where it is wider than
+        # the noise (a review saw ±0.011 ms in the headline beside ±0.0015 ms in the reason).
+        band = (f"±{_fmt_ms(floor)}, the noise floor; the noise itself ±{_fmt_ms(noise)}" if floor > noise
+                else f"±{_fmt_ms(noise)}")
         # Overlap of the middle halves (quartiles): one odd step (the first one often is) does not count.
         overlap = not (_f(a["q3_ms"]) < _f(b["q1_ms"]) or _f(a["q1_ms"]) > _f(b["q3_ms"]))
         if abs(delta) <= limit:
             significance = "within_noise"
-            tail = f"within the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
+            tail = f"within the step-to-step noise ({band})"
         elif abs(delta) > WELL_K * max(noise, floor) and not overlap:
             significance = "well_beyond_noise"
-            tail = f"well beyond the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
+            tail = f"well beyond the step-to-step noise ({band})"
         else:
             significance = "beyond_noise"
-            tail = (f"beyond the step-to-step noise (±{_fmt_ms(max(noise, floor))})"
+            tail = (f"beyond the step-to-step noise ({band})"
                     + (", though the middle halves of the before and after step times overlap" if overlap
                        else ""))
     if direction == "same" or (significance == "within_noise" and abs(delta) <= floor):
@@ -143,7 +147,8 @@ def step_change(b: dict, a: dict) -> dict:
         sentence = f"{direction} by {_fmt_ms(delta)}{pct_s}, {tail}"
     return {"delta_ms": _r(delta), "delta_pct": _r(pct, 2), "direction": direction,
             "significance": significance, "noise_ms": _r(noise), "noise_floor_ms": _r(floor),
-            "sentence": sentence}
+            "noise_band": None if significance == "unknown" else band,
+            "noise_used_ms": None if significance == "unknown" else _r(max(noise, floor)), "sentence": sentence}
 
 
 # --------------------------------------------------------------------------- causes and findings
@@ -403,6 +408,8 @@ def compare(before: Side, after: Side) -> dict:
         "after": _side_summary(after, sta),
         "step_time": {"before": stb, "after": sta, **change},
         "gpu": gpu,
+        # Neither side recorded GPU activity: the GPU figures are null and the renderers leave them out.
+        "cpu_only": all(v["before"] is None and v["after"] is None for v in gpu.values()),
         "causes": causes,
         "findings": findings,
         "kernels": kernels,

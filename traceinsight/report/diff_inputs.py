@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import json
-import re
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import TraceError
-from ..trace.load import read_bytes
+from ..trace.reader import head, is_our_document, read_bytes
 from .analyze import Analysis, analyze_file
 from .document import build_report, thaw
 
@@ -22,36 +20,6 @@ class Side:
     report: Any = None             # report.document.Report for a trace (its timeline is drawn)
     full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
     warnings: list[str] = field(default_factory=list)
-
-
-def _peek(path: Path, n: int = 65536) -> bytes:
-    """The first n bytes of a file (gunzipped when gzip); b"" when it cannot be read (the loader
-    then reports the problem properly)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(n)
-            if data[:2] != b"\x1f\x8b":
-                return data
-            d = zlib.decompressobj(wbits=47)
-            out, chunk = b"", data
-            while len(out) < n and chunk:
-                out += d.decompress(chunk, n - len(out))
-                if d.eof:
-                    break
-                chunk = d.unconsumed_tail or fh.read(n)
-            return out[:n]
-    except (OSError, zlib.error):
-        return b""
-
-
-_ANALYSIS_HEAD = re.compile(rb'"schema_version"\s*:')
-
-
-def looks_like_analysis_json(head: bytes) -> bool:
-    """An analyze --json output: a JSON object with "schema_version" (Kineto writes "schemaVersion")
-    and no "traceEvents" near the start."""
-    h = head.lstrip()
-    return h[:1] == b"{" and bool(_ANALYSIS_HEAD.search(h)) and b'"traceEvents"' not in h
 
 
 def load_analysis_json(path: Path) -> dict | None:
@@ -110,7 +78,7 @@ def load_side(path: str | Path) -> Side:
     if path.is_dir():
         raise TraceError(path, "is a directory; diff takes one trace file (or one analyze --json output) "
                                "per side")
-    if looks_like_analysis_json(_peek(path)):
+    if is_our_document(head(path)):
         doc = load_analysis_json(path)
         if doc is not None:
             return Side(path=str(path), source="json", doc=doc, report=None, full_tables=False)

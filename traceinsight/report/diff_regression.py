@@ -13,6 +13,8 @@ def regression(step_time: dict, threshold_pct: float | None = None) -> dict:
     sig, direction = step_time.get("significance"), step_time.get("direction")
     need = float(threshold_pct or 0.0)
     noise = step_time.get("noise_ms")
+    # The band the headline names (the noise, or its floor where that is wider).
+    band = step_time.get("noise_band") or f"±{noise} ms"
     out = {"checked": threshold_pct is not None, "threshold_pct": need, "regressed": False,
            "delta_ms": delta, "delta_pct": pct, "significance": sig, "noise_ms": noise}
     if delta is None:
@@ -31,12 +33,12 @@ def regression(step_time: dict, threshold_pct: float | None = None) -> dict:
                          "full steps)" + (f", and the change is {'above' if over else 'within'} the "
                                           f"{need:g}% threshold" if need > 0 else ", so it is not called a regression"))
     elif sig not in BEYOND:
-        out["reason"] = f"slower by {delta:.3f} ms ({pct_s}), within the step-to-step noise (±{noise} ms)"
+        out["reason"] = f"slower by {delta:.3f} ms ({pct_s}), within the step-to-step noise ({band})"
     elif not over:
-        out["reason"] = (f"slower by {delta:.3f} ms ({pct_s}), beyond the noise (±{noise} ms) but not by more "
+        out["reason"] = (f"slower by {delta:.3f} ms ({pct_s}), beyond the noise ({band}) but not by more "
                          f"than the {need:g}% threshold")
     else:
         out["regressed"] = True
-        out["reason"] = (f"slower by {delta:.3f} ms ({pct_s}), beyond the step-to-step noise (±{noise} ms)"
+        out["reason"] = (f"slower by {delta:.3f} ms ({pct_s}), beyond the step-to-step noise ({band})"
                          + (f" and above the {need:g}% threshold" if need > 0 else ""))
     return out

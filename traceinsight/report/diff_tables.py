@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .diff_inputs import Side
+from .tables import TABLE_ROWS
 from ..trace.kernel_names import normalize_kernel
 
 # Per kernel / op: at least this share of the larger side and KERNEL_MIN_MS per step.
@@ -106,8 +107,8 @@ def _table_diff(before: dict, after: dict, complete_b: bool, complete_a: bool, f
     return rows, {"counts": counts, **totals}
 
 
-# analyze --json keeps the top 50 kernels and ops (pipeline.kernel_table / op_table): a shorter list is whole.
-JSON_TABLE_LIMIT = 50
+# analyze --json keeps the top TABLE_ROWS kernels and ops: a shorter list is whole.
+JSON_TABLE_LIMIT = TABLE_ROWS
 
 
 def _complete(s: Side, key: str) -> bool:

@@ -13,7 +13,7 @@ from ..analyses import CAUSES, Finding, spec
 from .analyze import Analysis, breakdown, representative_step
 from .cpu_time import cpu_time
 from .numbers import num
-from .tables import gap_table, kernel_table, op_table
+from .tables import TABLE_ROWS, gap_table, kernel_table, op_table
 from .timeline import MAX_ITEMS, timeline_data
 
 SCHEMA_VERSION = 1
@@ -124,9 +124,10 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             "mean_step_ms": num(a.full_steps["dur"].mean() / 1000),
             "min_step_ms": num(a.full_steps["dur"].min() / 1000),
             "max_step_ms": num(a.full_steps["dur"].max() / 1000),
-            "median_gpu_busy_ms": num(b["gpu_busy"] / 1000),
-            "median_gpu_idle_ms": num(b["gpu_idle"] / 1000),
-            "gpu_idle_pct": num(100 * b["gpu_idle"] / b["step"], 1) if b["step"] else None,
+            # (null without GPU activity: no GPU to be busy or idle, not one idle the whole step)
+            "median_gpu_busy_ms": num(b["gpu_busy"] / 1000) if a.model.has_gpu else None,
+            "median_gpu_idle_ms": num(b["gpu_idle"] / 1000) if a.model.has_gpu else None,
+            "gpu_idle_pct": num(100 * b["gpu_idle"] / b["step"], 1) if b["step"] and a.model.has_gpu else None,
             "idle_by_cause_ms_median_per_step": {c: num(b[c] / 1000) for c in CAUSES},
             "gpu_idle_total_ms": num(float(a.gaps["dur"].sum()) / 1000) if len(a.gaps) else 0.0,
         },
@@ -143,8 +144,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
         ],
         "graph": a.graph_stats,
         "representative_step": representative_step(a),
-        "top_kernels": kernel_table(a, limit=10**9 if full_tables else 50),
-        "top_ops": op_table(a, limit=10**9 if full_tables else 50),
+        "top_kernels": kernel_table(a, limit=10**9 if full_tables else TABLE_ROWS),
+        "top_ops": op_table(a, limit=10**9 if full_tables else TABLE_ROWS),
         "longest_gaps": gap_table(a),
         "cpu_time": cpu_time(a),
     }

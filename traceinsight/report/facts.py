@@ -77,9 +77,14 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "step and CUPTI missed the kernels. Record with activities=[CPU, CUDA] and a warm-up step "
                    "(torch.profiler.schedule(wait=1, warmup=1, active=N)); this is not a CPU-only program, and "
                    "ops that wait for the GPU (.item(), copies to the host) show here as CPU time.")
+    rec = meta.get("traceinsight_record") or {}
     if model.step_source != "ProfilerStep":
+        how = ("traceinsight record ends a step at each optimizer.step() or outermost nn.Module forward call, "
+               "and the script made neither; run the loop through one to get steps"
+               if isinstance(rec, dict) and rec.get("window") == "whole_run" else
+               "call prof.step() once per iteration to get steps")
         out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
-                   "are for that window (call prof.step() once per iteration to get steps).")
+                   f"are for that window ({how}).")
     if meta.get("warmup_steps"):
         out.append(f"Step(s) {', '.join(map(str, meta['warmup_steps']))} at the start of the window ran far slower "
                    "than the rest and are taken as warm-up (autotuning, allocator growth, lazy init or graph capture "
@@ -136,7 +141,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Step times vary widely ({erratic['span']}) while the GPU's work per step stays the same: the host was "
                    "disturbed in the profiled window (other processes, paging, the profiler's own buffers), so "
                    "the estimates use the quiet steps (within 25% of the fastest: "
-                   f"{', '.join(map(str, erratic['quiet']))}); record again, or more steps.")
+                   f"step{'s' if len(erratic['quiet']) > 1 else ''} {', '.join(map(str, erratic['quiet']))}); "
+                   "record again, or more steps.")
     world = (meta.get("distributed") or {}).get("world_size")
     if isinstance(world, int) and world > 1 and not in_job:
         out.append(f"This is rank {model.rank} of the job's {world} ranks: without the other ranks' traces, which "

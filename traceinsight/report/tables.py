@@ -20,7 +20,11 @@ def _in_full_steps(a: Analysis, g: pd.DataFrame) -> pd.DataFrame:
     return g[step_at(a.full_steps, g["ts"].to_numpy()) >= 0]
 
 
-def kernel_table(a: Analysis, limit: int = 50) -> list[dict]:
+# The rows analyze --json keeps of the kernel and op tables (diff reads a shorter list as whole).
+TABLE_ROWS = 50
+
+
+def kernel_table(a: Analysis, limit: int = TABLE_ROWS) -> list[dict]:
     """GPU activities by name over full steps: count, total and per-step time (ms), share of GPU time. Work
     launched before the profiling window is left out: it belongs to earlier steps (a per-step mean over
     three steps had one collective at 24 ms in a 19 ms step)."""
@@ -39,7 +43,7 @@ def kernel_table(a: Analysis, limit: int = 50) -> list[dict]:
              "pct_gpu_time": round(100 * r["total"] / total, 2)} for (name, kind), r in agg.iterrows()]
 
 
-def op_table(a: Analysis, limit: int = 50) -> list[dict]:
+def op_table(a: Analysis, limit: int = TABLE_ROWS) -> list[dict]:
     """GPU time by the op (outermost aten op, with its input shapes) that launched it, over full steps."""
     g = a.model.gpu
     cpu = a.model.cpu

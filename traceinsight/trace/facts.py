@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .model import TraceModel
-from .profiler_cost import event_cost_us
+from .profiler_cost import GRAPH_LAUNCH, event_cost_us
 from .steps import interval_of, merged_intervals, step_at
 
 BLOCK_TOL_US = 50.0
@@ -148,8 +148,6 @@ _CAPTURE_CALL = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiat
 # runs in every eager optimizer step.
 _CAPTURE_RANGE = re.compile(r"CUDAGraphNode\.record|^capture_|cuda_graph_capture|CUDAGraph\.capture|"
                             r"capture_cudagraph", re.I)
-_GRAPH_LAUNCH = re.compile(r"GraphLaunch")
-_COMPILED = re.compile(r"Torch-Compiled Region|CompiledFunction|torch_compile|TorchDynamo", re.I)
 _TRITON = re.compile(r"^triton_|triton_poi|triton_red|triton_per|triton_tem")
 
 
@@ -161,11 +159,10 @@ def program_facts(model: TraceModel) -> dict:
 def _program_facts(model: TraceModel) -> dict:
     cpu, gpu = model.cpu, model.gpu
     rt = (cpu["kind"] == "runtime").to_numpy()
-    names = cpu["name"].to_numpy()
     capture_calls = int((rt & model.cpu_match(_CAPTURE_CALL.pattern, re.I)).sum()) if len(cpu) else 0
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     capture_ranges = int((ranges & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)).sum()) if len(cpu) else 0
-    graph_launch = rt & model.cpu_match(_GRAPH_LAUNCH.pattern) if len(cpu) else np.zeros(0, dtype=bool)
+    graph_launch = rt & model.cpu_match(GRAPH_LAUNCH) if len(cpu) else np.zeros(0, dtype=bool)
     launch_rows = (cpu["rkind"] == "launch").to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     launches = int(launch_rows.sum())
     kernels = gpu[gpu["kind"] == "kernel"] if len(gpu) else gpu
@@ -181,7 +178,6 @@ def _program_facts(model: TraceModel) -> dict:
         launcher = kernels["launcher"].to_numpy()
         from_graph = (launcher >= 0) & graph_launch[np.maximum(launcher, 0)]
         graphed_us = float(kernels["dur"].to_numpy()[from_graph].sum())
-    compiled = int((~rt & model.cpu_match(_COMPILED.pattern, re.I)).sum()) if len(cpu) else 0
     triton = int(model.gpu_match(_TRITON.pattern).sum()) if len(gpu) else 0
     return {
         "capture_calls": capture_calls,
@@ -192,10 +188,7 @@ def _program_facts(model: TraceModel) -> dict:
         "kernels": int(len(kernels)),
         "graph_kernels": int(from_graph.sum()),
         "graphed_share": busy and graphed_us / busy,
-        "compiled_regions": compiled,
         "triton_kernels": triton,
-        "has_cpu_ops": model_has_cpu_ops(model),
-        "names_seen": len(names),
     }
 
 
@@ -378,7 +371,8 @@ def _erratic_steps(model: TraceModel) -> dict | None:
     d = full["dur"].to_numpy()
     busy = full["gpu_busy"].to_numpy()
     s = np.sort(d)
-    if len(s) < 4 or s[0] <= 0 or s[-2] < ERRATIC_RATIO * s[0] or busy.max() > BUSY_STABLE * max(busy.min(), 1.0) + BUSY_JITTER_US:
+    # Without GPU work there is no constant work to hold the steps against, and no estimate to protect.
+    if len(s) < 4 or s[0] <= 0 or busy.max() <= 0 or s[-2] < ERRATIC_RATIO * s[0] or busy.max() > BUSY_STABLE * max(busy.min(), 1.0) + BUSY_JITTER_US:
         return None
     if rising_steps(model) or worker_wait_us(model):
         return None

@@ -12,6 +12,7 @@ TraceError naming the file and the problem in one line.
 from __future__ import annotations
 
 import atexit
+import glob
 import ctypes
 import json
 import os
@@ -29,7 +30,7 @@ from ..errors import TraceError
 from .decode import Lenient
 from .events import Columns
 from .progress import current as current_progress
-from .reader import TextSource, read_bytes  # noqa: F401  (read_bytes: report.diff_inputs)
+from .reader import TextSource, is_our_document
 from .splitter import Splitter
 from .view import event_views
 
@@ -202,12 +203,32 @@ def find_trace_files(path: Path, skipped: list[str] | None = None) -> list[Path]
     return traces
 
 
+def expand(paths, skipped: list[str] | None = None) -> list[str]:
+    """Directories -> their .json / .json.gz files; globs -> their matches; files as given. Sorted, unique.
+    What a directory held that is no trace is named in `skipped`."""
+    out: list[str] = []
+    for p in paths:
+        s = spooled(str(p))
+        if Path(s).is_dir():
+            out += [str(f) for f in find_trace_files(Path(s), skipped)]     # (one listing: our own reports left out)
+        elif any(c in s for c in "*?[") and not Path(s).exists():
+            found = sorted(glob.glob(s, recursive=True))
+            if not found:
+                raise TraceError(s, "no file matches this pattern")
+            out += found
+        elif not Path(s).exists():
+            raise TraceError(s, "no such file")
+        else:
+            out.append(s)
+    return list(dict.fromkeys(out))
+
+
 _TRACE_HEAD = 1 << 20
 
 
 def _plain_json(p: Path) -> str | None:
     """What a plain JSON file in a directory of traces is, from its head (read once): "report", our own
-    document ({"schema_version": ..., without traceEvents in its first 200 bytes); "other", a small valid
+    document (reader.is_our_document); "other", a small valid
     object without traceEvents (a config); None, a trace, or a file for the loader to say what is wrong with
     (a rank that cannot be read is reported as one). Gzipped files are not opened here."""
     if not p.name.endswith(".json"):
@@ -217,8 +238,7 @@ def _plain_json(p: Path) -> str | None:
             head = f.read(_TRACE_HEAD)
     except OSError:
         return None
-    start = head[:200]
-    if start.lstrip().startswith(b"{") and b'"schema_version"' in start and b'"traceEvents"' not in start:
+    if is_our_document(head):
         return "report"
     if len(head) >= _TRACE_HEAD or b'"traceEvents"' in head:
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import sys
 import threading
 import zlib
@@ -149,11 +150,45 @@ class TextSource:
 
 
 def read_bytes(path: Path) -> tuple[bytes, list[str]]:
-    """The whole JSON text of a (small) file, gunzipped if needed; a gzip stream cut short yields what
-    it holds, with a warning. For callers that need the document at once (diff's JSON inputs)."""
+    """The whole JSON text of a file, gunzipped if needed; a gzip stream cut short yields what it holds,
+    with a warning. For callers that need the document at once (diff's JSON inputs, a job's rank traces):
+    it holds the file in memory."""
     src = TextSource(Path(path))
     try:
         data = b"".join(src)
     finally:
         src.close()
     return data, src.warnings
+
+
+HEAD_BYTES = 64 << 10
+
+
+def head(path, n: int = HEAD_BYTES) -> bytes:
+    """The first n bytes of a file's text, gunzipped when gzip; b"" when it cannot be read (the loader then
+    says what is wrong with it). Enough to tell a trace from our own documents, or to read distributedInfo."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(n)
+            if data[:2] != b"\x1f\x8b":
+                return data
+            d = zlib.decompressobj(wbits=47)
+            out, chunk = b"", data
+            while len(out) < n and chunk:
+                out += d.decompress(chunk, n - len(out))
+                if d.eof:
+                    break
+                chunk = d.unconsumed_tail or fh.read(n)
+            return out[:n]
+    except (OSError, zlib.error):
+        return b""
+
+
+_OUR_DOCUMENT = re.compile(rb'"schema_version"\s*:')
+
+
+def is_our_document(text: bytes) -> bool:
+    """A document traceinsight wrote (analyze --json, a job's or a diff's JSON), from its head: a JSON object
+    with "schema_version" (Kineto writes "schemaVersion") and no "traceEvents"."""
+    h = text.lstrip()
+    return h[:1] == b"{" and bool(_OUR_DOCUMENT.search(h)) and b'"traceEvents"' not in h

@@ -132,7 +132,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.") or "script"
 
 
-def _prepare_out_dir(out_dir: Optional[Path], stem: str, trace_name: str) -> tuple[Path, bool]:
+def _torchrun_rank() -> Optional[str]:
+    """'rank3' for one rank of a distributed launch (torchrun sets RANK and WORLD_SIZE), else None: each rank
+    names its files after itself, so that the ranks' traces land side by side in one folder (`-o DIR`) and
+    `traceinsight analyze DIR` reads them as one job."""
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ.get("WORLD_SIZE", "1"))
+    except (KeyError, ValueError):
+        return None
+    return f"rank{rank}" if world > 1 else None
+
+
+def _report_names(rank: Optional[str]) -> dict:
+    return {k: v.replace("report.", f"report.{rank}.") if rank else v for k, v in REPORT_NAMES.items()}
+
+
+def _prepare_out_dir(out_dir: Optional[Path], stem: str, trace_name: str,
+                     reports: Optional[dict] = None) -> tuple[Path, bool]:
     """Make the out-dir (a new one by default). Returns (dir, created_by_us)."""
     if out_dir is None:
         base = f"traceinsight-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -154,9 +170,9 @@ def _prepare_out_dir(out_dir: Optional[Path], stem: str, trace_name: str) -> tup
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RecordError(f"cannot create --out-dir {out_dir}: {exc.strerror or exc}") from None
-    taken = [name for name in (trace_name, *REPORT_NAMES.values()) if (out_dir / name).exists()]
+    taken = [name for name in (trace_name, *(reports or REPORT_NAMES).values()) if (out_dir / name).exists()]
     if taken:
-        raise RecordError(f"--out-dir {out_dir} already holds a recording ({taken[0]}); "
+        raise RecordError(f"--out-dir {out_dir} already holds {taken[0]}, which a recording would overwrite; "
                           "choose another folder")
     return out_dir, created
 
@@ -292,8 +308,10 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
     else:
         _check_script(script)
         stem = _slug(Path(script).stem)
-    trace_name = stem + TRACE_SUFFIX
-    out_dir, created = _prepare_out_dir(out_dir, stem, trace_name)
+    rank = _torchrun_rank()
+    trace_name = stem + (f".{rank}" if rank else "") + TRACE_SUFFIX
+    report_names = _report_names(rank)
+    out_dir, created = _prepare_out_dir(out_dir, stem + (f"-{rank}" if rank else ""), trace_name, report_names)
     work_dir = None
     try:
         work_dir = _make_work_dir(out_dir)
@@ -317,7 +335,11 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
         final = -signal.SIGINT if signum == signal.SIGINT else exit_code
         if not status or not status.get("trace"):
             why = "ended" if not signum else f"was killed by signal {signum}"
-            if status:
+            if status and status.get("yielded"):
+                _say(f"nothing was recorded: the script runs its own torch.profiler (exit status "
+                     f"{exit_code}), and one thread holds one profiler; analyze the trace it writes: "
+                     "traceinsight analyze FILE")
+            elif status:
                 _say(f"nothing was recorded: the script {why} (exit status {exit_code}) "
                      "before the profiler captured anything")
             else:
@@ -385,7 +407,7 @@ def run_record(script: str, script_args: List[str], *, module: bool = False,
             _say(unprofiled_line)
 
         if analyze is not None:
-            reports = {key: out_dir / name for key, name in REPORT_NAMES.items()}
+            reports = {key: out_dir / name for key, name in report_names.items()}
             try:
                 analyze(trace_path, reports)
             except KeyboardInterrupt:

@@ -69,7 +69,7 @@ def _adds_path0():
 
 
 def _load(name):
-    """A module beside this file (record_profiler, record_laps), loaded by path so that no traceinsight
+    """A module beside this file (record_profiler, record_laps, record_quiet), loaded by path so that no traceinsight
     module is imported into the user's script."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("_traceinsight_" + name, os.path.join(_BOOT_DIR, name + ".py"))
@@ -201,7 +201,8 @@ def main():
                            "'traceinsight-gpu[record]'" % _describe(exc))
     status["torch_version"] = str(torch.__version__)
     _tear_down_cupti(torch)
-    recorder = _load("record_profiler").Recorder(torch, cfg, work_dir, _load("record_laps").Laps)
+    recorder = _load("record_profiler").Recorder(torch, cfg, work_dir, _load("record_laps").Laps,
+                                                 _load("record_quiet").QuietKineto)
     status["cuda"] = recorder.cuda
     try:
         recorder.start()
@@ -224,7 +225,7 @@ def main():
         window, trace, detail = recorder.finish()
         status.update(window=window, window_detail=detail,
                       trace=os.path.basename(trace) if trace else None,
-                      capped=recorder.capped, optimizer=recorder.optimizer_name,
+                      capped=recorder.capped, yielded=recorder.yielded, optimizer=recorder.optimizer_name,
                       forward_module=recorder.forward_module, warnings=recorder.warnings,
                       unprofiled=recorder.timing())
         _write_status(work_dir, status)

