@@ -1510,6 +1510,6 @@ def test_fp32_convolutions_are_one_path_with_their_transposes():
                                      "holdout21_fp32_convnet_notf32__before__stack.json.gz"))
     kinds = {f["kind"]: f for f in d["findings"] + d["minor_findings"]}
     assert d["findings"][0]["kind"] == "fp32_matmul"
-    assert kinds["fp32_matmul"]["evidence"]["pct_of_gpu_time"] > 75
+    assert kinds["fp32_matmul"]["evidence"]["pct_of_gpu_time"] > 80      # (convolve_common_engine_float_NHWC too)
     assert "convolutions" in kinds["fp32_matmul"]["title"]
     assert "layout_permute" not in kinds

@@ -73,4 +73,9 @@ def test_a_cpu_only_diff_speaks_of_no_gpu(tmp_path):
     d = json.loads((tmp_path / "d.json").read_text())
     assert d["cpu_only"] is True and d["step_time"]["direction"] == "faster"
     assert "GPU busy per step" not in r.output
-    assert "GPU busy per step" not in (tmp_path / "d.html").read_text()
+    page = (tmp_path / "d.html").read_text()
+    assert "GPU busy per step" not in page and "GPU time by kernel" not in page
+    # Where its time went instead: the ops by self CPU time, side by side.
+    rows = {row["key"]: row for row in d["cpu_ops"]["rows"]}
+    assert rows["aten::addmm"]["before_ms_per_step"] is not None
+    assert "CPU time by op" in r.output and "CPU time by op" in page

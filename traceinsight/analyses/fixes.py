@@ -265,12 +265,11 @@ class ScaleKernels:
     """Kernels whose name matches `pattern` take `factor` times as long.
 
     `bounds` (factor at the best and at the worst end) makes the estimate a range: the new kernels'
-    speed is not in the trace. Kernels shorter than `min_us` keep their time.
+    speed is not in the trace.
     """
     pattern: str
     factor: float
     bounds: tuple[float, float] | None = None
-    min_us: float = 0.0
 
     def __post_init__(self):
         if not self.pattern:

@@ -8,23 +8,20 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
 from ..analyses.host_bound import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
-from ..analyses.reads import host_work_us
 from . import replay
 from ..trace.coverage import startup_calls
-from ..trace.facts import erratic_steps, mean_step_us, no_complete_step, worker_wait_us
-from ..trace.profiler_cost import measured_unprofiled_us, profile_setting, profiler_options
-from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
-                        unprofiled_range_us)
+from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
+from ..trace.profiler_cost import measured_unprofiled_us
+from .baseline import baseline
+from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import fix_plan
-from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, changes, at_end, floor, kernel_busy_us, physical_cap,
-                     pinned_bandwidth_gbps, pinned_copy_us, range_note, saving, state_saving)
+from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, floor, physical_cap,
+                     pinned_bandwidth_gbps, range_note, saving, state_saving)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
@@ -54,67 +51,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     wait = worker_wait_us(ctx.model)
     target = measured_unprofiled_us(ctx.model)     # the step `record` timed outside the profiler, if any
     if compiled is not None:
-        # The profiled replay checks the replay against the trace; every estimate is made on the
-        # de-inflated one (the profiler's own CPU cost taken out): what the un-profiled program saves.
-        profiled = replay.simulate(replay.apply(compiled))
-        if profiled.step_us:
-            act = float(np.median([actual[s] for s in profiled.step_us]))
-            info["baseline_replay_ms"] = round(profiled.median_us / 1000, 3)
-            info["measured_ms_same_steps"] = round(act / 1000, 3)
-            info["replay_error_pct"] = round(100 * (profiled.median_us - act) / act, 1) if act else None
-            info["replayed_steps"] = sorted(profiled.step_us)
-            busy = float(np.median([ctx.model.steps.set_index("step")["gpu_busy"][s] for s in profiled.step_us]))
-            host = host_work_us(ctx)
-            # (A loop fed by DataLoader workers runs at their pace un-profiled: the wait, not the profiler's
-            # cost or the loop's own work, is what differs; `absorbed` below is its share.)
-            cuts = profiler_cuts(ctx.model, compiled, 1.0 if wait else calibration_scale(
-                ctx.model, compiled, profiled, act, target, host))
-            base = replay.simulate(replay.apply(compiled, (), bw, cuts))
-            calibrated = ""
-            if target is not None and base.step_us and not wait:
-                # What the cuts do not explain of the measured step runs at the host's own pace: spread over
-                # the whole step (every replayed step time scaled), so a fix keeps its replayed share of it.
-                lo, hi = TIME_SCALE
-                compiled.time_scale = replay_target(profiled, act, target) / base.median_us
-                base = replay.simulate(replay.apply(compiled, (), bw, cuts))
-                # (Even far off, scaling keeps each fix's share of the step: left a constant, a 10x gap between
-                # a disturbed window and the measured step had a sync fix save more than the step.)
-                calibrated = ("; the replay is scaled to it: the profiler's per-event cost takes the part of the "
-                              "difference its own spread allows, the host's pace the rest"
-                              + ("" if lo <= compiled.time_scale <= hi else
-                                 f", though the trace's steps and the measured step differ by more than "
-                                 f"{hi:.0f}x (a window unlike the program's steps, or a disturbed host): each fix "
-                                 "keeps its share of the step, and the estimates are less certain"))
-            # The measured step less what the profiler's cost took in the replay (a replay that misses
-            # the step, e.g. an unmodelled cross-stream wait, still moves it by the right amount), or the
-            # cost model's own figure; no step shorter than its GPU work.
-            if wait:
-                act = max(act, mean_step_us(ctx.model))
-            moved = act - max(0.0, profiled.median_us - base.median_us - wait)
-            unprof = max(target if target is not None else moved, busy)
-            info["unprofiled_step_ms"] = round(unprof / 1000, 3)
-            info["unprofiled_step_method"] = unprofiled_method(ctx.model) + calibrated + (
-                f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers, which the profiler does "
-                "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else
-                f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers: the difference is their "
-                "pace, and the replay keeps the cost model's cuts" if wait else "")
-            band = unprofiled_range_us(ctx.model, unprof, busy, act, 0.0 if wait else host)
-            if band and erratic:
-                # Even the quiet steps of a disturbed host may run long: the band reaches down to half the
-                # estimate (a host measured at 4.5 ms un-profiled gave quiet steps of 10.7-12.9 ms).
-                band = (max(busy, min(band[0], DISTURBED_LOW * unprof)), band[1])
-                info["unprofiled_step_method"] += ("; the host was disturbed in the profiled window (steps "
-                                                   f"{erratic['span']}): only its quiet steps are used, and the "
-                                                   "band reaches down to half the estimate")
-            info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
-            # "stack": with_stack and/or record_shapes (the cost model's two settings); the options themselves:
-            info["profiler_setting"] = profile_setting(ctx.model)
-            info["profiler_options"] = profiler_options(ctx.model)
-            info["gpu_busy_ms"] = round(busy / 1000, 3)
-            info["kernel_busy_ms"] = round(kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
-            info["pinned_copy_ms"] = round(pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
-            info["pinned_copy_ms_by_direction"] = {d: round(pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
-                                                   for d in ("HtoD", "DtoH")}
+        base, cuts = baseline(ctx, compiled, info, actual, bw, wait, target, erratic)
     if info["unprofiled_step_ms"] is None and target is not None:
         # Nothing to replay (a CPU-only run, no GPU work linked to its launches): the step `record` measured
         # is still the program's step, said as measured.
@@ -329,7 +266,6 @@ ALTERNATIVE_SAME = 1.0
 CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
 # Beyond this replay error on the unchanged trace, a replayed estimate is not trusted.
 RELIABLE_REPLAY_PCT = 15.0
-DISTURBED_LOW = 0.5       # the un-profiled band's low end, as a share of the estimate, on a disturbed host
 
 
 def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,

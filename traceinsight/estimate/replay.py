@@ -313,7 +313,7 @@ def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> N
 
 def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) -> None:
     idx = c.gpu_named(fx.pattern, re.I)
-    idx = idx[c.is_kernel[idx] & (c.dur[idx] >= fx.min_us)]
+    idx = idx[c.is_kernel[idx]]
     s.dur[idx] = c.dur[idx] * fx.factor
 
 

@@ -28,6 +28,11 @@ SIG_WORDS = {"within_noise": "within noise", "beyond_noise": "beyond noise",
              "well_beyond_noise": "well beyond noise", "unknown": "noise unknown"}
 
 
+
+def _tables(d: dict, gpu: tuple, cpu: tuple) -> tuple:
+    """The change tables to show: the GPU's kernels and ops, or for two CPU-only runs their ops' CPU time."""
+    return (cpu,) if d.get("cpu_only") else gpu
+
 def _short(s: str, n: int = 90) -> str:
     s = str(s)
     return s if len(s) <= n else s[: n - 1] + "…"
@@ -73,9 +78,10 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
             tab.add_row(c["kind"] + rep, _v(c["before_ms_per_step"]), _v(c["after_ms_per_step"]),
                         _d(c["delta_ms_per_step"]), Text(status, style=STATUS_STYLE.get(c["status"], "")))
         console.print(tab)
-    for title, key, limit in (("GPU time by kernel (ms per step), largest changes", "kernels", kernels),
-                              ("GPU time by op and input shapes (ms per step), largest changes", "ops", ops)):
-        rows = changed_rows(d[key], limit)
+    for title, key, limit in _tables(d, (("GPU time by kernel (ms per step), largest changes", "kernels", kernels),
+                                         ("GPU time by op and input shapes (ms per step), largest changes", "ops", ops)),
+                                     ("CPU time by op (self ms per step, mean), largest changes", "cpu_ops", ops)):
+        rows = changed_rows(d.get(key) or {}, limit)
         if not rows:
             console.print(Text(f"{title}: no change beyond {5}% / 1 us.", style="dim"))
             continue
@@ -127,8 +133,9 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
             out.append(f"| {md_code(c['kind'])} | {_v(c['before_ms_per_step'])} | {_v(c['after_ms_per_step'])} | "
                        f"{_d(c['delta_ms_per_step'])} | {status} |")
         out.append("")
-    for title, key, limit in (("GPU time by kernel", "kernels", kernels), ("GPU time by op", "ops", ops)):
-        rows = changed_rows(d[key], limit)
+    for title, key, limit in _tables(d, (("GPU time by kernel", "kernels", kernels), ("GPU time by op", "ops", ops)),
+                                     ("CPU time by op (self, mean)", "cpu_ops", ops)):
+        rows = changed_rows(d.get(key) or {}, limit)
         out.append(f"**{title}** (ms per step, largest changes)" + ("" if rows else ": no change") + "\n")
         if rows:
             out.append("| status | name | before | after | change |")
@@ -185,6 +192,7 @@ def render_html(d: dict, sides=None, kernels: int = 25, ops: int = 20) -> str:
     return env.get_template("diff.html.j2").render(
         d=d, timelines=_timelines(d, sides), strip=_strip_points(d), css=Markup(static_asset("report.css")),
         kernel_rows=changed_rows(d["kernels"], kernels), op_rows=changed_rows(d["ops"], ops),
+        cpu_op_rows=changed_rows(d.get("cpu_ops") or {}, ops),
         sig_words=SIG_WORDS, fmt=_v, fmtd=_d, short=_short).lstrip()
 
 

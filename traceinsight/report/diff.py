@@ -36,7 +36,7 @@ from pathlib import Path
 from ..analyses import CAUSES
 from .diff_inputs import Side, load_side
 from ..trace.kernel_names import normalize_kernel
-from .diff_tables import KERNEL_MIN_MS, KERNEL_REL, _f, _fmt_ms, _r, _status, compare_kernels, compare_ops
+from .diff_tables import KERNEL_MIN_MS, KERNEL_REL, _f, _fmt_ms, _r, _status, compare_cpu_ops, compare_kernels, compare_ops
 
 DIFF_SCHEMA_VERSION = 1
 
@@ -414,6 +414,8 @@ def compare(before: Side, after: Side) -> dict:
         "findings": findings,
         "kernels": kernels,
         "ops": ops,
+        # The ops by self CPU time (what a CPU-only run's renderers show in place of the GPU tables).
+        "cpu_ops": compare_cpu_ops(before, after),
         "timeline_note": timeline_note,
         "method": {
             "noise": f"noise = 1.4826 x MAD of full-step durations (robust std), the larger of the two; a change "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .diff_inputs import Side
+from .cpu_time import TOP_OPS
 from .tables import TABLE_ROWS
 from ..trace.kernel_names import normalize_kernel
 
@@ -117,14 +118,28 @@ def _complete(s: Side, key: str) -> bool:
 
 def _compare_table(sb: Side, sa: Side, table: str, key, ms_key: str, count_key: str, label) -> dict:
     """Rows of one table (kernels or ops) matched by key across the sides, with what changed."""
-    tb = _aggregate(sb.doc.get(table), key, ms_key, count_key, label)
-    ta = _aggregate(sa.doc.get(table), key, ms_key, count_key, label)
+    return _compare_rows(sb.doc.get(table), sa.doc.get(table), _complete(sb, table), _complete(sa, table),
+                         key, ms_key, count_key, label)
+
+
+def _compare_rows(rows_b, rows_a, cb: bool, ca: bool, key, ms_key: str, count_key: str, label) -> dict:
+    tb = _aggregate(rows_b, key, ms_key, count_key, label)
+    ta = _aggregate(rows_a, key, ms_key, count_key, label)
     fb = min((e["ms"] for e in tb.values()), default=0.0)
     fa = min((e["ms"] for e in ta.values()), default=0.0)
-    cb, ca = _complete(sb, table), _complete(sa, table)
     rows, summary = _table_diff(tb, ta, cb, ca, fb, fa)
     return {"rows": rows[:ROW_LIMIT], "rows_total": len(rows), "summary": summary,
             "complete": {"before": cb, "after": ca}}
+
+
+def compare_cpu_ops(sb: Side, sa: Side) -> dict:
+    """The ops by self CPU time per step (the document's cpu_time table, its top TOP_OPS), matched by name:
+    where a CPU-only run's time went, which the GPU tables cannot say."""
+    def top(s: Side) -> list:
+        return ((s.doc.get("cpu_time") or {}).get("top_ops")) or []
+    name = lambda r: str(r.get("op", ""))     # noqa: E731
+    return _compare_rows(top(sb), top(sa), len(top(sb)) < TOP_OPS, len(top(sa)) < TOP_OPS, name,
+                         "self_ms_per_step", "calls_per_step", name)
 
 
 def compare_kernels(sb: Side, sa: Side) -> dict:

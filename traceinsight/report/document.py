@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from .. import __version__
 from ..analyses import CAUSES, Finding, spec
-from .analyze import Analysis, breakdown, representative_step
+from .analyze import Analysis, representative_step
+from .breakdown import breakdown
 from .cpu_time import cpu_time
 from .numbers import num
 from .tables import TABLE_ROWS, gap_table, kernel_table, op_table

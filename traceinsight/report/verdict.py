@@ -1,0 +1,181 @@
+"""The verdict: one sentence that says what a trace shows and what to change first, read from its Analysis
+(the top fix and what it saves, the idle the picture shows, what the trace cannot show). `a` is a
+report.analyze.Analysis, which this module does not import (the pipeline imports it)."""
+from __future__ import annotations
+
+from ..analyses import CAUSES, spec
+from ..estimate.rank import MEASURED_NOTE, MIN_SHARE
+from ..trace.coverage import gpu_work_without_gpu_events, seconds_or_ms, startup_calls
+from ..trace.facts import WORKER_WAIT, no_complete_step
+from .breakdown import breakdown, unprofiled_measured, unprofiled_ms_read
+from .cpu_time import cpu_time
+
+
+def _sentence(label: str) -> str:
+    """A label opening a sentence: its first letter up, the rest as written (str.capitalize() would make
+    "CUDA-graph" "cuda-graph")."""
+    return label[:1].upper() + label[1:]
+
+
+CLOSE_SHARE = 0.85   # a second fix's estimate at least this share of the top one's: about tied
+
+
+def verdict(a) -> str:
+    m = a.model
+    head = next((f for f in a.findings if spec(f.kind).headline), None)
+    if head is not None:
+        return f"{_sentence(spec(head.kind).label)}: {head.title}"
+    if not m.has_gpu:
+        drove = gpu_work_without_gpu_events(m)
+        if drove:
+            return ("No GPU activity was recorded, though the CPU drove GPU work (" + ", ".join(drove) + "): "
+                    "GPU idle cannot be told from this trace; what it shows is the CPU side "
+                    f"({_steps(len(m.steps))}, median {a.median_step_us / 1000:.2f} ms; see the limits).")
+        return ("CPU-only trace: no GPU activity was recorded, so there is no GPU idle time to explain "
+                f"({_steps(len(m.steps))}, median {a.median_step_us / 1000:.2f} ms)." + _loading(a))
+    b = breakdown(a)
+    idle_pct = 100 * b["gpu_idle"] / b["step"] if b["step"] else 0.0
+    real = a.fixes
+    if a.healthy:
+        return (f"Healthy: the GPU is busy {100 - idle_pct:.0f}% of each step (median "
+                f"{b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b, busy=True)}) and no fix we can see would save "
+                f"more than {MIN_SHARE:.0%} of it{_above_bar_minor(a)}.")
+    if not real:
+        causes = sorted(((b[c], c) for c in CAUSES if b[c] > 0), reverse=True)[:3]
+        said = ", ".join(f"{c} {v / 1000:.2f} ms" for v, c in causes)
+        return (f"The GPU is idle {_share(idle_pct)} of each step (median {b['step'] / 1000:.2f} ms"
+                f"{_unprofiled_idle(a, b)}), but no fix we can model would save more than {MIN_SHARE:.0%} of a step"
+                f"{_above_bar_minor(a)}; idle by cause: {said or 'none'}.")
+    top = real[0]
+    which = "un-profiled" if a.whatif.get("unprofiled_step_ms") else "profiled"
+    out = (f"{_sentence(spec(top.kind).label)}: the GPU is idle {_share(idle_pct)} of "
+           f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) ")
+    # A fix that needs others first (a CUDA graph cannot capture a sync) cannot be applied alone: what it
+    # would save alone is not promised; the plan says what it gives with those before it.
+    plan = a.whatif.get("plan") or []
+    at = next((i for i, r in enumerate(plan) if r["kind"] == top.kind), None)
+    pre = [r["kind"] for r in plan[:at or 0] if top.kind in (r.get("prerequisite_for") or ())]
+    if pre:
+        both, own = plan[at]["cumulative_saves_ms"] * 1000, plan[at]["saves_ms"] * 1000
+        share = "nearly all" if own >= 0.95 * both else f"about {own / 1000:.2f} ms"
+        out += (f"needs {', '.join(pre)} fixed first (see the plan): "
+                f"{'the two' if len(pre) == 1 else 'together they'} save about {both / 1000:.2f} ms per step "
+                f"({_pct(both, a)}% of the {which} step), {top.kind} {share} of it.")
+    elif top.estimate_note.startswith(MEASURED_NOTE):
+        # (its effect could not be replayed: the measured cost is the most it can give, not what it will)
+        out += (f"would save at most {top.estimated_savings_us / 1000:.2f} ms per step "
+                f"({_pct(top.estimated_savings_us, a)}% of the {which} step; an upper bound, see how it was "
+                "estimated).")
+    else:
+        out += (f"would save about {top.estimated_savings_us / 1000:.2f} ms per step "
+                f"({_pct(top.estimated_savings_us, a)}% of the {which} step{_speedup(top.estimated_savings_us, a)}).")
+    # Two fixes whose estimates are this close are ranked within the estimates' own error (the matrix's
+    # median absolute error is about 10%): say so, rather than let the order look measured.
+    second = next((f for f in real[1:] if f.kind != top.kind), None)
+    close = not pre and second is not None and second.estimated_savings_us >= CLOSE_SHARE * top.estimated_savings_us
+    if close:
+        alone = f"about {second.estimated_savings_us / 1000:.2f} ms per step on its own"
+        out += (f" {second.kind} comes close ({alone}): the two are within the estimates' error, so measure both."
+                if second.estimated_savings_us < top.estimated_savings_us else
+                f" {second.kind} may save as much or more ({alone}) but with {second.confidence} confidence against "
+                f"{top.confidence}, so it ranks second: measure both.")
+    start = startup_calls(m)
+    if start:
+        # The numbers are the window's as recorded: say first that it is not a steady state.
+        total = seconds_or_ms(sum(us for _n, us, _k in start))
+        out = (f"Not a steady state: the window includes CUDA start-up ({total} of runtime calls while the GPU "
+               "idled; see the limits). As recorded: " + out)
+    elif no_complete_step(m):
+        # (a review: a 1.3x speed-up promised from one 1.8 us kernel in a cut-off first call)
+        out = "Not a steady state: the window holds no complete step (see the limits). As recorded: " + out
+    # The verdict must agree with the picture: say so when the largest idle cause is another one.
+    big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
+    if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us) and not (
+            close and big_c == second.kind):
+        out += f" The largest idle cause is {big_c} ({big_v / 1000:.2f} ms per step, profiled)"
+        # Its idle is not what fixing it saves: say what the plan gives it, after the fixes before it.
+        row = next((r for r in (a.whatif.get("plan") or []) if r["kind"] == big_c), None)
+        if row is not None:
+            out += f"; fixing it saves about {row['saves_ms']:.2f} ms per step after the fixes before it in the plan"
+        else:
+            # Not in the plan: below the bar, most often because the profiler made that idle (a review read
+            # 3.02 ms of launch overhead beside its fix's "about 0.0 ms").
+            f = next((f for f in a.minor_findings if f.kind == big_c), None)
+            if f is not None and f.estimated_savings_us == f.estimated_savings_us:
+                v = f.estimated_savings_us
+                out += ("; fixing it would save " + (f"only about {v / 1000:.2f} ms per step" if v >= 10 else
+                                                    "next to nothing")
+                        + (", as most of that idle is the profiler's" if a.whatif.get("unprofiled_step_ms")
+                           and f.estimated_savings_us < 0.5 * big_v else ""))
+        out += "."
+    return out
+
+
+# From this share of a CPU-only step, fetching batches is what the verdict names.
+LOADING_SHARE = 50.0
+
+
+def _loading(a) -> str:
+    """' The loop spends 89% of each step fetching batches ...' where the DataLoader's __next__ holds most of
+    a CPU-only step: the one cause such a trace shows."""
+    c = cpu_time(a)
+    if not c or (c.get("loading_pct") or 0) < LOADING_SHARE:
+        return ""
+    workers = a.model.cpu_match(WORKER_WAIT).any()
+    return (f" The loop spends {c['loading_pct']:.0f}% of each step fetching batches from its DataLoader ("
+            + ("waiting for its worker processes: more workers, or less work per sample)" if workers else
+               "num_workers=0: it loads every batch itself; DataLoader(num_workers=N) loads them in N worker "
+               "processes while the loop runs)") + ".")
+
+
+def _speedup(us: float, a) -> str:
+    """": a step about 2.3x faster": the step the estimate leaves, as a speed-up (none for a small one)."""
+    u = a.reference_step_us
+    if not u or us >= u or us < 0.1 * u:
+        return ""
+    return f": a step about {u / (u - us):.1f}x faster"
+
+
+def _share(pct: float) -> str:
+    """'12%', or 'under 1%' for a share that rounds to 0 but is not (a review: 'idle 0%' beside 0.3%)."""
+    return "under 1%" if 0 < pct < 0.5 else f"{pct:.0f}%"
+
+
+def _steps(n: int) -> str:
+    return f"{n} step" + ("" if n == 1 else "s")
+
+
+def _above_bar_minor(a) -> str:
+    """', except fusion_candidates (about 5%, under its kind's 15% bar …)' where a minor finding saves more
+    than the general 3% bar but less than its kind's own (a review read "no fix would save more than 3%"
+    beside a minor fusion saving 4.8%)."""
+    out = []
+    for f in a.minor_findings:
+        v = f.estimated_savings_us if f.estimated_savings_us == f.estimated_savings_us else f.lost_per_step_us
+        bar = spec(f.kind).min_share
+        if bar and a.reference_step_us and MIN_SHARE * a.reference_step_us < v < bar * a.reference_step_us:
+            out.append(f"{f.kind} (about {100 * v / a.reference_step_us:.1f}%, under its kind's {100 * bar:.0f}% bar "
+                       "for a ranked fix)")
+    if not out:
+        return ""
+    return ", except " + (out[0] if len(out) == 1 else ", ".join(out[:-1]) + " and " + out[-1])
+
+
+def _pct(us: float, a) -> str:
+    return f"{100 * us / a.reference_step_us:.0f}" if a.reference_step_us else "0"
+
+
+def _unprofiled_idle(a, b: dict, busy: bool = False) -> str:
+    """", profiled; about N% without the profiler (estimated)" when the profiler made a real share of the
+    idle: a step the profiler slowed by a tenth or more. `busy`: the GPU's busy share, from the figure the
+    healthy verdict read, whenever the profiler slowed the step at all."""
+    gpu = a.whatif.get("gpu_busy_ms")
+    u = unprofiled_ms_read(a) if busy else a.whatif.get("unprofiled_step_ms")
+    if not u or gpu is None or not b["step"] or (not busy and u * 1000 > 0.9 * b["step"]):
+        return ", profiled" if a.model.has_gpu else ""    # (every figure says what it is)
+    idle = max(0.0, u - gpu) / u
+    if busy:
+        if unprofiled_measured(a):
+            return f", profiled; {100 * (1 - idle):.0f}% without the profiler, measured"
+        return f", profiled; at least {100 * (1 - idle):.0f}% without the profiler, by the top of the estimate's band"
+    return f", profiled; about {100 * idle:.0f}% without the profiler, {'measured' if unprofiled_measured(a) else 'an estimate'}"
