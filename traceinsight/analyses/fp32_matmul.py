@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from ..trace.precision import FP32_CONV_EXTRAS, FP32_GEMM_ONLY, fp32_convolutions
+from ..trace.precision import FP32_CONV, FP32_CONV_EXTRAS, FP32_GEMM_ONLY, fp32_convolutions_count
 from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import DropKernels, ScaleKernels
 
@@ -44,8 +44,8 @@ def tensor_core_arch(ctx: Context) -> int | None:
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
     m = ctx.model
-    convs = fp32_convolutions(m)
-    fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(FP32_GEMM_ONLY + (f"|{convs}" if convs else ""))]
+    convs = fp32_convolutions_count(m)
+    fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(FP32_GEMM_ONLY + (f"|{FP32_CONV}" if convs else ""))]
     # By each kernel's typical run, not each run: a 6.7 us convolution that took 10 us four times in 25 is
     # still a 6.7 us one.
     typical = fp32.groupby("name")["dur"].median()
@@ -75,7 +75,7 @@ def analyze(ctx: Context) -> list[Finding]:
                            + ("fp16 tensor-core/FP32 ratio of this GPU; not calibrated on this architecture)"
                               if fp16_only else "TF32/FP32 ratio of this GPU)"),
     }
-    what = "Matrix multiplies and convolutions" if convs and full["name"].str.contains(convs).any() \
+    what = "Matrix multiplies and convolutions" if convs and full["name"].str.contains(FP32_CONV).any() \
         else "Matrix multiplies"
     return [Finding(
         kind=SPEC.kind,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace.precision import fp32_convolutions
+from ..trace.precision import FP32_CONV, fp32_convolutions_count
 from .fixes import DropKernels
 from .base import KERNELS_GO, Context, Finding, KindSpec, op_rows
 
@@ -23,8 +23,7 @@ def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
     # Transposes around FP32 convolutions that run in NCHW because TF32 is off are the FP32 path's
     # (fp32_matmul's fix removes them); the model may well be channels_last already.
-    fp32 = fp32_convolutions(ctx.model)
-    pattern = rf"^(?!.*(?:{fp32}))(?=.*(?:{PERMUTE}))" if fp32 else PERMUTE
+    pattern = rf"^(?!.*(?:{FP32_CONV}))(?=.*(?:{PERMUTE}))" if fp32_convolutions_count(ctx.model) else PERMUTE
     k = gpu[(gpu["kind"] == "kernel").to_numpy() & ctx.model.gpu_match(pattern)]
     if k.empty:
         return []

@@ -18,6 +18,9 @@ GPU_FIXES = (ScaleKernels, DropKernels, FusedOptimizer, PinCopies, FuseChains, U
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
 OVERLAP_FIXES = (PinCopies,)
+# Fixes that change the kernels themselves (neither copies moved off the critical path nor results kept on the
+# GPU): the GPU's busy time is no floor for them.
+KERNEL_FIXES = tuple(c for c in GPU_FIXES if c not in OVERLAP_FIXES + (Unblock,))
 
 
 def changes(plan, kinds: tuple) -> bool:
@@ -54,7 +57,7 @@ def floor(plan, info: dict, paced: bool = True) -> float:
     Loading moved into DataLoader workers: the step also waits for their batches (fixes.loader_pace), unless
     `paced` is off (the physical floor alone)."""
     pace = max([0.0] + [fx.pace_us() for fx in plan if isinstance(fx, RemoveHostWork)]) if paced else 0.0
-    if changes(plan, tuple(c for c in GPU_FIXES if c not in OVERLAP_FIXES + (Unblock,))):
+    if changes(plan, KERNEL_FIXES):
         return pace
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
     key = "kernel_busy_ms" if changes(plan, OVERLAP_FIXES + (Unblock,)) else "gpu_busy_ms"

@@ -81,7 +81,8 @@ COLL_HEAD = ["op", "dtype", "bytes", "ranks", "count (window)", "time us (median
 
 def _coll_rows(block: dict) -> list[list[str]]:
     # (gloo's ranges and some NCCL versions record no sizes: 0 bytes there is unknown, not zero)
-    return [[c["op"], c["dtype"] or "unknown", f"{c['bytes']:,}" if c["bytes"] else "unknown", str(c["group_size"]), str(c["count"]), _f(c["time_us"], 1),
+    return [[c["op"], c["dtype"] or "unknown", f"{c['bytes']:,}" if c["bytes"] else "unknown", str(c["group_size"]),
+             str(c["count"]), _f(c["time_us"], 1),
              _f(c.get("algbw_gbps")), _f(c.get("busbw_gbps"))] for c in block.get("collectives", [])]
 
 

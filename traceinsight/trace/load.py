@@ -12,8 +12,8 @@ TraceError naming the file and the problem in one line.
 from __future__ import annotations
 
 import atexit
-import glob
 import ctypes
+import glob
 import json
 import os
 import shutil

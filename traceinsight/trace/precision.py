@@ -33,13 +33,8 @@ TENSOR_CORE_CONV = rf"(?i)^(?=.*(?:{CONV})).*(?:{TENSOR_CORE})"
 FP32_GEMM_ONLY = rf"(?i)^(?!.*(?:{CONV}))(?!.*(?:{TENSOR_CORE})).*(?:{FP32_GEMM})"
 
 
-def fp32_convolutions(model: TraceModel) -> str | None:
-    """The name pattern of the trace's FP32 convolution kernels where no convolution ran on tensor cores
-    (then the setting or the GPU is what keeps them in FP32), else None."""
-    return model.memo("fp32_convolutions", lambda: _fp32_convolutions(model))
-
-
-def _fp32_convolutions(model: TraceModel) -> str | None:
-    if not len(model.gpu) or not model.gpu_match(FP32_CONV).any() or model.gpu_match(TENSOR_CORE_CONV).any():
-        return None
-    return FP32_CONV
+def fp32_convolutions_count(model: TraceModel) -> bool:
+    """Whether the trace's FP32 convolution kernels (FP32_CONV) count: some ran, and no convolution ran on
+    tensor cores (then the setting or the GPU is what keeps them in FP32)."""
+    return model.memo("fp32_convolutions_count", lambda: bool(
+        len(model.gpu) and model.gpu_match(FP32_CONV).any() and not model.gpu_match(TENSOR_CORE_CONV).any()))

@@ -123,20 +123,13 @@ class Recorder:
         ours, recorder = self._profile, self
 
         def step_aside():
-            if recorder.disabled or not recorder._here():
+            if not recorder._here():
                 return
-            msg = ("traceinsight record: the script starts its own torch.profiler; traceinsight's "
-                   "stepped aside so that it runs (analyze the trace the script writes: traceinsight "
-                   "analyze FILE)")
-            recorder.warnings.append(msg)
-            print(msg, file=sys.stderr)
-            recorder.disabled = True
             recorder.yielded = True
             recorder._disarm_cap()
-            try:
-                recorder._stop_current()
-            except Exception:
-                pass
+            recorder._give_up("traceinsight record: the script starts its own torch.profiler; traceinsight's "
+                              "stepped aside so that it runs (analyze the trace the script writes: traceinsight "
+                              "analyze FILE)")
 
         def wrap(cls, name):
             original = getattr(cls, name)
@@ -265,7 +258,10 @@ class Recorder:
         self.depth = 0
 
     def _internal_error(self, exc):
-        msg = "traceinsight record: profiling stopped after an internal error: " + _describe(exc)
+        self._give_up("traceinsight record: profiling stopped after an internal error: " + _describe(exc))
+
+    def _give_up(self, msg):
+        """Say why, stop the session (what it had exported stays) and record nothing more."""
         self.warnings.append(msg)
         print(msg, file=sys.stderr)
         self.disabled = True
