@@ -133,6 +133,11 @@ ALL = [
     # (Volta/Turing): a conv net with cuDNN's TF32 turned off, and a compiled bf16 MLP that must stay healthy
     "holdout21_fp32_convnet_notf32",
     "holdout21_healthy_compiled_mlp",
+    # twenty-second held-out set: an unfused SGD (every earlier optimizer pair was Adam), a per-step
+    # torch.cuda.synchronize() for a step timer with Python bookkeeping after it, and a healthy ViT with SDPA
+    "holdout22_sgd_foreach_off",
+    "holdout22_sync_step_timer",
+    "holdout22_healthy_vit_bf16",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]

@@ -1,0 +1,75 @@
+"""holdout22_healthy_vit_bf16: a ViT-style encoder trained in bf16 with SDPA: GPU-bound, healthy.
+
+Twenty-second held-out set: a healthy attention model of another shape than healthy_transformer_bf16 (patch
+embedding by a strided convolution, a class token, pre-norm blocks with F.scaled_dot_product_attention,
+a classification head). 8 blocks, width 768, 12 heads, MLP 3072, 196 patches + 1 token, batch 128,
+bf16 autocast, fused AdamW. Nothing to fix: it must be called healthy with and without with_stack.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ._util import Step, autocast, is_cuda
+
+NAME = "holdout22_healthy_vit_bf16"
+EXPECTED_KIND = "healthy"
+ROLE = "healthy"
+VARIANTS = ("before",)
+FIX = None
+DESCRIPTION = {"before": ("ViT-style encoder: 16x16 patch conv, class token, 8 pre-norm blocks (width 768, 12 heads, "
+                          "SDPA, MLP 3072), batch 128 of 224x224, bf16 autocast, fused AdamW")}
+WARMUP_STEPS = 6
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, h):
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, h), nn.Linear(h, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(a)
+        return x + self.down(F.gelu(self.up(self.n2(x))))
+
+
+class ViT(nn.Module):
+    def __init__(self, d, depth, heads, h, patch, img, classes):
+        super().__init__()
+        self.embed = nn.Conv2d(3, d, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.pos = nn.Parameter(torch.zeros(1, (img // patch) ** 2 + 1, d))
+        self.blocks = nn.Sequential(*[Block(d, heads, h) for _ in range(depth)])
+        self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, classes)
+
+    def forward(self, img):
+        x = self.embed(img).flatten(2).transpose(1, 2)
+        x = torch.cat((self.cls.expand(x.shape[0], -1, -1), x), dim=1) + self.pos
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def make(variant, device):
+    cuda = is_cuda(device)
+    d, depth, heads, h, batch, img = (768, 8, 12, 3072, 128, 224) if cuda else (32, 2, 2, 64, 2, 32)
+    torch.manual_seed(0)
+    model = ViT(d, depth, heads, h, 16, img, 1000).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
+    xs = [torch.randn(batch, 3, img, img, device=device) for _ in range(2)]
+    ys = [torch.randint(0, 1000, (batch,), device=device) for _ in range(2)]
+    st = {"i": 0}
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        opt.zero_grad(set_to_none=True)
+        with autocast(device):
+            out = model(xs[i % 2])
+        F.cross_entropy(out.float(), ys[i % 2]).backward()
+        opt.step()
+
+    return Step(step, info={"batch": batch, "width": d, "depth": depth, "heads": heads, "amp": "bf16",
+                            "attention": "F.scaled_dot_product_attention"})
