@@ -9,6 +9,9 @@ bf16 autocast, fused AdamW.
 before: step, torch.cuda.synchronize(), then the timer's bookkeeping.
 after:  the same step and the same bookkeeping, no synchronize (the timer measures dispatch, not the GPU; a
         user would read CUDA events a step late or sync every N steps).
+after_graph (added once the set was read, 2026-11-29: the tool ranked launch_overhead first, after the sync,
+        which nobody had measured): no synchronize, the step in one CUDA graph (capturable fused AdamW), the
+        same bookkeeping.
 """
 
 import io
@@ -19,18 +22,19 @@ import time
 import torch
 import torch.nn as nn
 
-from ._util import Step, autocast, is_cuda
+from ._util import Step, autocast, capture_graph, is_cuda
 
 NAME = "holdout22_sync_step_timer"
 EXPECTED_KIND = "sync_stall"
 ROLE = "pair"
-VARIANTS = ("before", "after")
+VARIANTS = ("before", "after", "after_graph")
 FIX = "drop the per-step torch.cuda.synchronize() (time with CUDA events read a step late, or sync every N steps)"
 DESCRIPTION = {
     "before": ("8 residual blocks (LayerNorm(2048), Linear(2048, 2048), GELU), batch 4096, bf16 autocast, fused "
                "AdamW; torch.cuda.synchronize() after each step, then a step timer's bookkeeping in Python "
                "(quantiles of the last 512 step times, a JSON log line)"),
     "after": "same step and bookkeeping, no torch.cuda.synchronize()",
+    "after_graph": "no torch.cuda.synchronize(), the step in one CUDA graph (capturable fused AdamW), same bookkeeping",
 }
 
 
@@ -48,19 +52,30 @@ def make(variant, device):
     d, batch, nblocks = (2048, 4096, 8) if cuda else (32, 8, 2)
     torch.manual_seed(0)
     model = nn.Sequential(*[Block(d) for _ in range(nblocks)]).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
+    graph = variant == "after_graph" and cuda
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None, capturable=graph)
     xs = [torch.randn(batch, d, device=device) for _ in range(2)]
+    sx = xs[0].clone()
     st = {"i": 0, "t": time.perf_counter(), "times": [0.001 * (1 + (k % 7)) for k in range(512)]}
     log = io.StringIO()
     synced = variant == "before"
 
-    def step():
-        i = st["i"] = st["i"] + 1
-        opt.zero_grad(set_to_none=True)
-        with autocast(device):
-            out = model(xs[i % 2])
+    def body(x):
+        opt.zero_grad(set_to_none=not graph)
+        # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
+        with autocast(device) if not graph else torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
+            out = model(x)
         out.float().pow(2).mean().backward()
         opt.step()
+    g = capture_graph(lambda: body(sx), warmup=3) if graph else None
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        if g is not None:
+            sx.copy_(xs[i % 2])
+            g.replay()
+        else:
+            body(xs[i % 2])
         if synced and cuda:
             torch.cuda.synchronize()
         now = time.perf_counter()
@@ -76,4 +91,5 @@ def make(variant, device):
             log.seek(0)
             log.truncate()
 
-    return Step(step, info={"batch": batch, "width": d, "blocks": nblocks, "synchronize_each_step": synced})
+    return Step(step, info={"batch": batch, "width": d, "blocks": nblocks, "synchronize_each_step": synced,
+                            "cuda_graph": graph})
