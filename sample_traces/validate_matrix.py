@@ -33,6 +33,10 @@ MEASURED_FIX = {
     "after_graph_only": ("launch_overhead",),
     "after_compile": ("fusion_candidates",),      # the model in torch.compile (default mode), nothing else
 }
+# Workloads scored otherwise than they were recorded: (role, expected kind). holdout22_healthy_vit_bf16 was
+# registered as healthy (79efc66); the tool's fusion_candidates (1.2x) on all its traces was then measured
+# (after_compile, b5b89a3): 1.27x and 1.29x, so it is a pair.
+REROLED = {"holdout22_healthy_vit_bf16": ("pair", "fusion_candidates")}
 # Pairs whose "after" changes the work per step (the comparison is per sample), not a fix of this step.
 NOT_COMPARABLE = {"large_vs_small_batch"}
 
@@ -350,7 +354,14 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The twenty-first held-out set (pre-registered at 2e9559c, after fp32_matmul learned cuDNN's FP32
         # convolutions): an H100 lease (2026-11-28 03:44Z) and the same lease in a second process (03:48Z; asked
         # as nvidia-h200, it stayed), recorded as gpu_clean18A/B and relabelled.
-        "h100_clean18A": "h100", "h100_clean18B": "h100"}
+        "h100_clean18A": "h100", "h100_clean18B": "h100",
+        # The twenty-second held-out set (committed as 79efc66 before it was recorded, the tool at 6b557e2):
+        # one H200 lease (2026-11-29 04:14Z-04:21Z), four processes: 19A/19B the matrix recorder alone (record's
+        # runs failed there: msgspec was installed for another interpreter), 19C/19D with `traceinsight record`.
+        "h200_clean19A": "h200", "h200_clean19B": "h200", "h200_clean19C": "h200", "h200_clean19D": "h200",
+        # The set's two unmeasured top findings measured (committed as b5b89a3 first; the same H200 host, a second
+        # lease, 04:25Z-04:26Z, two processes): the timer's step graphed without its sync, the ViT compiled.
+        "h200_clean19E": "h200", "h200_clean19F": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -370,6 +381,8 @@ def rows(jobs: int = 2, only: set | None = None, measured: bool = False) -> list
             continue
         man = json.loads((MATRIX / run / "manifest.json").read_text())
         by = {(e["workload"], e["variant"]): e for e in man["entries"]}
+        by = {k: ({**e, "role": REROLED[k[0]][0], "expected_kind": REROLED[k[0]][1]} if k[0] in REROLED else e)
+              for k, e in by.items()}
         for (wl, var), e in sorted(by.items()):
             if only and wl not in only:
                 continue
