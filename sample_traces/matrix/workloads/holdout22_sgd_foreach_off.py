@@ -3,7 +3,8 @@
 Twenty-second held-out set (written after the FP32 convolutions and the code-shape review of 2026-11-28): the
 unfused optimizer on SGD rather than Adam (every earlier pair used Adam or AdamW), a deeper model with more and
 smaller tensors. 16 residual blocks [LayerNorm(384), Linear(384, 1536), GELU, Linear(1536, 384)] + head
-(97 parameter tensors, 9.5M parameters), batch 1024, bf16 autocast, SGD(lr, momentum=0.9, weight_decay=1e-4).
+(98 parameter tensors, 18.9M parameters; the recorded manifests' descriptions say 97), batch 1024, bf16 autocast,
+SGD(lr, momentum=0.9, weight_decay=1e-4).
 before: SGD(..., foreach=False): one small kernel (or three) per tensor for weight decay, momentum and update.
 after:  SGD(..., fused=True).
 after_graph_only: the unfused SGD kept, the whole step captured in one CUDA graph (the launch fix alone, so the
@@ -14,6 +15,7 @@ import torch
 import torch.nn as nn
 
 from ._util import Step, autocast, capture_graph, is_cuda, replay_step
+from .holdout21_healthy_compiled_mlp import Block     # [LayerNorm, up, GELU, down] + residual
 
 NAME = "holdout22_sgd_foreach_off"
 EXPECTED_KIND = "unfused_optimizer"
@@ -21,20 +23,11 @@ ROLE = "pair"
 VARIANTS = ("before", "after", "after_graph_only")
 FIX = "torch.optim.SGD(fused=True) instead of SGD(foreach=False)"
 DESCRIPTION = {
-    "before": ("16 residual MLP blocks (LayerNorm(384), 384->1536->384, GELU) + head, 97 param tensors, batch 1024, "
+    "before": ("16 residual MLP blocks (LayerNorm(384), 384->1536->384, GELU) + head, 98 param tensors, batch 1024, "
                "bf16 autocast, SGD(momentum=0.9, weight_decay=1e-4, foreach=False)"),
     "after": "same model, SGD(momentum=0.9, weight_decay=1e-4, fused=True)",
     "after_graph_only": "same model and SGD(foreach=False), the whole step in one CUDA graph",
 }
-
-
-class Block(nn.Module):
-    def __init__(self, d, h):
-        super().__init__()
-        self.norm, self.up, self.down = nn.LayerNorm(d), nn.Linear(d, h), nn.Linear(h, d)
-
-    def forward(self, x):
-        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
 
 
 def make(variant, device):
