@@ -1537,3 +1537,19 @@ def test_twenty_second_held_out_set(clean_rows):
     assert sum(r["top"] == "sync_stall" for r in nosync) <= 1
     # The fusion the tool found on the "healthy" ViT is real, and its size within 25% on every row.
     assert all(abs(r["err_pct"]) <= 25 for r in vit)
+
+
+def test_compiled_code_under_with_stack_is_named_a_limit():
+    # The twenty-second set's compiled ViT: its with_stack steps ran 55-77 ms against 26.2 ms un-profiled, the
+    # tool took 23 ms out and called it launch-bound; its default-options trace reads 26.3 ms, healthy. The
+    # with_stack trace says its estimate's weak point; the default one and the eager ViT's do not.
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    run = ROOT / "sample_traces/matrix/h200_clean19E"
+
+    def limits(name):
+        return [x for x in document(analyze_file(run / name))["trace"]["limits"] if x.startswith("Compiled code")]
+    got = limits("holdout22_healthy_vit_bf16__after_compile__stack.json.gz")
+    assert len(got) == 1 and "7,821 Python calls a step" in got[0] and "default options" in got[0]
+    assert not limits("holdout22_healthy_vit_bf16__after_compile__default.json.gz")
+    assert not limits("holdout22_healthy_vit_bf16__before__stack.json.gz")
