@@ -157,6 +157,17 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     return out
 
 
+def python_in_steps(model: TraceModel) -> np.ndarray:
+    """Mask over the CPU events: recorded Python calls inside a step (frames before the first step and after the
+    last are not any step's); every call when the trace has no steps."""
+    is_py = (model.cpu["kind"] == "python").to_numpy()
+    if not len(model.steps):
+        return is_py
+    inside = np.zeros(len(is_py), bool)
+    inside[is_py] = step_at(model.steps, model.cpu["ts"].to_numpy()[is_py], "cpu_start", "cpu_end") >= 0
+    return inside
+
+
 # Python calls a step inside torch.compile regions from which with_stack's cost is the estimate's weak point.
 COMPILED_PY_CALLS = 300
 
@@ -169,7 +180,7 @@ def _compiled_under_stack(model: TraceModel) -> str | None:
     twenty-second set's compiled ViT, 2.1-2.9x its un-profiled step)."""
     if measured_unprofiled_us(model) is not None or not len(model.steps) or model.cpu.empty:
         return None
-    py = (model.cpu["kind"] == "python").to_numpy()
+    py = python_in_steps(model)
     if not py.any():
         return None
     per_step = int((py & in_compiled_region(model)).sum() / len(model.steps))
@@ -194,13 +205,10 @@ def _recording_note(rec: dict) -> str | None:
 def profiler_note(model: TraceModel) -> str:
     """What the profiler's own options did to this trace's CPU times, in one sentence."""
     n = max(1, len(model.steps))
-    # (frames before the first step and after the last are not any step's)
-    is_py = (model.cpu["kind"] == "python").to_numpy()
-    py_ts = model.cpu["ts"].to_numpy()[is_py]
-    inside = step_at(model.steps, py_ts, "cpu_start", "cpu_end") >= 0 if len(model.steps) else np.ones(len(py_ts), bool)
+    inside = python_in_steps(model)
     py = int(inside.sum())
     # A C built-in's call costs the profiler less than a frame (trace/profiler_cost.BUILTIN_CALL_SHARE).
-    builtin = int((inside & model.cpu_match(BUILTIN_CALL)[is_py]).sum())
+    builtin = int((inside & model.cpu_match(BUILTIN_CALL)).sum())
     mem = int(model.meta.get("n_memory_events", 0))
     on = []
     if py:

@@ -57,3 +57,20 @@ def replay_step(g, feeds, after=None):
         if after is not None:
             after(i)
     return step
+
+
+def graphed_train_step(model, opt, d, batch, device, pool=2):
+    """A bf16 training step (zero_grad, forward, squared-mean loss, backward, ``opt.step()``) captured in one CUDA
+    graph; returns the step function, which replays it over a pool of ``pool`` random (batch, d) inputs."""
+    xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
+    sx = xs[0].clone()
+
+    def body():
+        opt.zero_grad(set_to_none=False)
+        # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
+            out = model(sx)
+        out.float().pow(2).mean().backward()
+        opt.step()
+
+    return replay_step(capture_graph(body, warmup=3), [(sx, xs)])

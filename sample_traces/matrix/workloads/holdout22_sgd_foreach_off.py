@@ -14,7 +14,7 @@ after_graph_only: the unfused SGD kept, the whole step captured in one CUDA grap
 import torch
 import torch.nn as nn
 
-from ._util import Step, autocast, capture_graph, is_cuda, replay_step
+from ._util import Step, autocast, graphed_train_step, is_cuda
 from .holdout21_healthy_compiled_mlp import Block     # [LayerNorm, up, GELU, down] + residual
 
 NAME = "holdout22_sgd_foreach_off"
@@ -61,17 +61,6 @@ def make(variant, device):
 
 def graphed(model, params, kw, d, batch, device, pool=2):
     opt = torch.optim.SGD(params, foreach=False, **kw)
-    xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
-    sx = xs[0].clone()
-
-    def body():
-        opt.zero_grad(set_to_none=False)
-        # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
-            out = model(sx)
-        out.float().pow(2).mean().backward()
-        opt.step()
-
-    step = replay_step(capture_graph(body, warmup=3), [(sx, xs)])
+    step = graphed_train_step(model, opt, d, batch, device, pool)
     return Step(step, info={"param_tensors": len(params), "optimizer": "SGD(foreach=False)", "batch": batch,
                             "width": d, "cuda_graph": True})

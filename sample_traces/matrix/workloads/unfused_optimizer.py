@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from workloads.unfused_optimizer import Block
 
-from ._util import Step, autocast, capture_graph, is_cuda, replay_step
+from ._util import Step, autocast, graphed_train_step, is_cuda
 
 NAME = "unfused_optimizer"
 EXPECTED_KIND = "unfused_optimizer"
@@ -60,17 +60,6 @@ def make(variant, device):
 
 def graphed(model, params, d, batch, device, pool=2):
     opt = torch.optim.Adam(params, lr=1e-4, foreach=False, capturable=True)
-    xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
-    sx = xs[0].clone()
-
-    def body():
-        opt.zero_grad(set_to_none=False)
-        # The autocast weight cache must be off inside a graph (torch.cuda.graph docs).
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
-            out = model(sx)
-        out.float().pow(2).mean().backward()
-        opt.step()
-
-    step = replay_step(capture_graph(body, warmup=3), [(sx, xs)])
+    step = graphed_train_step(model, opt, d, batch, device, pool)
     return Step(step, info={"param_tensors": len(params), "optimizer": "Adam(foreach=False, capturable=True)",
                             "batch": batch, "width": d, "cuda_graph": True})
