@@ -138,6 +138,11 @@ ALL = [
     "holdout22_sgd_foreach_off",
     "holdout22_sync_step_timer",
     "holdout22_healthy_vit_bf16",
+    # twenty-third held-out set: channels_last on a bf16 bottleneck ResNet (training) and on its fp16 inference
+    # (cuDNN's batch norm inference kernels), and torch.cuda.empty_cache() after every step
+    "holdout23_layout_resnet_bf16",
+    "holdout23_layout_eval_fp16",
+    "holdout23_empty_cache_step",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
