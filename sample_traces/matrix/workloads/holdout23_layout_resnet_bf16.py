@@ -69,7 +69,8 @@ def make(variant, device, pool=4):
     xs = [torch.randn(batch, 3, hw, hw, device=device).to(memory_format=fmt) for _ in range(pool)]
     ys = [torch.randint(0, 100, (batch,), device=device) for _ in range(pool)]
     graph = variant == "after_graph_only" and cuda
-    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, **({"capturable": True} if graph else {}))
+    # (SGD keeps no step count on the host: it needs no capturable flag to be graphed.)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
     st = {"i": 0}
 
     def close():
