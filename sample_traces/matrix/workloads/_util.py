@@ -59,9 +59,10 @@ def replay_step(g, feeds, after=None):
     return step
 
 
-def graphed_train_step(model, opt, d, batch, device, pool=2):
+def graphed_train_step(model, opt, d, batch, device, pool=2, after=None):
     """A bf16 training step (zero_grad, forward, squared-mean loss, backward, ``opt.step()``) captured in one CUDA
-    graph; returns the step function, which replays it over a pool of ``pool`` random (batch, d) inputs."""
+    graph; returns the step function, which replays it over a pool of ``pool`` random (batch, d) inputs and then
+    calls ``after(i)`` if given."""
     xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
     sx = xs[0].clone()
 
@@ -73,4 +74,4 @@ def graphed_train_step(model, opt, d, batch, device, pool=2):
         out.float().pow(2).mean().backward()
         opt.step()
 
-    return replay_step(capture_graph(body, warmup=3), [(sx, xs)])
+    return replay_step(capture_graph(body, warmup=3), [(sx, xs)], after=after)
