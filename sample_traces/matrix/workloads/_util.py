@@ -59,10 +59,9 @@ def replay_step(g, feeds, after=None):
     return step
 
 
-def graphed_train_step(model, opt, d, batch, device, pool=2, after=None):
+def graphed_train_step(model, opt, d, batch, device, pool=2):
     """A bf16 training step (zero_grad, forward, squared-mean loss, backward, ``opt.step()``) captured in one CUDA
-    graph; returns the step function, which replays it over a pool of ``pool`` random (batch, d) inputs and then
-    calls ``after(i)`` if given."""
+    graph; returns the step function, which replays it over a pool of ``pool`` random (batch, d) inputs."""
     xs = [torch.randn(batch, d, device=device) for _ in range(pool)]
     sx = xs[0].clone()
 
@@ -74,4 +73,4 @@ def graphed_train_step(model, opt, d, batch, device, pool=2, after=None):
         out.float().pow(2).mean().backward()
         opt.step()
 
-    return replay_step(capture_graph(body, warmup=3), [(sx, xs)], after=after)
+    return replay_step(capture_graph(body, warmup=3), [(sx, xs)])
