@@ -376,7 +376,17 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean19A": "h200", "h200_clean19B": "h200", "h200_clean19C": "h200", "h200_clean19D": "h200",
         # The set's two unmeasured top findings measured (committed as b5b89a3 first; the same H200 host, a second
         # lease, 04:25Z-04:26Z, two processes): the timer's step graphed without its sync, the ViT compiled.
-        "h200_clean19E": "h200", "h200_clean19F": "h200"}
+        "h200_clean19E": "h200", "h200_clean19F": "h200",
+        # The twenty-third held-out set (committed as b8f53a0 before it was recorded, the tool at 88cbdba): one
+        # H200 lease (2026-11-29 07:06Z-07:11Z), five processes: 20A with `traceinsight record` (its ResNet's
+        # after_graph_only failed: SGD takes no capturable flag, mended in 7fe58d1), 20B-E the recorder alone.
+        "h200_clean20A": "h200", "h200_clean20B": "h200", "h200_clean20C": "h200", "h200_clean20D": "h200",
+        "h200_clean20E": "h200",
+        # The set's unmeasured top finding measured (the empty_cache step graphed; committed first as 58adfb0 and
+        # 5ee1689): the same host, a second and a third lease (07:15Z, 07:16Z), two processes each. 20F/G's graph
+        # variant (empty_cache still after each replay) failed with an illegal memory access; 20H/I graph the
+        # step without it (the tool's plan: the sync, then the launches).
+        "h200_clean20F": "h200", "h200_clean20G": "h200", "h200_clean20H": "h200", "h200_clean20I": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -22,6 +22,7 @@ SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
     lambda: fixes.ScaleKernels("", 0.5),
     lambda: fixes.DropKernels("(unclosed"),
     lambda: fixes.Unblock(()),
+    lambda: fixes.DropCalls(()),
     lambda: fixes.FusedOptimizer(((0.0, 1.0, "t"),), 1.5),
     lambda: fixes.FuseChains(((1,),)),
     lambda: fixes.FuseChains(((1, 2),), cost=0.0),
@@ -55,6 +56,19 @@ def test_fixes_compose_in_either_order(compiled):
     assert a == pytest.approx(b)
     # Both together save at least what either saves alone, and leave a step above zero.
     assert 0 < a <= host_only < base
+
+
+def test_dropped_calls_take_their_own_time_and_no_more(compiled):
+    # The calls go; the CPU work between them stays: the step gets shorter by at most what the calls took.
+    import numpy as np
+    cpu = compiled.nodes
+    calls = [int(r) for kind, r in cpu if kind == "cpu"][:50]
+    state = replay.apply(compiled, (fixes.DropCalls(tuple(calls)),))
+    idx = np.array([compiled.cpu_pos[r] for r in calls])
+    assert (state.dur[idx] == 0).all()
+    base = replay.simulate(replay.apply(compiled)).median_us
+    after = replay.simulate(state).median_us
+    assert after <= base
 
 
 def test_combine_keeps_order_and_drops_repeats():

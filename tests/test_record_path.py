@@ -72,7 +72,7 @@ def held_out_rows():
     """The held-out clean hosts (*_clean2A/B: an H100 and an H200, the whole matrix), scored on the record
     path."""
     import validate_matrix as vm
-    runs = {k: v for k, v in vm.RUNS.items() if "_clean2" in k}
+    runs = {k: v for k, v in vm.RUNS.items() if vm.clean_set(k) == 2}
     saved = vm.RUNS
     vm.RUNS = runs
     try:

@@ -211,6 +211,18 @@ class Unblock:
 
 
 @dataclass(frozen=True)
+class DropCalls:
+    """These runtime calls (cpu rows) are no longer made; the CPU work around them stays. The caching
+    allocator's cudaMalloc calls once torch.cuda.empty_cache() no longer hands its blocks back: it reuses them."""
+    rows: tuple[int, ...]
+
+    def __post_init__(self):
+        if not self.rows:
+            raise ValueError("DropCalls needs at least one call")
+        object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
+
+
+@dataclass(frozen=True)
 class PinCopies:
     """Pageable copies become pinned, asynchronous, and prefetched on a stream of their own.
 

@@ -15,8 +15,8 @@ before the thirteenth until 2026-11-27, held 8 in 10 of the rows it was fitted o
 The replay's range alone held 397 of the 702 clean rows that have one (57%).
 A kind measured on fewer than 3 programs (dependency_wait: 1) or not at all (collective_wait, exposed
 communication) gets no band, nor does one whose own measured fixes land in the band it would get far less
-often than 8 in 10 (SPREAD: layout_permute, 23 of 34; channels_last measured slower on some hosts): the
-report says it is not validated, and why.
+often than 8 in 10 (SPREAD; layout_permute was, 23 of 34, until its estimate counted batch norm on
+2026-11-29): the report says it is not validated, and why.
 """
 from __future__ import annotations
 

@@ -298,6 +298,11 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
         s.feed[cpu] = s.feed[cpu] / f
 
 
+def _drop_calls(c: Compiled, s: State, fx: fixes.DropCalls, _bw: float) -> None:
+    idx = np.array([c.cpu_pos[r] for r in fx.rows if r in c.cpu_pos], dtype=np.int64)
+    s.dur[idx] = 0.0
+
+
 def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:
     # The launch call goes; the dispatch before it stays: the op that ran the transform (a cuDNN
     # convolution) still sets up its descriptors and plan in the other layout. Measured: channels_last
@@ -366,6 +371,7 @@ _APPLY = {
     fixes.Unblock: _unblock,
     fixes.PinCopies: _pin_copies,
     fixes.DropKernels: _drop_kernels,
+    fixes.DropCalls: _drop_calls,
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,
     fixes.FuseChains: _fuse_chains,
