@@ -143,6 +143,10 @@ ALL = [
     "holdout23_layout_resnet_bf16",
     "holdout23_layout_eval_fp16",
     "holdout23_empty_cache_step",
+    # twenty-fourth held-out set: the bottleneck ResNet in fp32 on TF32 (PyTorch's fp32 batch norm), and
+    # torch.cuda.empty_cache() after every batch of a transformer's inference loop
+    "holdout24_layout_resnet_fp32",
+    "holdout24_empty_cache_eval",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
