@@ -1602,6 +1602,24 @@ def test_twenty_third_held_out_set(clean_rows):
     assert all(abs(r["err_pct"]) <= 25 for r in resnet)
 
 
+def test_twenty_fourth_held_out_set(clean_rows):
+    # Pre-registered at b468cf6 (the tool at 4d6dcc6, unchanged for the set), recorded on one H200 host in three
+    # processes: the bottleneck ResNet in fp32 on TF32 (PyTorch's fp32 batch norm, which the twenty-third set's
+    # 0.42x was fitted on in bf16 only) and an inference loop with torch.cuda.empty_cache() after every batch (the
+    # cudaMalloc rule, fitted on a training loop). As committed: 19 of 24 within 25%, 22 within 50%, top 22.
+    got = [r for r in pairs(clean_rows) if r["run"].startswith("h200_clean21")]
+    assert len(got) == 24
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 19 and sum(abs(r["err_pct"]) <= 50 for r in got) >= 22
+    assert sum(r["ok_top"] for r in got) >= 22
+    # Both fits held where they were not made: channels_last on the fp32 net, and the eval loop's empty_cache
+    # removal on the two processes whose un-profiled before-step was steady (21A's p90 ran 1.5x its median).
+    layout = [r for r in got if r["workload"] == "holdout24_layout_resnet_fp32" and r["variant"] == "after"]
+    assert len(layout) == 6 and all(abs(r["err_pct"]) <= 20 for r in layout)
+    cache = [r for r in got if r["workload"] == "holdout24_empty_cache_eval" and r["variant"] == "after"
+             and r["run"] != "h200_clean21A"]
+    assert len(cache) == 4 and all(abs(r["err_pct"]) <= 15 for r in cache)
+
+
 def test_an_empty_cache_in_the_loop_also_costs_the_allocator_its_blocks():
     from traceinsight.report.analyze import analyze_file
     from traceinsight.report.document import document
