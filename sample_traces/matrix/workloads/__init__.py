@@ -147,6 +147,10 @@ ALL = [
     # torch.cuda.empty_cache() after every batch of a transformer's inference loop
     "holdout24_layout_resnet_fp32",
     "holdout24_empty_cache_eval",
+    # twenty-fifth held-out set: causal attention written out by hand (scale, masked_fill, softmax) ->
+    # F.scaled_dot_product_attention, in inference (the program any model is fitted on) and in training
+    "holdout25_attention_infer",
+    "holdout25_attention_train",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
