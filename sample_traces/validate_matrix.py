@@ -389,7 +389,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean20F": "h200", "h200_clean20G": "h200", "h200_clean20H": "h200", "h200_clean20I": "h200",
         # The twenty-fourth held-out set (committed as b468cf6 before it was recorded, the tool at 4d6dcc6): one H200
         # lease (2026-11-29 08:47Z-08:49Z), three processes, 21A with `traceinsight record`.
-        "h200_clean21A": "h200", "h200_clean21B": "h200", "h200_clean21C": "h200"}
+        "h200_clean21A": "h200", "h200_clean21B": "h200", "h200_clean21C": "h200",
+        # The twenty-fifth held-out set (committed as 381e1ee before it was recorded, the tool at f2d3a78): one H200
+        # lease (2026-11-29 10:31Z-10:34Z), four processes, 22A with `traceinsight record`.
+        "h200_clean22A": "h200", "h200_clean22B": "h200", "h200_clean22C": "h200", "h200_clean22D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

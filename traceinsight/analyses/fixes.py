@@ -321,7 +321,9 @@ class FuseChains:
     need a pass each even fused (`pass_cost` each), or a loop over one tensor, which needs one. `passes`
     per chain: the passes the trace shows (k where Python stacks show k calls, else 1); `repeats`: the
     most it may need (1 where the stacks show a loop). With `split` the repeats are paid instead.
-    `bounds`, two (cost, arith_scale, split, pass_cost) ends, makes the estimate a range."""
+    A chain a library kernel replaces (written-out attention -> F.scaled_dot_product_attention) costs
+    that kernel instead: `library` per chain, in us (0: not such a chain), times `library_scale`.
+    `bounds`, two (cost, arith_scale, split, pass_cost, library_scale) ends, makes the estimate a range."""
     chains: tuple[tuple[int, ...], ...]
     cost: float = 1.5
     arith: tuple[float, ...] = ()
@@ -330,7 +332,9 @@ class FuseChains:
     passes: tuple[int, ...] = ()
     pass_cost: float = 1.0
     split: bool = False
-    bounds: tuple[tuple[float, float, bool, float], tuple[float, float, bool, float]] | None = None
+    library: tuple[float, ...] = ()
+    library_scale: float = 1.0
+    bounds: tuple[tuple[float, float, bool, float, float], tuple[float, float, bool, float, float]] | None = None
 
     @property
     def RANGE_NOTE(self) -> str:
@@ -343,24 +347,32 @@ class FuseChains:
         if not self.chains or any(len(c) < 2 for c in self.chains):
             raise ValueError("FuseChains needs chains of at least two kernels")
         n = len(self.chains)
-        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes)):
+        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes, self.library)):
             raise ValueError("FuseChains needs one arithmetic cost, repeat and pass count per chain")
-        for f in (self.cost, self.pass_cost, *(b[0] for b in self.bounds or ()), *(b[3] for b in self.bounds or ())):
+        for f in (self.cost, self.pass_cost, self.library_scale,
+                  *(b[i] for b in self.bounds or () for i in (0, 3, 4))):
             if not f > 0:
                 raise ValueError(f"FuseChains cost must be > 0, got {f}")
-        if any(a < 0 for a in (*self.arith, self.arith_scale, *(b[1] for b in self.bounds or ()))):
-            raise ValueError("FuseChains arithmetic costs must be >= 0")
+        if any(a < 0 for a in (*self.arith, *self.library, self.arith_scale, *(b[1] for b in self.bounds or ()))):
+            raise ValueError("FuseChains arithmetic and library costs must be >= 0")
         if any(r < 1 for r in (*self.repeats, *self.passes)):
             raise ValueError("FuseChains repeat and pass counts must be >= 1")
         object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
         object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * n)
         object.__setattr__(self, "passes", tuple(int(r) for r in self.passes) or (1,) * n)
+        object.__setattr__(self, "library", tuple(float(a) for a in self.library) or (0.0,) * n)
         object.__setattr__(self, "repeats", tuple(max(int(r), p) for r, p in
                                                   zip(self.repeats or (1,) * n, self.passes)))
 
-    def at(self, end: tuple[float, float, bool, float]) -> "FuseChains":
+    def at(self, end: tuple[float, float, bool, float, float]) -> "FuseChains":
         """The same fix at one end of its range."""
-        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3], bounds=None)
+        return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3],
+                       library_scale=end[4], bounds=None)
+
+    def fused_us(self, k: int, total_us: float, mean_us: float) -> float:
+        """Chain k's fused kernel(s) in us, given its kernels' total and mean time: never more than the total."""
+        fused = self.library[k] * self.library_scale if self.library[k] else self.fused_cost(k) * mean_us
+        return min(total_us, fused)
 
     def fused_cost(self, k: int) -> float:
         """Chain k's fused kernel(s), in its mean kernels."""

@@ -20,8 +20,10 @@ chain that is k exact repeats of one kernel sequence (a function called on k ten
 the trace cannot tell) pays k passes at that end. Measured on held-out chains (H100): a hand-written
 LayerNorm called 3 times and a GELU on 4 activations took 3.4 mean kernels fused (a pass per call), 8-12
 times what one pass would.
-Only reported when the GPU is the bottleneck (busy most of the step): when the CPU is, launch_overhead
-already says so.
+Attention written out by hand is one such chain with GEMMs at its ends, which a library kernel replaces
+whole (analyses/attention.py): where a step has it, that is the finding's fix and estimate.
+Only reported when the GPU is the bottleneck (busy most of the step, or of the un-profiled step): when the
+CPU is, launch_overhead already says so.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ import numpy as np
 from ..trace.facts import host_copies
 from ..trace.gpu_specs import bandwidth_to_compute
 from ..trace.kernel_names import normalize_kernel
+from ..trace.profiler_cost import unprofiled_step_us
+from . import attention
 from .base import KERNELS_GO, Context, Finding, KindSpec, user_frame_row
 from .fixes import FuseChains
 
@@ -57,8 +61,9 @@ ARITH_COST = 0.024         # per other op (an add, a multiply, a clamp per eleme
 HALF = r"BFloat16|Half|bfloat16|half|bf16|fp16"   # a 16-bit chain: x2 (half the bytes, same arithmetic)
 PASS_COST = 1.0           # each pass of a chain that several calls make (measured 0.9-1.1 mean kernels;
                           # the range: 0.75-1.5)
-# (memory pass, arithmetic scale, a pass per repeat, cost per pass) at the best and the worst end.
-COST_RANGE = ((1.0, 0.0, False, 0.75), (3.0, 1.5, True, 1.5))
+# (memory pass, arithmetic scale, a pass per repeat, cost per pass, a library kernel's scale) at the best and
+# the worst end.
+COST_RANGE = ((1.0, 0.0, False, 0.75, attention.RANGE[0]), (3.0, 1.5, True, 1.5, attention.RANGE[1]))
 
 
 def _chains(ctx: Context) -> list[np.ndarray]:
@@ -112,11 +117,25 @@ def analyze(ctx: Context) -> list[Finding]:
     m = ctx.model
     steps = m.steps[m.steps["step"].isin(ctx.full_steps)]
     busy = float(steps["gpu_busy"].median()) if len(steps) else 0.0
-    if not len(m.gpu) or busy < MIN_BUSY_SHARE * ctx.median_step_us:
+    if not len(m.gpu):
         return []
-    chains = _chains(ctx)
-    if not chains:
+    profiled_bound = busy >= MIN_BUSY_SHARE * ctx.median_step_us
+    if not profiled_bound:
+        # For written-out attention, GPU-bound without the profiler is enough: its CPU cost can hide that (a
+        # training step profiled at 34 ms ran in 19 ms, 18.5 of them GPU work; holdout25_attention_train).
+        # Not for the other chains: so gated, they headlined sync-bound steps (item_logging_large,
+        # sync_mask_loss) and read +26..+56% high against their compiled steps (20 more top misses).
+        unprofiled = unprofiled_step_us(m, ctx.full_steps)
+        if unprofiled is None or busy < MIN_BUSY_SHARE * unprofiled:
+            return []
+    # Written-out attention is a chain a library kernel replaces: its elementwise runs are not fused apart,
+    # and where there is one, the fix is that call (the other chains are torch.compile's, a later step).
+    cores = attention.cores(ctx, ELEMENTWISE)
+    taken = {r for c in cores for r in c.rows}
+    chains = [c for c in _chains(ctx) if not taken.intersection(c.tolist())] if profiled_bound or cores else []
+    if not chains and not cores:
         return []
+    rest, chains = (chains, []) if cores else ([], chains)
     dur = m.gpu["dur"]
     arith = _arithmetic(m, chains)
     repeats = [_repeats(m.gpu["name"].to_numpy()[c]) for c in chains]
@@ -128,15 +147,18 @@ def analyze(ctx: Context) -> list[Finding]:
     found = list(repeats)
     passes = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
     repeats = tuple(1 if c == 0 else k for k, c in zip(repeats, calls))
+    fx = FuseChains(tuple(tuple(int(r) for r in c) for c in chains) + tuple(c.rows for c in cores), FUSED_COST,
+                    arith + (0.0,) * len(cores), repeats=repeats + (1,) * len(cores),
+                    passes=passes + (1,) * len(cores), pass_cost=PASS_COST,
+                    library=(0.0,) * len(chains) + tuple(c.fused_us for c in cores), bounds=COST_RANGE)
     saved, step = [], []
-    for c, a, p in zip(chains, arith, passes):
-        d = dur.loc[c].to_numpy()
-        memory = max(FUSED_COST, p * PASS_COST) if p > 1 else FUSED_COST
-        saved.append(max(0.0, float(d.sum()) - max(memory, a) * float(d.mean())))
+    for k, c in enumerate(fx.chains):
+        d = dur.loc[list(c)].to_numpy()
+        saved.append(max(0.0, float(d.sum()) - fx.fused_us(k, float(d.sum()), float(d.mean()))))
         step.append(ctx.step_of(np.array([m.gpu.at[c[0], "ts"]]))[0])
     per_step = np.bincount(np.searchsorted(ctx.full_steps, step), weights=saved, minlength=len(ctx.full_steps))
     lost = float(np.median(per_step)) if len(per_step) else 0.0
-    lengths = np.array([len(c) for c in chains])
+    lengths = np.array([len(c) for c in chains] or [0])
     names = m.gpu["name"]
     longest = sorted(chains, key=len, reverse=True)[:3]
     ev = {"chains_per_step": round(len(chains) / ctx.n_full, 1),
@@ -159,17 +181,36 @@ def analyze(ctx: Context) -> list[Finding]:
                if how == k else
                f"the estimate takes one memory pass (a loop over one tensor), the range's worst end {k} "
                f"({k} calls on {k} tensors); record with_stack=True to tell them apart"))
-    return [Finding(
-        kind=SPEC.kind,
-        title=f"Chains of small elementwise kernels ({ev['mean_chain_length']} per chain on average) that a "
-              f"compiler could fuse: fusing them would cut the GPU's busy time by about "
-              f"{ev['pct_of_gpu_busy']}%",
-        lost_per_step_us=lost, lost_total_us=float(sum(saved)),
-        fix="Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton "
-            "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).",
-        confidence="low" if lengths.mean() < 4 else "medium", evidence=ev,
-        fixes=(FuseChains(tuple(tuple(int(r) for r in c) for c in chains), FUSED_COST, arith, repeats=repeats,
-                          passes=passes, pass_cost=PASS_COST, bounds=COST_RANGE),))]
+    title = (f"Chains of small elementwise kernels ({ev['mean_chain_length']} per chain on average) that a "
+             f"compiler could fuse: fusing them would cut the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
+    fix = ("Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton "
+           "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).")
+    if cores:
+        _attention_evidence(ev, cores, names, ctx)
+        ev["chains_left_per_step"] = round(len(rest) / ctx.n_full, 1)
+        title = (f"Attention written out by hand (q @ k^T, softmax, @ v; {ev['attention_cores_per_step']:g} a step, "
+                 f"{ev['attention_kernel_ms_per_step']} ms of GPU work): one fused kernel instead would cut the "
+                 f"GPU's busy time by about {ev['pct_of_gpu_busy']}%")
+        fix = ("Replace the written-out attention with F.scaled_dot_product_attention(q, k, v, attn_mask=..., "
+               "is_causal=...): one fused kernel that keeps the scores on chip and reads q, k, v as strided views."
+               + (f" Then torch.compile(model) can fuse the {len(rest) / ctx.n_full:g} chains of elementwise "
+                  "kernels a step left beside it (not in this estimate)." if rest else ""))
+    return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
+                    confidence="medium" if cores or lengths.mean() >= 4 else "low", evidence=ev, fixes=(fx,))]
+
+
+def _attention_evidence(ev: dict, cores: list, names, ctx: Context) -> None:
+    """What the report shows of the written-out attention (medians per full step): how many cores, their
+    kernel time, the fused kernels' modelled time, and one core's kernels."""
+    step = np.searchsorted(ctx.full_steps, ctx.step_of(ctx.model.gpu.loc[[c.rows[0] for c in cores], "ts"].to_numpy()))
+
+    def per_step(w) -> float:
+        return float(np.median(np.bincount(step, weights=w, minlength=len(ctx.full_steps))))
+    ev["attention_cores_per_step"] = per_step([1.0] * len(cores))
+    ev["attention_backward_cores_per_step"] = per_step([float(c.backward) for c in cores])
+    ev["attention_kernel_ms_per_step"] = round(per_step([c.total_us for c in cores]) / 1000, 3)
+    ev["attention_fused_ms_per_step"] = round(per_step([c.fused_us for c in cores]) / 1000, 3)
+    ev["attention_core"] = " -> ".join(_short(n) for n in names.loc[list(cores[0].rows)])[:600]
 
 
 def _arithmetic(m, chains: list[np.ndarray]) -> tuple[float, ...]:

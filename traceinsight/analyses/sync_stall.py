@@ -10,6 +10,7 @@ import re
 import numpy as np
 
 
+from ..trace.model import DEVICE_FREE, FREE_CALL
 from ..trace.facts import blocking_calls
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
@@ -46,7 +47,7 @@ CALL_FIXES = (
     (re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize"),
      "an explicit synchronize (torch.cuda.synchronize(), stream or event .synchronize()) waits for all queued "
      "GPU work: drop it from the loop, or keep one only where you time or read a result"),
-    (re.compile(r"^(?:cuda|hip)Free"),
+    (re.compile(FREE_CALL),
      "the caching allocator handed memory back to the driver, which synchronizes the device: no "
      "torch.cuda.empty_cache() in the loop; near the memory limit, less fragmentation "
      "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or a smaller peak"),
@@ -163,8 +164,7 @@ def analyze(ctx: Context) -> list[Finding]:
                     as_prerequisite="" if len(inner) == len(ev_sites) else _inside(inner))]
 
 
-# The caching allocator handing memory back to the driver (torch.cuda.empty_cache()), and asking for it again.
-ALLOCATOR_FREE = re.compile(r"^(?:cuda|hip)Free$")
+# The caching allocator asking the driver for memory again (after torch.cuda.empty_cache() gave it back).
 ALLOCATOR_MALLOC = r"^(?:cuda|hip)Malloc$"
 
 
@@ -174,7 +174,7 @@ def _allocator_refills(ctx: Context, blockers: list[int]) -> tuple[int, ...]:
     its removal on an H200 (holdout23_empty_cache_step), where the wait alone predicted 1.09-1.15x."""
     cpu = ctx.model.cpu
     names = cpu["name"].to_numpy()
-    if not any(ALLOCATOR_FREE.match(str(names[b])) for b in blockers):
+    if not any(re.match(DEVICE_FREE, str(names[b])) for b in blockers):
         return ()
     m = cpu[(cpu["kind"] == "runtime").to_numpy() & ctx.model.cpu_match(ALLOCATOR_MALLOC)]
     inside = ctx.cpu_step_of(m["ts"].to_numpy()) >= 0 if len(m) else np.zeros(0, bool)

@@ -115,6 +115,10 @@ class Compiled:
         self.queued_gap = self._queued_gap()
         self._gpu_names: tuple[np.ndarray, list] | None = None
 
+    def cpu_positions(self, rows) -> np.ndarray:
+        """The replay positions of cpu rows (those the replay holds; the rest are dropped)."""
+        return np.array(sorted({self.cpu_pos[r] for r in rows if r in self.cpu_pos}), dtype=np.int64)
+
     def _queued_gap(self) -> float:
         """The GPU's own gap between two kernels of a stream when the second was already queued (its
         launch call began before the first ended): median over the trace, at most QUEUED_GAP_MAX_US.

@@ -185,9 +185,8 @@ def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: floa
 
 
 def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
-    for r in set(fx.rows):
-        if r in c.cpu_pos:
-            s.unblock(c.cpu_pos[r])
+    for i in c.cpu_positions(fx.rows):
+        s.unblock(int(i))
     cpu_share = fx.share if fx.dispatch_share is None else fx.dispatch_share
     if cpu_share:
         # The replacement (torch.where, ignore_index) drops the data-dependent ops themselves: in a step the
@@ -195,7 +194,7 @@ def _unblock(c: Compiled, s: State, fx: fixes.Unblock, _bw: float) -> None:
         # too, for the backward of a boolean index).
         calls = set(fx.calls) | {int(c.nodes[c.lpred[i]][1]) for i in (c.gpu_pos.get(r) for r in fx.kernels)
                                  if i is not None and c.lpred[i] >= 0}
-        idx = np.array([c.cpu_pos[r] for r in calls if r in c.cpu_pos], dtype=np.int64)
+        idx = c.cpu_positions(calls)
         s.dur[idx] = s.dur[idx] * (1.0 - cpu_share)
         inside = c.span_share(fx.spans)
         inside[idx] = 1.0
@@ -299,8 +298,7 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
 
 
 def _drop_calls(c: Compiled, s: State, fx: fixes.DropCalls, _bw: float) -> None:
-    idx = np.array([c.cpu_pos[r] for r in fx.rows if r in c.cpu_pos], dtype=np.int64)
-    s.dur[idx] = 0.0
+    s.dur[c.cpu_positions(fx.rows)] = 0.0
 
 
 def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> None:
@@ -353,7 +351,7 @@ def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> Non
         idx = [pos[r] for r in chain if r in pos]
         if len(idx) < 2:
             continue
-        fused = min(float(c.dur[idx].sum()), fx.fused_cost(k) * float(c.dur[idx].mean()))
+        fused = fx.fused_us(k, float(c.dur[idx].sum()), float(c.dur[idx].mean()))
         s.dur[idx[0]] = fused
         for i in idx[1:]:
             s.dur[i] = 0.0

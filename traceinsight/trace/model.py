@@ -30,9 +30,13 @@ GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Mem
 
 _LAUNCH = re.compile(r"(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLaunchKernel|"
                      r"ExtLaunchKernel|cuLaunch|hipLaunch)")
-# cudaFree / cudaFreeHost synchronize the device implicitly (the caching allocator giving memory back).
-_SYNC = re.compile(r"(StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|"
-                   r"ThreadSynchronize|^cudaFree|^hipFree|^cuMemFree)")
+# The allocators handing memory back: cudaFree (the caching allocator's blocks, torch.cuda.empty_cache())
+# and cudaFreeHost (pinned blocks) synchronize the device implicitly; cudaFreeAsync is stream-ordered and
+# does not. DEVICE_FREE is the device-memory one alone.
+FREE_CALL = r"^(?:cuda|hip)Free(?:Host)?$|^cuMemFree"
+DEVICE_FREE = r"^(?:cuda|hip)Free$"
+_SYNC = re.compile(r"StreamSynchronize|DeviceSynchronize|EventSynchronize|CtxSynchronize|"
+                   r"ThreadSynchronize|" + FREE_CALL)
 _LEGACY_ANNOTATION = re.compile(r"^(ProfilerStep#\d+$|Optimizer\.(step|zero_grad)#)")
 _MEMCPY_NAME = re.compile(r"Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
 

