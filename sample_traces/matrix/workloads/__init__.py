@@ -151,6 +151,10 @@ ALL = [
     # F.scaled_dot_product_attention, in inference (the program any model is fitted on) and in training
     "holdout25_attention_infer",
     "holdout25_attention_train",
+    # twenty-sixth held-out set: written-out attention without a causal mask (an additive padding mask, and
+    # none at all in fp16), which the twenty-fifth set's fit did not see
+    "holdout26_attention_padded_infer",
+    "holdout26_attention_vit_fp16",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
