@@ -1643,7 +1643,7 @@ def test_written_out_attention_is_one_fused_kernel_to_the_estimate():
     run = ROOT / "sample_traces/matrix/h200_clean22B"
     d = document(analyze_file(run / "holdout25_attention_train__before__default.json.gz"))
     f = d["findings"][0]
-    assert f["kind"] == "fusion_candidates" and "scaled_dot_product_attention" in f["fix"]
+    assert f["kind"] == "fusion_candidates" and "scaled_dot_product_attention(q, k, v, is_causal=True)" in f["fix"]
     ev = f["evidence"]
     # 6 blocks: a forward and a backward core each, per step; the trace's 10.7 ms of their kernels become
     # about 1 ms of fused ones (measured: 0.82 ms of cuDNN's attention kernels in the fixed step's trace).
@@ -1655,6 +1655,10 @@ def test_written_out_attention_is_one_fused_kernel_to_the_estimate():
     assert not any("attention_cores_per_step" in x["evidence"] for x in after["findings"] + after["minor_findings"])
     assert not re.search(SOFTMAX_FORWARD, "void (anonymous namespace)::softmax_warp_forward<float, float, float, "
                                           "10, true, false>(float*, float const*, int, int, int, bool const*)")
+    # A core with no mask over its scores (a ViT's) is not told to pass one.
+    vit = document(analyze_file(ROOT / "sample_traces/matrix/h200_clean23B/holdout26_attention_vit_fp16__before__default"
+                                       ".json.gz"))["findings"][0]
+    assert "scaled_dot_product_attention(q, k, v) (" in vit["fix"] and "is_causal" not in vit["fix"]
 
 
 def test_an_empty_cache_in_the_loop_also_costs_the_allocator_its_blocks():

@@ -45,6 +45,7 @@ class Core:
     gemm_us: float
     fused_us: float           # the fused kernel, at the point
     backward: bool
+    masked: bool              # a masked_fill / where over the scores (taken for a causal mask)
 
 
 def cores(ctx: Context, elementwise: str) -> list[Core]:
@@ -76,8 +77,10 @@ def cores(ctx: Context, elementwise: str) -> list[Core]:
             if out and set(rows) & set(out[-1].rows):
                 continue
             gemm_us = float(dur[rows][gemm[rows]].sum())
-            share = SHARE * (BACKWARD if n == 2 else 1.0) * (1.0 if mask[rows].any() else UNMASKED)
-            out.append(Core(tuple(int(r) for r in rows), float(dur[rows].sum()), gemm_us, share * gemm_us, n == 2))
+            masked = bool(mask[rows].any())
+            share = SHARE * (BACKWARD if n == 2 else 1.0) * (1.0 if masked else UNMASKED)
+            out.append(Core(tuple(int(r) for r in rows), float(dur[rows].sum()), gemm_us, share * gemm_us, n == 2,
+                            masked))
     return out
 
 

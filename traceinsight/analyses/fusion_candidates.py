@@ -191,8 +191,11 @@ def analyze(ctx: Context) -> list[Finding]:
         title = (f"Attention written out by hand (q @ k^T, softmax, @ v; {ev['attention_cores_per_step']:g} a step, "
                  f"{ev['attention_kernel_ms_per_step']} ms of GPU work): one fused kernel instead would cut the "
                  f"GPU's busy time by about {ev['pct_of_gpu_busy']}%")
-        fix = ("Replace the written-out attention with F.scaled_dot_product_attention(q, k, v, attn_mask=..., "
-               "is_causal=...): one fused kernel that keeps the scores on chip and reads q, k, v as strided views."
+        call = ("F.scaled_dot_product_attention(q, k, v, is_causal=True) for a causal mask (attn_mask=mask for "
+                "another)" if any(c.masked for c in cores) else
+                "F.scaled_dot_product_attention(q, k, v) (attn_mask=mask where the scores get a mask added)")
+        fix = (f"Replace the written-out attention with {call}: one fused kernel that keeps the scores on chip and "
+               "reads q, k, v as strided views."
                + (f" Then torch.compile(model) can fuse the {len(rest) / ctx.n_full:g} chains of elementwise "
                   "kernels a step left beside it (not in this estimate)." if rest else ""))
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
