@@ -108,6 +108,11 @@ def _no_constants(name):
     raise ValueError(f"{name} is not JSON")
 
 
+def bad_utf8(exc: Exception) -> bool:
+    """Invalid UTF-8 in a string: msgspec before 0.23 raised UnicodeDecodeError, 0.23 a DecodeError saying so."""
+    return isinstance(exc, UnicodeDecodeError) or (isinstance(exc, msgspec.DecodeError) and "UTF-8" in str(exc))
+
+
 def decode_generic(piece: bytes):
     """Untyped decode; numbers msgspec refuses (1e400, 40-digit ints) through the json module.
 
@@ -117,8 +122,10 @@ def decode_generic(piece: bytes):
         return msgspec.json.decode(piece)
     except msgspec.ValidationError:
         pass
-    except UnicodeDecodeError:          # invalid UTF-8 in a string: that text gets U+FFFD
-        piece = bytes(piece).decode("utf-8", "replace").encode()
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        if not bad_utf8(exc):
+            raise
+        piece = bytes(piece).decode("utf-8", "replace").encode()   # that text gets U+FFFD
         try:
             return msgspec.json.decode(piece)
         except msgspec.ValidationError:
@@ -198,10 +205,11 @@ def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
         return PIECE_DECODER.decode(piece)
     except (msgspec.ValidationError, UnicodeDecodeError):
         pass
-    except msgspec.DecodeError:
+    except msgspec.DecodeError as exc:
         # A value msgspec cannot hold (1e309, Kineto's own `inf` or NaN, a lone UTF-16 surrogate) costs
         # that value, not the piece: the json module reads it, the value becomes null (counted).
-        return lenient.events(_python_items(piece, lenient))
+        if not bad_utf8(exc):
+            return lenient.events(_python_items(piece, lenient))
     try:
         raws = _RAWS.decode(piece)
     except msgspec.ValidationError:
@@ -213,12 +221,14 @@ def decode_piece(piece: bytes, lenient: Lenient) -> list[Event]:
             continue
         except msgspec.ValidationError:
             pass
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+            if not bad_utf8(exc):
+                raise
             lenient.bad_text += 1
         try:
             dims = _DIMS_ONLY.decode(r).args
             dims = dims.input_dims if dims is not None else None
-        except (msgspec.ValidationError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError):
             dims = None
         ev = lenient.event(decode_generic(bytes(r)), dims)
         if ev is not None:
