@@ -155,6 +155,10 @@ ALL = [
     # none at all in fp16), which the twenty-fifth set's fit did not see
     "holdout26_attention_padded_infer",
     "holdout26_attention_vit_fp16",
+    # twenty-seventh held-out set: a per-tensor weight EMA over state_dict() outside the optimizer (timm
+    # ModelEmaV2 style), and every parameter's gradient norm read with .item() each step (74 syncs)
+    "holdout27_ema_state_dict",
+    "holdout27_grad_norm_items",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
