@@ -132,8 +132,9 @@ def main() -> None:
            "spread": {k: list(v) for k, v in dropped.items()},
            "pooled": {str(g): list(v) for g, v in pooled.items()},
            "own": {f"{k}/{g}": list(v) for (k, g), v in own.items()}}
-    print(json.dumps(doc, indent=1))
     inside, n, none = leave_one_program_out(rows)
+    doc["held_out"] = [inside, n]       # the reports quote it (estimate/likely.py HELD_OUT)
+    print(json.dumps(doc, indent=1))
     print(f"# leave one program out: {inside}/{n} rows inside their band ({100 * inside / n:.1f}%); "
           f"{none} rows of kinds that lose their validation without the program")
     inside, n, _ = coverage(rows, rows)

@@ -392,7 +392,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean21A": "h200", "h200_clean21B": "h200", "h200_clean21C": "h200",
         # The twenty-fifth held-out set (committed as 381e1ee before it was recorded, the tool at f2d3a78): one H200
         # lease (2026-11-29 10:31Z-10:34Z), four processes, 22A with `traceinsight record`.
-        "h200_clean22A": "h200", "h200_clean22B": "h200", "h200_clean22C": "h200", "h200_clean22D": "h200"}
+        "h200_clean22A": "h200", "h200_clean22B": "h200", "h200_clean22C": "h200", "h200_clean22D": "h200",
+        # The twenty-sixth held-out set (committed as b4665a0 before it was recorded, the tool at 33788d3): one H200
+        # lease (2026-11-29 11:48Z-11:50Z), three processes, 23A with `traceinsight record`.
+        "h200_clean23A": "h200", "h200_clean23B": "h200", "h200_clean23C": "h200",
+        "h200_clean24A": "h200", "h200_clean24B": "h200", "h200_clean24C": "h200",
+        "h200_clean24D": "h200", "h200_clean24E": "h200", "h200_clean24F": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -593,8 +598,10 @@ def summary(rs: list[dict]) -> str:
     fitted, held, third = ([r for r in rs if clean_set(r["run"]) == k] for k in (1, 2, 3))
     fourth = [r for r in rs if clean_set(r["run"]) >= 4]
     earlier = [r for r in rs if not clean(r["run"])]
-    return ("Clean runs, the fixes ranked first but not measured before (*_clean4-9*: ten H100 runs on nine "
-            "hosts, thirteen workloads, recorded 2026-11-26 09:38Z-18:00Z): " + _figures(fourth) +
+    later = (f"{len({r['run'] for r in fourth})} runs, {len({r['workload'] for r in fourth})} workloads, from 2026-11-26 "
+             "09:38Z on")
+    return ("Clean runs, later (*_clean4* on: the fixes ranked first but not measured before, then the held-out "
+            f"sets, each pre-registered before it was recorded; {later}): " + _figures(fourth) +
             "\n\nClean runs, third hosts (*_clean3*: an H100 host, the matrix twice, and an H200 host, recorded after the "
             "model changes of 2026-11-26 were committed): " + _figures(third) +
             "\n\nClean runs, held out (*_clean2*: the whole matrix on two more hosts, an H100 and an H200, CUPTI torn "

@@ -1388,8 +1388,11 @@ def test_the_likely_range_holds_most_measured_fixes(clean_rows):
     import fit_likely
     usable = [r for r in clean_rows if fit_likely.usable(r)]
     inside, n, _unvalidated = fit_likely.leave_one_program_out(usable)
-    # (1,111 of 1,383 on 2026-11-29, with the 7th-93rd percentile; the 10th-90th held 72% on 2026-11-27.)
+    # (1,255 of 1,557 on 2026-11-29, with the 7th-93rd percentile; the 10th-90th held 72% on 2026-11-27.)
     assert n >= 1200 and inside >= 0.78 * n
+    # The reports quote the figure of the committed table, which is this one (fit_likely.py --write keeps both).
+    from traceinsight.estimate.likely import HELD_OUT
+    assert f"held {inside:,} of {n:,} rows" in HELD_OUT
     # Every kind that keeps a band holds most of its own rows; one that does not is not validated.
     from traceinsight.estimate.likely import SPREAD, VALIDATED
     kinds, pooled, own = fit_likely.fit(usable)
@@ -1634,6 +1637,49 @@ def test_twenty_fifth_held_out_set(clean_rows):
     assert sum(r["ok_top"] for r in got) == 16
     infer = [r for r in got if r["workload"] == "holdout25_attention_infer"]
     assert len(infer) == 8 and all(abs(r["err_pct"]) <= 10 for r in infer)
+
+
+def test_twenty_sixth_held_out_set(clean_rows):
+    # Pre-registered at b4665a0 (the tool at 33788d3, unchanged for the set), recorded on one H200 host in three
+    # processes: written-out attention with an additive padding mask (bf16) and with none (a ViT in fp16), which
+    # the twenty-fifth set's fit (causal masks only) had not seen. As committed: 12 of 12 within 25%, top 12.
+    got = [r for r in pairs(clean_rows) if r["run"].startswith("h200_clean23")]
+    assert len(got) == 12
+    assert all(abs(r["err_pct"]) <= 25 for r in got) and all(r["ok_top"] for r in got)
+    assert {r["top"] for r in got} == {"fusion_candidates"}
+
+
+def test_twenty_seventh_held_out_set(clean_rows):
+    # Pre-registered at 865d71e (the tool at e89ad64), recorded on one H200 host in six processes (24A-F; the
+    # gradient-norm step's graph, the tool's top there, added at 603a589 before 24D-F): a timm ModelEmaV2-style
+    # weight EMA over state_dict outside the optimizer, and 74 per-parameter gradient-norm .item() reads a step.
+    # As committed: 42 of 54 within 25%, 53 within 50%, top 54 (the graph first on both). The EMA loop's foreach
+    # fix had no finding (1.00x against 1.01-1.49x); unfused_optimizer now finds per-tensor loops after the
+    # optimizer step (written after reading this set, no constant fitted: the optimizer's fused share reused).
+    got = [r for r in pairs(clean_rows) if r["run"].startswith("h200_clean24")]
+    assert len(got) == 54
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 46 and sum(abs(r["err_pct"]) <= 50 for r in got) >= 53
+    assert all(r["ok_top"] for r in got) and {r["top"] for r in got} == {"launch_overhead"}
+    ema = [r for r in got if r["workload"] == "holdout27_ema_state_dict" and r["variant"] == "after"]
+    assert len(ema) == 12 and all(abs(r["err_pct"]) <= 25 for r in ema)
+
+
+def test_a_per_tensor_weight_ema_is_an_unfused_update():
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    run = ROOT / "sample_traces/matrix/h200_clean24B"
+    d = document(analyze_file(run / "holdout27_ema_state_dict__before__default.json.gz"))
+    f = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "unfused_optimizer")
+    # 98 tensors, four kernels each (two scalings, an add, a device-to-device copy), after AdamW's fused step.
+    assert f["evidence"]["update_loop_kernels_per_step"] == 392 and "optimizer" not in f["evidence"]
+    assert {"aten::mul", "aten::add", "aten::copy_"} <= set(f["evidence"]["update_loop_ops"])
+    assert "_foreach_lerp_" in f["fix"] and "per-tensor loop after the optimizer step" in f["title"]
+    # The foreach EMA (one multi-tensor lerp) and the fused optimizer alone are not such a loop.
+    for name in ("holdout27_ema_state_dict__after__default.json.gz",):
+        after = document(analyze_file(run / name))
+        assert not any(x["kind"] == "unfused_optimizer" for x in after["findings"] + after["minor_findings"])
+    grad = document(analyze_file(run / "holdout27_grad_norm_items__before__default.json.gz"))
+    assert not any(x["kind"] == "unfused_optimizer" for x in grad["findings"] + grad["minor_findings"])
 
 
 def test_written_out_attention_is_one_fused_kernel_to_the_estimate():

@@ -299,16 +299,20 @@ class ScaleKernels:
 @dataclass(frozen=True)
 class FusedOptimizer:
     """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
-    `gpu_factor` of their time: one fused multi-tensor kernel per parameter group."""
+    `gpu_factor` of their time: one fused multi-tensor kernel per parameter group. `extra`: more such
+    regions outside Optimizer.step (a per-tensor weight EMA after it), which a graph's capturable
+    optimizer does not concern."""
     regions: tuple[tuple[float, float, str], ...]
     gpu_factor: float
+    extra: tuple[tuple[float, float, str], ...] = ()
 
     def __post_init__(self):
-        if not self.regions:
+        if not self.regions and not self.extra:
             raise ValueError("FusedOptimizer needs at least one region")
         if not 0 < self.gpu_factor <= 1:
             raise ValueError(f"FusedOptimizer gpu_factor must be in (0, 1], got {self.gpu_factor}")
-        object.__setattr__(self, "regions", tuple((float(a), float(b), str(t)) for a, b, t in self.regions))
+        for key in ("regions", "extra"):
+            object.__setattr__(self, key, tuple((float(a), float(b), str(t)) for a, b, t in getattr(self, key)))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
-"""unfused_optimizer: an optimizer step made of many small per-parameter kernels.
+"""unfused_optimizer: parameter updates made of many small per-tensor kernels.
 
 torch.optim's for-loop implementation launches several kernels per parameter tensor; foreach=True
-batches them (multi_tensor_apply) and fused=True does the whole update in a kernel or two.
-Cost = the optimizer region's time on the critical path, minus what a fused update would take
-(estimated at a fifth of its GPU time: one pass over the state instead of several).
+batches them (multi_tensor_apply) and fused=True does the whole update in a kernel or two. The same holds
+for a per-tensor update loop after the optimizer step: a weight EMA walked tensor by tensor (timm's
+ModelEmaV2: ``ema_v.copy_(decay * ema_v + (1 - decay) * model_v)`` over both state_dicts), which
+``torch._foreach_lerp_`` does in a few multi-tensor kernels.
+Cost = the region's time on the critical path, minus what a fused update would take (estimated at a fifth
+of its GPU time: one pass over the state instead of several).
 """
 from __future__ import annotations
 
@@ -13,12 +16,17 @@ from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import FusedOptimizer
 
 SPEC = KindSpec("unfused_optimizer", "optimizer-bound",
-                cost_basis="the optimizer's profiled time (its CPU time, or its GPU time where longer) less what a "
-                           "fused optimizer is modelled to take", beyond_cost=KERNELS_GO)
+                cost_basis="the optimizer's (or a per-tensor update loop's) profiled time, its CPU time or its GPU "
+                           "time where longer, less what a fused update is modelled to take", beyond_cost=KERNELS_GO)
 
 FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
 FUSED_GPU_SHARE = 0.2
 FOR_LOOP_KERNELS = 40   # kernels per optimizer step (median) from which it is a for-loop one
+# After the optimizer step, an op made at least once per parameter tensor (AccumulateGrad's count) per step is
+# a loop over the tensors: the forward makes its top-level ops once per layer, fewer than its tensors.
+ACCUMULATE = "torch::autograd::AccumulateGrad"
+LOOP_OPS_PER_TENSOR = 0.9
+MIN_TENSORS = 8
 
 
 def for_loop_steps(ctx: Context):
@@ -28,55 +36,115 @@ def for_loop_steps(ctx: Context):
     return ctx.model.memo("for_loop_optimizer", lambda: _for_loop_steps(ctx))
 
 
-def _for_loop_steps(ctx: Context):
-    cpu, gpu = ctx.model.cpu, ctx.model.gpu
+def _optimizer_regions(ctx: Context):
+    cpu = ctx.model.cpu
     regions = cpu[(cpu["kind"] == "annotation").to_numpy() & ctx.model.cpu_match(r"^Optimizer\.step#")]
-    if regions.empty or gpu.empty:
-        return None
+    if regions.empty or ctx.model.gpu.empty:
+        return regions
     regions = regions.assign(step=ctx.cpu_step_of(regions["ts"].to_numpy()))
-    regions = regions[np.isin(regions["step"], ctx.full_steps)].sort_values("ts")
-    if regions.empty:
-        return None
-    # Each launched GPU activity -> the optimizer region (same thread) its launch call fell in.
+    return regions[np.isin(regions["step"], ctx.full_steps)].sort_values("ts")
+
+
+def _launched(ctx: Context, spans) -> list[tuple[int, float, bool]]:
+    """Per span (t0, t1, thread): the GPU activities launched from its thread inside it (count, GPU us, any
+    multi-tensor kernel)."""
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
     launched = gpu[gpu["launcher"] >= 0]
     lrow = launched["launcher"].to_numpy()
     lts, lth = cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
+    dur = launched["dur"].to_numpy()
     fused = ctx.model.gpu_match(FUSED)[launched.index.to_numpy()]
-    rows = []
-    for th, regs in regions.groupby("thread"):
-        on = lth == th
-        r0, r1 = regs["ts"].to_numpy(), regs["end"].to_numpy()
-        k = np.searchsorted(r0, lts[on], side="right") - 1
-        inside = (k >= 0) & (lts[on] < r1[np.maximum(k, 0)])
-        dur = launched["dur"].to_numpy()[on][inside]
-        kk = k[inside]
-        for i, r in enumerate(regs.itertuples()):
-            sel = kk == i
-            rows.append((r.step, r.dur, int(sel.sum()), float(dur[sel].sum()),
-                         bool(fused[on][inside][sel].any())))
+    out = []
+    for t0, t1, th in spans:
+        sel = (lth == th) & (lts >= t0) & (lts < t1)
+        out.append((int(sel.sum()), float(dur[sel].sum()), bool(fused[sel].any())))
+    return out
+
+
+def _for_loop_steps(ctx: Context):
+    regions = _optimizer_regions(ctx)
+    if regions.empty:
+        return None
+    got = _launched(ctx, [(r.ts, r.end, r.thread) for r in regions.itertuples()])
+    rows = [(r.step, r.dur, n, us, f) for r, (n, us, f) in zip(regions.itertuples(), got)]
     if any(r[4] for r in rows) or np.median([r[2] for r in rows]) < FOR_LOOP_KERNELS:
         return None
     return regions, [r[:4] for r in rows]
 
 
+def update_loops(ctx: Context):
+    """(spans (t0, t1, thread), per span (step, CPU us, kernels, GPU us), the loop's op names) of a per-tensor
+    update loop after each step's optimizer step, or None."""
+    return ctx.model.memo("update_loops", lambda: _update_loops(ctx))
+
+
+def _update_loops(ctx: Context):
+    regions = _optimizer_regions(ctx)
+    if regions.empty:
+        return None
+    cpu = ctx.model.cpu
+    acc = cpu[(cpu["name"] == ACCUMULATE).to_numpy()]
+    tensors = float(np.isin(ctx.cpu_step_of(acc["ts"].to_numpy()), ctx.full_steps).sum()) / ctx.n_full
+    if tensors < MIN_TENSORS:
+        return None
+    top = cpu[(cpu["kind"] == "op").to_numpy() & (cpu["top_op"].to_numpy() == np.arange(len(cpu)))]
+    top_step = ctx.cpu_step_of(top["ts"].to_numpy())
+    steps = ctx.model.steps.set_index("step")
+    spans, rows, names = [], [], set()
+    for step, regs in regions.groupby("step"):
+        last = regs.iloc[-1]
+        ops = top[(top_step == step) & (top["thread"] == last.thread).to_numpy() & (top["ts"] >= last.end).to_numpy()
+                  & (top["ts"] < steps.loc[step, "cpu_end"]).to_numpy()]
+        counts = ops["name"].value_counts()
+        loop = counts[counts >= LOOP_OPS_PER_TENSOR * tensors].index
+        sel = ops[ops["name"].isin(loop)]
+        if sel.empty:
+            continue
+        spans.append((float(sel["ts"].min()), float(sel["end"].max()), last.thread))
+        rows.append((step, spans[-1][1] - spans[-1][0]))
+        names |= set(loop)
+    if not spans:
+        return None
+    got = _launched(ctx, spans)
+    if len(spans) * 2 < ctx.n_full or any(f for _, _, f in got) or np.median([n for n, _, _ in got]) < FOR_LOOP_KERNELS:
+        return None
+    return spans, [(s, us, n, g) for (s, us), (n, g, _) in zip(rows, got)], sorted(names)
+
+
 def analyze(ctx: Context) -> list[Finding]:
-    got = for_loop_steps(ctx)
-    if got is None:
+    got, loops = for_loop_steps(ctx), update_loops(ctx)
+    if got is None and loops is None:
         return []
-    regions, rows = got
-    n_kernels = np.median([r[2] for r in rows])
-    region_us = np.median([r[1] for r in rows])
-    gpu_us = np.median([r[3] for r in rows])
+    ev, regions, extra, title, fix = {}, (), (), [], []
+    region_us = gpu_us = n_kernels = 0.0
+    if got is not None:
+        optimizer, rows = got
+        name = optimizer["name"].iloc[0].split("#")[-1]
+        regions = tuple((float(r.ts), float(r.end), r.thread) for r in optimizer.itertuples())
+        n = np.median([r[2] for r in rows])
+        ev.update({"optimizer": name, "kernels_per_step": int(n),
+                   "optimizer_cpu_ms_per_step": round(np.median([r[1] for r in rows]) / 1000, 3),
+                   "optimizer_gpu_ms_per_step": round(np.median([r[3] for r in rows]) / 1000, 3)})
+        region_us, gpu_us, n_kernels = ev["optimizer_cpu_ms_per_step"] * 1e3, ev["optimizer_gpu_ms_per_step"] * 1e3, n
+        title.append(f"{name} launches {int(n)} small kernels per step (for-loop implementation)")
+        fix.append(f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
+                   "(or foreach=True); it updates all parameters in a few kernels.")
+    if loops is not None:
+        extra, rows, names = loops
+        n = np.median([r[2] for r in rows])
+        loop_us, loop_gpu = np.median([r[1] for r in rows]), np.median([r[3] for r in rows])
+        ev.update({"update_loop_ops": names, "update_loop_kernels_per_step": int(n),
+                   "update_loop_cpu_ms_per_step": round(loop_us / 1000, 3),
+                   "update_loop_gpu_ms_per_step": round(loop_gpu / 1000, 3)})
+        region_us, gpu_us, n_kernels = region_us + loop_us, gpu_us + loop_gpu, n_kernels + n
+        title.append(f"a per-tensor loop after the optimizer step ({', '.join(names[:4])}) launches {int(n)} small "
+                     "kernels per step (a weight EMA or average updated one tensor at a time)")
+        fix.append("Update every tensor in one multi-tensor call: torch._foreach_lerp_(ema_tensors, model_tensors, "
+                   "1 - decay) for an EMA (timm's ModelEmaV3; torch.optim.swa_utils.AveragedModel with "
+                   "multi_avg_fn=get_ema_multi_avg_fn(decay)), or the torch._foreach_* op of the update.")
     lost = max(0.0, max(region_us, gpu_us) - FUSED_GPU_SHARE * gpu_us)
-    name = regions["name"].iloc[0].split("#")[-1]
-    ev = {"optimizer": name, "kernels_per_step": int(n_kernels),
-          "optimizer_cpu_ms_per_step": round(region_us / 1000, 3),
-          "optimizer_gpu_ms_per_step": round(gpu_us / 1000, 3)}
+    text = "; ".join(title)
     return [Finding(
-        kind=SPEC.kind,
-        title=f"{name} launches {int(n_kernels)} small kernels per step (for-loop implementation)",
-        lost_per_step_us=lost, lost_total_us=lost * ctx.n_full,
-        fix=f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
-            "(or foreach=True); it updates all parameters in a few kernels.",
-        confidence="medium", evidence=ev,
-        fixes=(FusedOptimizer(tuple([(float(r.ts), float(r.end), r.thread) for r in regions.itertuples()]), FUSED_GPU_SHARE),))]
+        kind=SPEC.kind, title=text[0].upper() + text[1:], lost_per_step_us=lost, lost_total_us=lost * ctx.n_full,
+        fix=" ".join(fix), confidence="medium", evidence=ev,
+        fixes=(FusedOptimizer(regions, FUSED_GPU_SHARE, extra=tuple(extra)),))]

@@ -321,17 +321,18 @@ def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) ->
 
 
 def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float) -> None:
-    for t0, t1, th in fx.regions:
+    regions = fx.regions + fx.extra
+    for t0, t1, th in regions:
         for i in c.cpu_idx:
             if c.is_launch[i] and c.thread[i] == th and t0 <= c.ts[i] < t1:
                 s.dur[i] = 0.0
                 if c.csucc[i] >= 0:
                     s.feed[c.csucc[i]] = 0.0
-    idx = _launched_in(c, fx.regions)
+    idx = _launched_in(c, regions)
     s.dur[idx] = c.dur[idx] * fx.gpu_factor
     # Fewer, larger kernels: the queued gaps between them shrink with the kernel count.
     s.min_gap[idx] = s.min_gap[idx] * fx.gpu_factor
-    s.optimizer_fused = True
+    s.optimizer_fused = s.optimizer_fused or bool(fx.regions)
 
 
 def _launched_in(c: Compiled, regions) -> np.ndarray:
