@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.facts import blocking_calls
+from ..trace.precision import CONV
+from .attention import GEMM
 from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import FusedOptimizer
 
@@ -27,6 +30,9 @@ FOR_LOOP_KERNELS = 40   # kernels per optimizer step (median) from which it is a
 ACCUMULATE = "torch::autograd::AccumulateGrad"
 LOOP_OPS_PER_TENSOR = 0.9
 MIN_TENSORS = 8
+# An update does arithmetic on each tensor (a loop of zero_ / fill_ / norms is something else); a loop that
+# syncs (per-tensor .item() logging) is sync_stall's, one with GEMMs or convolutions is a model's.
+UPDATE_OP = r"^aten::(?:mul|add|sub|div|lerp|addcmul|addcdiv)_?$"
 
 
 def for_loop_steps(ctx: Context):
@@ -82,12 +88,17 @@ def _update_loops(ctx: Context):
     regions = _optimizer_regions(ctx)
     if regions.empty:
         return None
-    cpu = ctx.model.cpu
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
     acc = cpu[(cpu["name"] == ACCUMULATE).to_numpy()]
     tensors = float(np.isin(ctx.cpu_step_of(acc["ts"].to_numpy()), ctx.full_steps).sum()) / ctx.n_full
     if tensors < MIN_TENSORS:
         return None
-    top = cpu[(cpu["kind"] == "op").to_numpy() & (cpu["top_op"].to_numpy() == np.arange(len(cpu)))]
+    # Top-level ops that launched GPU work (state_dict()'s detaches launch none: they neither start nor
+    # stretch the loop, and the fixed program keeps them).
+    launcher = gpu["launcher"].to_numpy()
+    launching = np.unique(cpu["top_op"].to_numpy()[launcher[launcher >= 0]])
+    top = cpu.iloc[launching[launching >= 0]]
+    top = top[(top["kind"] == "op").to_numpy()]
     top_step = ctx.cpu_step_of(top["ts"].to_numpy())
     steps = ctx.model.steps.set_index("step")
     spans, rows, names = [], [], set()
@@ -97,18 +108,33 @@ def _update_loops(ctx: Context):
                   & (top["ts"] < steps.loc[step, "cpu_end"]).to_numpy()]
         counts = ops["name"].value_counts()
         loop = counts[counts >= LOOP_OPS_PER_TENSOR * tensors].index
-        sel = ops[ops["name"].isin(loop)]
-        if sel.empty:
+        if not loop.str.match(UPDATE_OP).any():
             continue
+        sel = ops[ops["name"].isin(loop)]
         spans.append((float(sel["ts"].min()), float(sel["end"].max()), last.thread))
         rows.append((step, spans[-1][1] - spans[-1][0]))
         names |= set(loop)
-    if not spans:
+    if not spans or len(spans) * 2 < ctx.n_full or _syncs_or_gemms(ctx, spans):
         return None
     got = _launched(ctx, spans)
-    if len(spans) * 2 < ctx.n_full or any(f for _, _, f in got) or np.median([n for n, _, _ in got]) < FOR_LOOP_KERNELS:
+    if any(f for _, _, f in got) or np.median([n for n, _, _ in got]) < FOR_LOOP_KERNELS:
         return None
     return spans, [(s, us, n, g) for (s, us), (n, g, _) in zip(rows, got)], sorted(names)
+
+
+def _syncs_or_gemms(ctx: Context, spans) -> bool:
+    """Whether any span holds a blocking call or launches a GEMM or a convolution."""
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
+    blk = cpu.loc[blocking_calls(ctx.model).index]
+    heavy = gpu[ctx.model.gpu_match(GEMM) | ctx.model.gpu_match(CONV)]
+    heavy = heavy[heavy["launcher"] >= 0]
+    hts, hth = cpu["ts"].to_numpy()[heavy["launcher"].to_numpy()], cpu["thread"].to_numpy()[heavy["launcher"].to_numpy()]
+    for t0, t1, th in spans:
+        if ((blk["thread"] == th) & (blk["ts"] >= t0) & (blk["ts"] < t1)).any():
+            return True
+        if ((hth == th) & (hts >= t0) & (hts < t1)).any():
+            return True
+    return False
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -133,15 +159,17 @@ def analyze(ctx: Context) -> list[Finding]:
         extra, rows, names = loops
         n = np.median([r[2] for r in rows])
         loop_us, loop_gpu = np.median([r[1] for r in rows]), np.median([r[3] for r in rows])
-        ev.update({"update_loop_ops": names, "update_loop_kernels_per_step": int(n),
+        ev.update({"update_loop_ops": names, "update_loop_launches_per_step": int(n),
                    "update_loop_cpu_ms_per_step": round(loop_us / 1000, 3),
                    "update_loop_gpu_ms_per_step": round(loop_gpu / 1000, 3)})
         region_us, gpu_us, n_kernels = region_us + loop_us, gpu_us + loop_gpu, n_kernels + n
         title.append(f"a per-tensor loop after the optimizer step ({', '.join(names[:4])}) launches {int(n)} small "
-                     "kernels per step (a weight EMA or average updated one tensor at a time)")
+                     "kernels and copies per step (an update one tensor at a time, e.g. a weight EMA)")
         fix.append("Update every tensor in one multi-tensor call: torch._foreach_lerp_(ema_tensors, model_tensors, "
                    "1 - decay) for an EMA (timm's ModelEmaV3; torch.optim.swa_utils.AveragedModel with "
-                   "multi_avg_fn=get_ema_multi_avg_fn(decay)), or the torch._foreach_* op of the update.")
+                   "multi_avg_fn=get_ema_multi_avg_fn(decay)), or the torch._foreach_* op of the update. Build the two "
+                   "tensor lists once rather than calling state_dict() each step, floating-point tensors only "
+                   "(an integer buffer such as num_batches_tracked is copied on its own).")
     lost = max(0.0, max(region_us, gpu_us) - FUSED_GPU_SHARE * gpu_us)
     text = "; ".join(title)
     return [Finding(

@@ -322,11 +322,12 @@ def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) ->
 
 def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float) -> None:
     regions = fx.regions + fx.extra
-    for t0, t1, th in regions:
+    for k, (t0, t1, th) in enumerate(regions):
         for i in c.cpu_idx:
             if c.is_launch[i] and c.thread[i] == th and t0 <= c.ts[i] < t1:
                 s.dur[i] = 0.0
-                if c.csucc[i] >= 0:
+                # (A loop's Python ends with it: the stretch after its last launch belongs to what follows.)
+                if c.csucc[i] >= 0 and (k < len(fx.regions) or c.ts[c.csucc[i]] < t1):
                     s.feed[c.csucc[i]] = 0.0
     idx = _launched_in(c, regions)
     s.dur[idx] = c.dur[idx] * fx.gpu_factor
