@@ -1682,6 +1682,10 @@ def test_a_per_tensor_weight_ema_is_an_unfused_update(tmp_path):
     assert set(ev["update_loop_ops"]) == {"aten::mul", "aten::add", "aten::copy_"}
     assert 0.45 < ev["update_loop_gpu_ms_per_step"] < 0.6, ev
     assert "_foreach_lerp_" in f["fix"] and "state_dict()" in f["fix"] and "after the optimizer step" in f["title"]
+    # With Python stacks it says which function runs the loop (the frame's def line: the profiler's).
+    f = loop_finding(run / "holdout27_ema_state_dict__before__stack.json.gz")
+    assert f["evidence"]["update_loop_source"] == "in ema_loop(), def at workloads/holdout27_ema_state_dict.py:40"
+    assert f["title"].endswith("in ema_loop(), def at workloads/holdout27_ema_state_dict.py:40")
     # The foreach EMA (one multi-tensor lerp) is no such loop.
     assert loop_finding(run / "holdout27_ema_state_dict__after__default.json.gz") is None
     # Nor is the same loop doing no arithmetic (zeroing each tensor), or one that syncs each tensor (per-tensor

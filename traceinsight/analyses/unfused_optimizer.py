@@ -15,7 +15,7 @@ import numpy as np
 from ..trace.facts import blocking_calls
 from ..trace.precision import CONV
 from .attention import GEMM
-from .base import KERNELS_GO, Context, Finding, KindSpec
+from .base import KERNELS_GO, Context, Finding, KindSpec, user_frame
 from .fixes import FusedOptimizer
 
 SPEC = KindSpec("unfused_optimizer", "optimizer-bound",
@@ -79,8 +79,8 @@ def _for_loop_steps(ctx: Context):
 
 
 def update_loops(ctx: Context):
-    """(spans (t0, t1, thread), per span (step, CPU us, kernels, GPU us), the loop's op names) of a per-tensor
-    update loop after each step's optimizer step, or None."""
+    """(spans (t0, t1, thread), per span (step, CPU us, kernels, GPU us), the loop's op names, the cpu row of
+    its first op) of a per-tensor update loop after each step's optimizer step, or None."""
     return ctx.model.memo("update_loops", lambda: _update_loops(ctx))
 
 
@@ -101,7 +101,7 @@ def _update_loops(ctx: Context):
     top = top[(top["kind"] == "op").to_numpy()]
     top_step = ctx.cpu_step_of(top["ts"].to_numpy())
     steps = ctx.model.steps.set_index("step")
-    spans, rows, names = [], [], set()
+    spans, rows, names, first = [], [], set(), -1
     for step, regs in regions.groupby("step"):
         last = regs.iloc[-1]
         ops = top[(top_step == step) & (top["thread"] == last.thread).to_numpy() & (top["ts"] >= last.end).to_numpy()
@@ -111,6 +111,7 @@ def _update_loops(ctx: Context):
         if not loop.str.match(UPDATE_OP).any():
             continue
         sel = ops[ops["name"].isin(loop)]
+        first = int(sel.index[np.argmin(sel["ts"].to_numpy())]) if first < 0 else first
         spans.append((float(sel["ts"].min()), float(sel["end"].max()), last.thread))
         rows.append((step, spans[-1][1] - spans[-1][0]))
         names |= set(loop)
@@ -119,7 +120,7 @@ def _update_loops(ctx: Context):
     got = _launched(ctx, spans)
     if any(f for _, _, f in got) or np.median([n for n, _, _ in got]) < FOR_LOOP_KERNELS:
         return None
-    return spans, [(s, us, n, g) for (s, us), (n, g, _) in zip(rows, got)], sorted(names)
+    return spans, [(s, us, n, g) for (s, us), (n, g, _) in zip(rows, got)], sorted(names), first
 
 
 def _syncs_or_gemms(ctx: Context, spans) -> bool:
@@ -156,15 +157,19 @@ def analyze(ctx: Context) -> list[Finding]:
         fix.append(f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
                    "(or foreach=True); it updates all parameters in a few kernels.")
     if loops is not None:
-        extra, rows, names = loops
+        extra, rows, names, first = loops
+        where = user_frame(ctx.model.cpu, first)     # with_stack: the user's function that runs the loop
         n = np.median([r[2] for r in rows])
         loop_us, loop_gpu = np.median([r[1] for r in rows]), np.median([r[3] for r in rows])
         ev.update({"update_loop_ops": names, "update_loop_launches_per_step": int(n),
                    "update_loop_cpu_ms_per_step": round(loop_us / 1000, 3),
                    "update_loop_gpu_ms_per_step": round(loop_gpu / 1000, 3)})
+        if where:
+            ev["update_loop_source"] = where
         region_us, gpu_us, n_kernels = region_us + loop_us, gpu_us + loop_gpu, n_kernels + n
         title.append(f"a per-tensor loop after the optimizer step ({', '.join(names[:4])}) launches {int(n)} small "
-                     "kernels and copies per step (an update one tensor at a time, e.g. a weight EMA)")
+                     "kernels and copies per step (an update one tensor at a time, e.g. a weight EMA)"
+                     + (f", {where}" if where else ""))
         fix.append("Update every tensor in one multi-tensor call: torch._foreach_lerp_(ema_tensors, model_tensors, "
                    "1 - decay) for an EMA (timm's ModelEmaV3; torch.optim.swa_utils.AveragedModel with "
                    "multi_avg_fn=get_ema_multi_avg_fn(decay)), or the torch._foreach_* op of the update. Build the two "
