@@ -159,6 +159,10 @@ ALL = [
     # ModelEmaV2 style), and every parameter's gradient norm read with .item() each step (74 syncs)
     "holdout27_ema_state_dict",
     "holdout27_grad_norm_items",
+    # twenty-eighth held-out set: the update-loop rule on programs it was not found on: AveragedModel with a
+    # per-tensor avg_fn on a ResNet (buffers too), and the ModelEmaV2 loop in a GPU-bound step
+    "holdout28_ema_averaged_model",
+    "holdout28_ema_gpu_bound",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
