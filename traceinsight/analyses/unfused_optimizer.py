@@ -123,6 +123,22 @@ def _update_loops(ctx: Context):
     return spans, [(s, us, n, g) for (s, us), (n, g, _) in zip(rows, got)], sorted(names), first
 
 
+def update_loop_rows(ctx: Context) -> set:
+    """The GPU rows an update loop launched (none without one): torch.compile(model) does not fuse them, and
+    this finding's fix already claims their time (fusion_candidates leaves their chains out)."""
+    loops = update_loops(ctx)
+    if loops is None:
+        return set()
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
+    launched = gpu[gpu["launcher"] >= 0]
+    lrow = launched["launcher"].to_numpy()
+    lts, lth = cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
+    hit = np.zeros(len(launched), dtype=bool)
+    for t0, t1, th in loops[0]:
+        hit |= (lth == th) & (lts >= t0) & (lts < t1)
+    return set(launched.index[hit].tolist())
+
+
 def _syncs_or_gemms(ctx: Context, spans) -> bool:
     """Whether any span holds a blocking call or launches a GEMM or a convolution."""
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
