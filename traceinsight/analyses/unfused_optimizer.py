@@ -10,6 +10,9 @@ of its GPU time: one pass over the state instead of several).
 """
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import numpy as np
 
 from ..trace.facts import blocking_calls
@@ -53,17 +56,23 @@ def _optimizer_regions(ctx: Context):
 
 def _launched(ctx: Context, spans) -> list[tuple[int, float, bool]]:
     """Per span (t0, t1, thread): the GPU activities launched from its thread inside it (count, GPU us, any
-    multi-tensor kernel)."""
+    multi-tensor kernel). Sorted launch times per thread and cumulative sums: a trace has thousands of spans."""
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
     launched = gpu[gpu["launcher"] >= 0]
     lrow = launched["launcher"].to_numpy()
     lts, lth = cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
     dur = launched["dur"].to_numpy()
-    fused = ctx.model.gpu_match(FUSED)[launched.index.to_numpy()]
+    fused = ctx.model.gpu_match(FUSED)[launched.index.to_numpy()].astype(np.int64)
+    by_thread = {}
+    for th in {sp[2] for sp in spans}:
+        sel = np.flatnonzero(lth == th)
+        o = sel[np.argsort(lts[sel], kind="stable")]
+        by_thread[th] = (lts[o], np.concatenate(([0.0], np.cumsum(dur[o]))), np.concatenate(([0], np.cumsum(fused[o]))))
     out = []
     for t0, t1, th in spans:
-        sel = (lth == th) & (lts >= t0) & (lts < t1)
-        out.append((int(sel.sum()), float(dur[sel].sum()), bool(fused[sel].any())))
+        ts, cdur, cfused = by_thread[th]
+        i0, i1 = np.searchsorted(ts, t0, "left"), np.searchsorted(ts, t1, "left")
+        out.append((int(i1 - i0), float(cdur[i1] - cdur[i0]), bool(cfused[i1] > cfused[i0])))
     return out
 
 
@@ -98,23 +107,24 @@ def _update_loops(ctx: Context):
     launcher = gpu["launcher"].to_numpy()
     launching = np.unique(cpu["top_op"].to_numpy()[launcher[launcher >= 0]])
     top = cpu.iloc[launching[launching >= 0]]
-    top = top[(top["kind"] == "op").to_numpy()]
-    top_step = ctx.cpu_step_of(top["ts"].to_numpy())
-    steps = ctx.model.steps.set_index("step")
+    top = top[(top["kind"] == "op").to_numpy()].sort_values("ts", kind="stable")
+    t_ts, t_end, t_th = top["ts"].to_numpy(), top["end"].to_numpy(), top["thread"].to_numpy()
+    t_name, t_row = top["name"].to_numpy(), top.index.to_numpy()
+    step_end = ctx.model.steps.set_index("step")["cpu_end"]
     spans, rows, names, first = [], [], set(), -1
     for step, regs in regions.groupby("step"):
         last = regs.iloc[-1]
-        ops = top[(top_step == step) & (top["thread"] == last.thread).to_numpy() & (top["ts"] >= last.end).to_numpy()
-                  & (top["ts"] < steps.loc[step, "cpu_end"]).to_numpy()]
-        counts = ops["name"].value_counts()
-        loop = counts[counts >= LOOP_OPS_PER_TENSOR * tensors].index
-        if not loop.str.match(UPDATE_OP).any():
+        i0, i1 = np.searchsorted(t_ts, last.end, "left"), np.searchsorted(t_ts, step_end.loc[step], "left")
+        on = np.arange(i0, i1)[t_th[i0:i1] == last.thread]
+        counts = Counter(t_name[on].tolist())
+        loop = {n for n, k in counts.items() if k >= LOOP_OPS_PER_TENSOR * tensors}
+        if not any(re.match(UPDATE_OP, n) for n in loop):
             continue
-        sel = ops[ops["name"].isin(loop)]
-        first = int(sel.index[np.argmin(sel["ts"].to_numpy())]) if first < 0 else first
-        spans.append((float(sel["ts"].min()), float(sel["end"].max()), last.thread))
+        sel = on[np.isin(t_name[on], list(loop))]
+        first = int(t_row[sel[0]]) if first < 0 else first
+        spans.append((float(t_ts[sel[0]]), float(t_end[sel].max()), last.thread))
         rows.append((step, spans[-1][1] - spans[-1][0]))
-        names |= set(loop)
+        names |= loop
     if not spans or len(spans) * 2 < ctx.n_full or _syncs_or_gemms(ctx, spans):
         return None
     got = _launched(ctx, spans)
