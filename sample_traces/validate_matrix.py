@@ -396,6 +396,9 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The twenty-sixth held-out set (committed as b4665a0 before it was recorded, the tool at 33788d3): one H200
         # lease (2026-11-29 11:48Z-11:50Z), three processes, 23A with `traceinsight record`.
         "h200_clean23A": "h200", "h200_clean23B": "h200", "h200_clean23C": "h200",
+        # The twenty-seventh held-out set (committed as 865d71e before it was recorded, the tool at e89ad64; the
+        # gradient-norm step's graph committed as 603a589 before 24D-F): one H200 host, two leases (2026-11-29
+        # 13:40Z-13:43Z, 13:46Z-13:47Z), six processes, 24A with `traceinsight record`.
         "h200_clean24A": "h200", "h200_clean24B": "h200", "h200_clean24C": "h200",
         "h200_clean24D": "h200", "h200_clean24E": "h200", "h200_clean24F": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of

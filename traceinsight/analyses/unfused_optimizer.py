@@ -54,13 +54,30 @@ def _optimizer_regions(ctx: Context):
     return regions[np.isin(regions["step"], ctx.full_steps)].sort_values("ts")
 
 
+def _launches(ctx: Context, rows=None):
+    """(GPU activities with a launch call, that call's time and thread): of all of them, or of `rows`."""
+    cpu, gpu = ctx.model.cpu, ctx.model.gpu
+    launched = gpu if rows is None else rows
+    launched = launched[launched["launcher"] >= 0]
+    lrow = launched["launcher"].to_numpy()
+    return launched, cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
+
+
+def _in_spans(ts: np.ndarray, thread: np.ndarray, spans) -> np.ndarray:
+    """Which events (time, thread) fall in one of the spans (t0, t1, thread); spans of a thread do not overlap."""
+    hit = np.zeros(len(ts), dtype=bool)
+    for th in {sp[2] for sp in spans}:
+        on = np.flatnonzero(thread == th)
+        t0, t1 = np.array(sorted((a, b) for a, b, t in spans if t == th)).T
+        k = np.searchsorted(t0, ts[on], side="right") - 1
+        hit[on] = (k >= 0) & (ts[on] < t1[np.maximum(k, 0)])
+    return hit
+
+
 def _launched(ctx: Context, spans) -> list[tuple[int, float, bool]]:
     """Per span (t0, t1, thread): the GPU activities launched from its thread inside it (count, GPU us, any
     multi-tensor kernel). Sorted launch times per thread and cumulative sums: a trace has thousands of spans."""
-    cpu, gpu = ctx.model.cpu, ctx.model.gpu
-    launched = gpu[gpu["launcher"] >= 0]
-    lrow = launched["launcher"].to_numpy()
-    lts, lth = cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
+    launched, lts, lth = _launches(ctx)
     dur = launched["dur"].to_numpy()
     fused = ctx.model.gpu_match(FUSED)[launched.index.to_numpy()].astype(np.int64)
     by_thread = {}
@@ -139,29 +156,16 @@ def update_loop_rows(ctx: Context) -> set:
     loops = update_loops(ctx)
     if loops is None:
         return set()
-    cpu, gpu = ctx.model.cpu, ctx.model.gpu
-    launched = gpu[gpu["launcher"] >= 0]
-    lrow = launched["launcher"].to_numpy()
-    lts, lth = cpu["ts"].to_numpy()[lrow], cpu["thread"].to_numpy()[lrow]
-    hit = np.zeros(len(launched), dtype=bool)
-    for t0, t1, th in loops[0]:
-        hit |= (lth == th) & (lts >= t0) & (lts < t1)
-    return set(launched.index[hit].tolist())
+    launched, lts, lth = _launches(ctx)
+    return set(launched.index[_in_spans(lts, lth, loops[0])].tolist())
 
 
 def _syncs_or_gemms(ctx: Context, spans) -> bool:
     """Whether any span holds a blocking call or launches a GEMM or a convolution."""
-    cpu, gpu = ctx.model.cpu, ctx.model.gpu
-    blk = cpu.loc[blocking_calls(ctx.model).index]
-    heavy = gpu[ctx.model.gpu_match(GEMM) | ctx.model.gpu_match(CONV)]
-    heavy = heavy[heavy["launcher"] >= 0]
-    hts, hth = cpu["ts"].to_numpy()[heavy["launcher"].to_numpy()], cpu["thread"].to_numpy()[heavy["launcher"].to_numpy()]
-    for t0, t1, th in spans:
-        if ((blk["thread"] == th) & (blk["ts"] >= t0) & (blk["ts"] < t1)).any():
-            return True
-        if ((hth == th) & (hts >= t0) & (hts < t1)).any():
-            return True
-    return False
+    blk = ctx.model.cpu.loc[blocking_calls(ctx.model).index]
+    _, hts, hth = _launches(ctx, ctx.model.gpu[ctx.model.gpu_match(GEMM) | ctx.model.gpu_match(CONV)])
+    return bool(_in_spans(blk["ts"].to_numpy(), blk["thread"].to_numpy(), spans).any()
+                or _in_spans(hts, hth, spans).any())
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -169,16 +173,15 @@ def analyze(ctx: Context) -> list[Finding]:
     if got is None and loops is None:
         return []
     ev, regions, extra, title, fix = {}, (), (), [], []
-    region_us = gpu_us = n_kernels = 0.0
+    region_us = gpu_us = 0.0
     if got is not None:
         optimizer, rows = got
         name = optimizer["name"].iloc[0].split("#")[-1]
         regions = tuple((float(r.ts), float(r.end), r.thread) for r in optimizer.itertuples())
-        n = np.median([r[2] for r in rows])
+        n, region_us, gpu_us = (float(np.median([r[k] for r in rows])) for k in (2, 1, 3))
         ev.update({"optimizer": name, "kernels_per_step": int(n),
-                   "optimizer_cpu_ms_per_step": round(np.median([r[1] for r in rows]) / 1000, 3),
-                   "optimizer_gpu_ms_per_step": round(np.median([r[3] for r in rows]) / 1000, 3)})
-        region_us, gpu_us, n_kernels = ev["optimizer_cpu_ms_per_step"] * 1e3, ev["optimizer_gpu_ms_per_step"] * 1e3, n
+                   "optimizer_cpu_ms_per_step": round(region_us / 1000, 3),
+                   "optimizer_gpu_ms_per_step": round(gpu_us / 1000, 3)})
         title.append(f"{name} launches {int(n)} small kernels per step (for-loop implementation)")
         fix.append(f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
                    "(or foreach=True); it updates all parameters in a few kernels.")
@@ -192,7 +195,7 @@ def analyze(ctx: Context) -> list[Finding]:
                    "update_loop_gpu_ms_per_step": round(loop_gpu / 1000, 3)})
         if where:
             ev["update_loop_source"] = where
-        region_us, gpu_us, n_kernels = region_us + loop_us, gpu_us + loop_gpu, n_kernels + n
+        region_us, gpu_us = region_us + loop_us, gpu_us + loop_gpu
         title.append(f"a per-tensor loop after the optimizer step ({', '.join(names[:4])}) launches {int(n)} small "
                      "kernels and copies per step (an update one tensor at a time, e.g. a weight EMA)"
                      + (f", {where}" if where else ""))
