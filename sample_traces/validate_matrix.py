@@ -400,7 +400,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # gradient-norm step's graph committed as 603a589 before 24D-F): one H200 host, two leases (2026-11-29
         # 13:40Z-13:43Z, 13:46Z-13:47Z), six processes, 24A with `traceinsight record`.
         "h200_clean24A": "h200", "h200_clean24B": "h200", "h200_clean24C": "h200",
-        "h200_clean24D": "h200", "h200_clean24E": "h200", "h200_clean24F": "h200"}
+        "h200_clean24D": "h200", "h200_clean24E": "h200", "h200_clean24F": "h200",
+        # The twenty-eighth held-out set (committed as f053a82 before it was recorded, the tool at 21285d4; the
+        # GPU-bound step's compile committed as 6a87787 before 25D-E): one H200 host, two leases (2026-11-29
+        # 14:56Z-14:59Z, 15:01Z-15:03Z), five processes, 25A with `traceinsight record`.
+        "h200_clean25A": "h200", "h200_clean25B": "h200", "h200_clean25C": "h200",
+        "h200_clean25D": "h200", "h200_clean25E": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

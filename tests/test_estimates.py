@@ -1664,6 +1664,21 @@ def test_twenty_seventh_held_out_set(clean_rows):
     assert len(ema) == 12 and all(abs(r["err_pct"]) <= 25 for r in ema)
 
 
+def test_twenty_eighth_held_out_set(clean_rows):
+    # Pre-registered at f053a82 (the tool at 21285d4; the GPU-bound step's compile at 6a87787 before 25D-E),
+    # recorded on one H200 host in five processes (25A-E): PyTorch's AveragedModel with a per-tensor avg_fn on a
+    # channels_last ResNet, and the ModelEmaV2 loop in a GPU-bound 201M-parameter step. As committed: 20 of 20
+    # within 25%, top 0 (the graph behind AveragedModel's own counter sync was not measured on the ResNet; the
+    # compile headlined the GPU-bound step). Since fd64a92 (read after this set) the EMA fix heads the GPU-bound
+    # rows; the ResNet's tops stay the unmeasured graph.
+    got = [r for r in pairs(clean_rows) if r["run"].startswith("h200_clean25")]
+    assert len(got) == 20
+    assert all(abs(r["err_pct"]) <= 25 for r in got)
+    gpu_bound = [r for r in got if r["workload"] == "holdout28_ema_gpu_bound"]
+    assert len(gpu_bound) == 14 and all(r["ok_top"] and r["top"] == "unfused_optimizer" for r in gpu_bound)
+    assert all(abs(r["err_pct"]) <= 10 for r in gpu_bound)
+
+
 def test_a_per_tensor_weight_ema_is_an_unfused_update(tmp_path):
     from conftest import raw_json, write_trace
     from traceinsight.report.analyze import analyze_file
