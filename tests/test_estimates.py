@@ -1719,6 +1719,31 @@ def test_a_per_tensor_weight_ema_is_an_unfused_update(tmp_path):
     assert loop_finding(write_trace(tmp_path / "synced.json", dict(doc, traceEvents=synced))) is None
 
 
+def test_a_per_tensor_loop_before_the_optimizer_step_is_an_unfused_update(tmp_path):
+    # The same real loop, with each step's Optimizer.step annotation moved to just after it: the loop now runs
+    # between the backward and the optimizer step, where per-tensor gradient clipping or scaling runs.
+    from conftest import raw_json, write_trace
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    doc = raw_json(ROOT / "sample_traces/matrix/h200_clean24B/holdout27_ema_state_dict__before__default.json.gz")
+    ev = doc["traceEvents"]
+    opt = [e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("Optimizer.step#")]
+    ops = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X"
+                 and e["name"] in ("aten::mul", "aten::add", "aten::copy_"))
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
+    for o in opt:
+        end = o["ts"] + o["dur"]
+        # The loop: its ops after the step, to the end of its ProfilerStep; the annotation goes 1 us after them.
+        stop = next(b for a, b in steps if a <= o["ts"] < b)
+        last = max((b for a, b in ops if end <= a < stop), default=None)
+        if last is not None:
+            o["ts"], o["dur"] = last + 1, 1
+    d = document(analyze_file(write_trace(tmp_path / "moved.json", doc)))
+    f = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "unfused_optimizer")
+    assert f["evidence"]["update_loop_launches_per_step"] == 392
+    assert "before the optimizer step" in f["title"] and "clip_grad_norm_" in f["fix"] and "_foreach_lerp_" not in f["fix"]
+
+
 def test_an_update_loops_chains_are_not_the_compilers():
     # The twenty-eighth set's GPU-bound step (recorded at c57412c, read before this rule): a ModelEmaV2 loop over
     # 38 tensors after a 201M-parameter step. torch.compile(model) does not run the loop, and its GPU time is the

@@ -4,7 +4,8 @@ torch.optim's for-loop implementation launches several kernels per parameter ten
 batches them (multi_tensor_apply) and fused=True does the whole update in a kernel or two. The same holds
 for a per-tensor update loop after the optimizer step: a weight EMA walked tensor by tensor (timm's
 ModelEmaV2: ``ema_v.copy_(decay * ema_v + (1 - decay) * model_v)`` over both state_dicts), which
-``torch._foreach_lerp_`` does in a few multi-tensor kernels.
+``torch._foreach_lerp_`` does in a few multi-tensor kernels, and for one between the backward and the optimizer
+step (gradients clipped or scaled tensor by tensor: ``clip_grad_norm_(foreach=False)``, ``p.grad.div_(k)``).
 Cost = the region's time on the critical path, minus what a fused update would take (estimated at a fifth
 of its GPU time: one pass over the state instead of several).
 """
@@ -28,8 +29,9 @@ SPEC = KindSpec("unfused_optimizer", "optimizer-bound",
 FUSED = r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_fused_|foreach"
 FUSED_GPU_SHARE = 0.2
 FOR_LOOP_KERNELS = 40   # kernels per optimizer step (median) from which it is a for-loop one
-# After the optimizer step, an op made at least once per parameter tensor (AccumulateGrad's count) per step is
-# a loop over the tensors: the forward makes its top-level ops once per layer, fewer than its tensors.
+# Between the last backward and the optimizer step, or after that step, an op made at least once per parameter
+# tensor (AccumulateGrad's count in one backward) per step is a loop over the tensors: the forward makes its
+# top-level ops once per layer, fewer than its tensors.
 ACCUMULATE = "torch::autograd::AccumulateGrad"
 LOOP_OPS_PER_TENSOR = 0.9
 MIN_TENSORS = 8
@@ -105,8 +107,9 @@ def _for_loop_steps(ctx: Context):
 
 
 def update_loops(ctx: Context):
-    """(spans (t0, t1, thread), per span (step, CPU us, kernels, GPU us), the loop's op names, the cpu row of
-    its first op) of a per-tensor update loop after each step's optimizer step, or None."""
+    """(spans (t0, t1, thread), per step (step, CPU us, launches, GPU us), the loops' op names, the cpu row of the
+    first op, where they run: "before" and/or "after" the optimizer step) of per-tensor update loops between each
+    step's last backward and its optimizer step or after that step, or None."""
     return ctx.model.memo("update_loops", lambda: _update_loops(ctx))
 
 
@@ -115,10 +118,6 @@ def _update_loops(ctx: Context):
     if regions.empty:
         return None
     cpu, gpu = ctx.model.cpu, ctx.model.gpu
-    acc = cpu[(cpu["name"] == ACCUMULATE).to_numpy()]
-    tensors = float(np.isin(ctx.cpu_step_of(acc["ts"].to_numpy()), ctx.full_steps).sum()) / ctx.n_full
-    if tensors < MIN_TENSORS:
-        return None
     # Top-level ops that launched GPU work (state_dict()'s detaches launch none: they neither start nor
     # stretch the loop, and the fixed program keeps them).
     launcher = gpu["launcher"].to_numpy()
@@ -128,26 +127,74 @@ def _update_loops(ctx: Context):
     t_ts, t_end, t_th = top["ts"].to_numpy(), top["end"].to_numpy(), top["thread"].to_numpy()
     t_name, t_row = top["name"].to_numpy(), top.index.to_numpy()
     step_end = ctx.model.steps.set_index("step")["cpu_end"]
-    spans, rows, names, first = [], [], set(), -1
+    tensors, backward_end = _tensors(ctx, regions)
+    if tensors < MIN_TENSORS:
+        return None
+    spans, steps, names, where, first = [], [], set(), [], -1
     for step, regs in regions.groupby("step"):
         last = regs.iloc[-1]
-        i0, i1 = np.searchsorted(t_ts, last.end, "left"), np.searchsorted(t_ts, step_end.loc[step], "left")
-        on = np.arange(i0, i1)[t_th[i0:i1] == last.thread]
-        counts = Counter(t_name[on].tolist())
-        loop = {n for n, k in counts.items() if k >= LOOP_OPS_PER_TENSOR * tensors}
-        if not any(re.match(UPDATE_OP, n) for n in loop):
-            continue
-        sel = on[np.isin(t_name[on], list(loop))]
-        first = int(t_row[sel[0]]) if first < 0 else first
-        spans.append((float(t_ts[sel[0]]), float(t_end[sel].max()), last.thread))
-        rows.append((step, spans[-1][1] - spans[-1][0]))
-        names |= loop
-    if not spans or len(spans) * 2 < ctx.n_full or _syncs_or_gemms(ctx, spans):
+        # Two places an update loop runs: after the last backward, before the optimizer (per-tensor gradient
+        # clipping or scaling), and after the optimizer step (a weight EMA).
+        for side, t0, t1 in (("before", backward_end.get(step), regs["ts"].iloc[0]),
+                             ("after", last.end, step_end.loc[step])):
+            if t0 is None:
+                continue
+            i0, i1 = np.searchsorted(t_ts, t0, "left"), np.searchsorted(t_ts, t1, "left")
+            on = np.arange(i0, i1)[t_th[i0:i1] == last.thread]
+            counts = Counter(t_name[on].tolist())
+            loop = {n for n, k in counts.items() if k >= LOOP_OPS_PER_TENSOR * tensors}
+            if not any(re.match(UPDATE_OP, n) for n in loop):
+                continue
+            sel = on[np.isin(t_name[on], list(loop))]
+            first = int(t_row[sel[0]]) if first < 0 else first
+            spans.append((float(t_ts[sel[0]]), float(t_end[sel].max()), last.thread))
+            steps.append(step)
+            names |= loop
+            where.append(side)
+    if not spans or len(set(steps)) * 2 < ctx.n_full or _syncs_or_gemms(ctx, spans):
         return None
     got = _launched(ctx, spans)
-    if any(f for _, _, f in got) or np.median([n for n, _, _ in got]) < FOR_LOOP_KERNELS:
+    # Per step: the CPU time, launches and GPU time of its loops (one or two).
+    per = {}
+    for s, (a, b, _), (n, g, f) in zip(steps, spans, got):
+        if f:
+            return None
+        us, n0, g0 = per.get(s, (0.0, 0, 0.0))
+        per[s] = (us + b - a, n0 + n, g0 + g)
+    if np.median([n for _, n, _ in per.values()]) < FOR_LOOP_KERNELS:
         return None
-    return spans, [(s, us, n, g) for (s, us), (n, g, _) in zip(rows, got)], sorted(names), first
+    sides = tuple(sorted(set(where), key=("before", "after").index))
+    return spans, [(s, *v) for s, v in per.items()], sorted(names), first, sides
+
+
+def _tensors(ctx: Context, regions) -> tuple[float, dict]:
+    """(parameter tensors, per step the end of its last backward): AccumulateGrad calls of the last backward before
+    each step's optimizer (median), and the last one's time. Under
+    gradient accumulation a step runs k backwards, each accumulating every tensor once: a step's whole count
+    would be k times the tensors, and an EMA loop over them would not reach it."""
+    cpu = ctx.model.cpu
+    is_acc = ctx.model.cpu_match(f"^{re.escape(ACCUMULATE)}$")
+    acc = np.sort(cpu["ts"].to_numpy()[is_acc])
+    if not len(acc):
+        return 0.0, {}
+    # The calling thread's top-level ops that are not the backward's own (a CPU backward runs its nodes on the
+    # calling thread as autograd::engine ops): the forward, the loss and what follows the backward.
+    thread = regions["thread"].iloc[0]
+    own = (cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy() \
+        & (cpu["thread"] == thread).to_numpy() & ~ctx.model.cpu_match(r"^autograd::") & ~is_acc
+    calls = np.sort(cpu["ts"].to_numpy()[own])
+    counts, ends = [], {}
+    for step, regs in regions.groupby("step"):
+        t_opt = regs["ts"].iloc[0]
+        k = np.searchsorted(acc, t_opt, "left") - 1
+        if k < 0:
+            continue
+        # The last backward began after the last call before its last AccumulateGrad.
+        j = np.searchsorted(calls, acc[k], "left") - 1
+        t_fwd = calls[j] if j >= 0 else -np.inf
+        counts.append(k + 1 - np.searchsorted(acc, t_fwd, "right"))
+        ends[step] = float(acc[k])
+    return (float(np.median(counts)) if counts else 0.0), ends
 
 
 def update_loop_rows(ctx: Context) -> set:
@@ -186,7 +233,7 @@ def analyze(ctx: Context) -> list[Finding]:
         fix.append(f"Use the fused or foreach implementation: torch.optim.{name.split('.')[0]}(..., fused=True) "
                    "(or foreach=True); it updates all parameters in a few kernels.")
     if loops is not None:
-        extra, rows, names, first = loops
+        extra, rows, names, first, sides = loops
         where = user_frame(ctx.model.cpu, first)     # with_stack: the user's function that runs the loop
         n = np.median([r[2] for r in rows])
         loop_us, loop_gpu = np.median([r[1] for r in rows]), np.median([r[3] for r in rows])
@@ -196,14 +243,22 @@ def analyze(ctx: Context) -> list[Finding]:
         if where:
             ev["update_loop_source"] = where
         region_us, gpu_us = region_us + loop_us, gpu_us + loop_gpu
-        title.append(f"a per-tensor loop after the optimizer step ({', '.join(names[:4])}) launches {int(n)} small "
-                     "kernels and copies per step (an update one tensor at a time, e.g. a weight EMA)"
+        side = " and ".join(sides)
+        title.append(f"a per-tensor loop {side} the optimizer step ({', '.join(names[:4])}) launches {int(n)} small "
+                     "kernels and copies per step (an update one tensor at a time"
+                     + (", e.g. gradient clipping or scaling" if "before" in sides else "")
+                     + (", e.g. a weight EMA" if "after" in sides else "") + ")"
                      + (f", {where}" if where else ""))
-        fix.append("Update every tensor in one multi-tensor call: torch._foreach_lerp_(ema_tensors, model_tensors, "
-                   "1 - decay) for an EMA (timm's ModelEmaV3; torch.optim.swa_utils.AveragedModel with "
-                   "multi_avg_fn=get_ema_multi_avg_fn(decay)), or the torch._foreach_* op of the update. Build the two "
-                   "tensor lists once rather than calling state_dict() each step, floating-point tensors only "
-                   "(an integer buffer such as num_batches_tracked is copied on its own).")
+        if "before" in sides:
+            fix.append("Scale or clip the gradients in multi-tensor calls: torch.nn.utils.clip_grad_norm_(params, "
+                       "max_norm, foreach=True), or torch._foreach_mul_(grads, scale) / torch._foreach_div_ for a "
+                       "per-tensor scaling loop.")
+        if "after" in sides:
+            fix.append("Update every tensor in one multi-tensor call: torch._foreach_lerp_(ema_tensors, model_tensors, "
+                       "1 - decay) for an EMA (timm's ModelEmaV3; torch.optim.swa_utils.AveragedModel with "
+                       "multi_avg_fn=get_ema_multi_avg_fn(decay)), or the torch._foreach_* op of the update. Build the "
+                       "two tensor lists once rather than calling state_dict() each step, floating-point tensors only "
+                       "(an integer buffer such as num_batches_tracked is copied on its own).")
     lost = max(0.0, max(region_us, gpu_us) - FUSED_GPU_SHARE * gpu_us)
     text = "; ".join(title)
     return [Finding(

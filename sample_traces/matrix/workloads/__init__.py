@@ -163,6 +163,10 @@ ALL = [
     # per-tensor avg_fn on a ResNet (buffers too), and the ModelEmaV2 loop in a GPU-bound step
     "holdout28_ema_averaged_model",
     "holdout28_ema_gpu_bound",
+    # twenty-ninth held-out set: per-tensor loops where the rule had not looked: a weight EMA under gradient
+    # accumulation (four backwards a step), and gradient clipping one tensor at a time before the optimizer
+    "holdout29_ema_grad_accum",
+    "holdout29_clip_per_tensor",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
