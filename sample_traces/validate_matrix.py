@@ -405,7 +405,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # GPU-bound step's compile committed as 6a87787 before 25D-E): one H200 host, two leases (2026-11-29
         # 14:56Z-14:59Z, 15:01Z-15:03Z), five processes, 25A with `traceinsight record`.
         "h200_clean25A": "h200", "h200_clean25B": "h200", "h200_clean25C": "h200",
-        "h200_clean25D": "h200", "h200_clean25E": "h200"}
+        "h200_clean25D": "h200", "h200_clean25E": "h200",
+        # The twenty-ninth held-out set (committed as aee393b with the tool it tests, before it was recorded): one
+        # H200 host, two leases (2026-11-29 17:14Z-17:18Z, 17:18Z-17:20Z), four processes, 26A with `traceinsight
+        # record`.
+        "h200_clean26A": "h200", "h200_clean26B": "h200", "h200_clean26C": "h200", "h200_clean26D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
