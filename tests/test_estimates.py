@@ -1679,6 +1679,23 @@ def test_twenty_eighth_held_out_set(clean_rows):
     assert all(abs(r["err_pct"]) <= 10 for r in gpu_bound)
 
 
+def test_twenty_ninth_held_out_set(clean_rows):
+    # Pre-registered at aee393b with the tool it tests (loops before the optimizer step, tensors counted per
+    # backward), recorded on one H200 host in four processes (26A-D): a ModelEmaV2 loop under four backwards a step,
+    # and clip_grad_norm_(foreach=False). As committed: 25 of 32 within 25%, 30 within 50%, top 32 (the graph);
+    # the tool before aee393b, finding neither loop: 23, 30, 32. The fixes measured at the host's noise (EMA
+    # 0.79-1.05x, clip 1.05-1.42x); the misses are graph rows of processes whose stack-profiled step read far
+    # above the others, and the process that measured the EMA fix at 0.79x.
+    got = [r for r in pairs(clean_rows) if r["run"].startswith("h200_clean26")]
+    assert len(got) == 32
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 25 and sum(abs(r["err_pct"]) <= 50 for r in got) >= 30
+    assert all(r["ok_top"] and r["top"] == "launch_overhead" for r in got)
+    clip = [r for r in got if r["workload"] == "holdout29_clip_per_tensor" and r["variant"] == "after"]
+    assert len(clip) == 8 and all(abs(r["err_pct"]) <= 25 for r in clip)
+    # Neither fix is overclaimed: no prediction above 1.3x where the measured median was 1.1x.
+    assert all(r["pred_speedup"] < 1.3 for r in got if r["variant"] == "after")
+
+
 def test_a_per_tensor_weight_ema_is_an_unfused_update(tmp_path):
     from conftest import raw_json, write_trace
     from traceinsight.report.analyze import analyze_file
@@ -1742,6 +1759,36 @@ def test_a_per_tensor_loop_before_the_optimizer_step_is_an_unfused_update(tmp_pa
     f = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "unfused_optimizer")
     assert f["evidence"]["update_loop_launches_per_step"] == 392
     assert "before the optimizer step" in f["title"] and "clip_grad_norm_" in f["fix"] and "_foreach_lerp_" not in f["fix"]
+
+
+def test_update_loops_under_gradient_accumulation_and_before_the_optimizer():
+    # The twenty-ninth set's programs (h200_clean26B): a ModelEmaV2 loop after the optimizer in a step of four
+    # backwards, and clip_grad_norm_(foreach=False) between the backward and the optimizer.
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    run = ROOT / "sample_traces/matrix/h200_clean26B"
+
+    def found(name, kind):
+        d = document(analyze_file(run / name))
+        return next((x for x in d["findings"] + d["minor_findings"] if x["kind"] == kind), None)
+    ema = found("holdout29_ema_grad_accum__before__default.json.gz", "unfused_optimizer")
+    # The tensors are one backward's AccumulateGrad calls (101), not the step's (404); four launches a tensor.
+    assert ema["evidence"]["update_loop_tensors"] == 101 and ema["evidence"]["update_loop_launches_per_step"] == 404
+    assert "after the optimizer step" in ema["title"] and "4.0 for each of 101" in ema["title"]
+    # state_dict()'s detaches, each step, are a loop over existing tensors: no torch.tensor advice for them.
+    host = found("holdout29_ema_grad_accum__before__default.json.gz", "host_bound")
+    assert "existing tensors" in host["title"] and "torch.tensor" not in host["fix"] and "once" in host["fix"]
+    clip = found("holdout29_clip_per_tensor__before__default.json.gz", "unfused_optimizer")
+    ev = clip["evidence"]
+    # A norm and a scale a tensor (with the big weights' memsets); the total norm and the coefficient between the
+    # two runs are the fixed program's too and are not the loop's (231 launches in the window, 226 in the runs).
+    assert ev["update_loop_tensors"] == 100 and ev["update_loop_launches_per_step"] == 226
+    assert set(ev["update_loop_ops"]) == {"aten::linalg_vector_norm", "aten::mul_"}
+    assert "before the optimizer step" in clip["title"] and "copies" not in clip["title"]
+    assert "clip_grad_norm_" in clip["fix"] and "foreach=True" in clip["fix"]
+    # The foreach versions are no such loops.
+    assert found("holdout29_clip_per_tensor__after__default.json.gz", "unfused_optimizer") is None
+    assert found("holdout29_ema_grad_accum__after__default.json.gz", "unfused_optimizer") is None
 
 
 def test_an_update_loops_chains_are_not_the_compilers():

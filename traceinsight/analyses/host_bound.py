@@ -57,8 +57,13 @@ def analyze(ctx: Context) -> list[Finding]:
     # a Python loop building the batch item by item.
     per_item = bool(where) and not engine and bare[3] >= PER_ITEM_MIN * ctx.n_full and \
         all(_MAKES_TENSOR.search(n) for n in bare[1:3])
+    # Between two detaches the loop walks tensors that exist (state_dict() detaches every parameter and buffer
+    # on each call; an expert review read torch.tensor advice on a weight EMA's state_dict() as wrong).
+    views = per_item and all(_VIEW.search(n) for n in bare[1:3])
     if not top:
         what = f"time on the backward pass's thread that no op covers{where}" if engine else \
+            (f"a Python loop over existing tensors (a detach each, as state_dict() makes): {bare[3] / ctx.n_full:.0f} "
+             f"stretches per step {where.strip()}") if views else \
             (f"a Python loop that builds tensors item by item: {bare[3] / ctx.n_full:.0f} stretches per step "
              f"{where.strip()}") if per_item else f"Python outside any recorded op{where}"
     # Idle that a few steps hold is a stall in those steps, not work every step does.
@@ -129,6 +134,11 @@ def analyze(ctx: Context) -> list[Finding]:
                "shrinks with fewer, larger ops "
                "(torch.compile of the model, which compiles its backward too) and goes away when the whole "
                "step is captured in a CUDA graph. Check the un-profiled step before acting on it.")
+    elif views:
+        fix = (f"The CPU runs a Python loop over existing tensors ({where.strip()}, {bare[3] / ctx.n_full:.0f} times "
+               "per step), detaching each: state_dict() does so for every parameter and buffer on each call. Build "
+               "the list of tensors once, outside the step, and reuse it (a weight EMA: keep the two lists and call "
+               "torch._foreach_lerp_ on them).")
     elif per_item:
         fix = (f"The CPU runs a Python loop that makes small tensors one item at a time ({where.strip()}, "
                f"{bare[3] / ctx.n_full:.0f} times per step): build the batch in one call (torch.tensor or "
@@ -241,6 +251,7 @@ def _is_loader(name: str) -> bool:
 _MAKES_TENSOR = re.compile(r"^aten::(empty|empty_strided|lift_fresh|lift|detach_?|to|_to_copy|copy_|"
                            r"tensor|scalar_tensor|as_strided|alias)$")
 PER_ITEM_MIN = 10      # stretches per step between the same two such ops
+_VIEW = re.compile(r"^aten::(detach|alias)$")
 
 _ENDS = ("the step's start", "the next op")
 
