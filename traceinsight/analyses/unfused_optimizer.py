@@ -175,9 +175,9 @@ def _update_loops(ctx: Context):
 
 def _tensors(ctx: Context, regions) -> tuple[float, dict]:
     """(parameter tensors, per step the end of its last backward): AccumulateGrad calls of the last backward before
-    each step's optimizer (median), and the last one's time. Under
-    gradient accumulation a step runs k backwards, each accumulating every tensor once: a step's whole count
-    would be k times the tensors, and an EMA loop over them would not reach it."""
+    each step's optimizer (median), and the last one's time. Under gradient accumulation a step runs k backwards,
+    each accumulating every tensor once: a step's whole count would be k times the tensors, and an EMA loop over
+    them would not reach it."""
     cpu = ctx.model.cpu
     is_acc = ctx.model.cpu_match(f"^{re.escape(ACCUMULATE)}$")
     acc = np.sort(cpu["ts"].to_numpy()[is_acc])
