@@ -167,6 +167,10 @@ ALL = [
     # accumulation (four backwards a step), and gradient clipping one tensor at a time before the optimizer
     "holdout29_ema_grad_accum",
     "holdout29_clip_per_tensor",
+    # thirtieth held-out set: greedy decoding with a static KV cache (a generate loop), syncing every token: an
+    # "all finished?" check on a small model, each token read with .tolist() on a larger one
+    "holdout30_decode_eos_check",
+    "holdout30_decode_tolist",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
