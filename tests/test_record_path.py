@@ -149,3 +149,45 @@ def test_a_noisy_measured_step_does_not_undo_the_profilers_cuts():
         assert 1.0 - above - 1e-9 <= scale <= 1.0 + below + 1e-9, (target, scale)
     assert deinflate.calibration_scale(model, c, profiled, act, None) == 1.0
 
+
+
+def test_a_step_opened_at_a_forward_hook_names_the_users_own_call():
+    # `traceinsight record` of a generate loop steps the profiler at the Decoder's forward hook, so each
+    # ProfilerStep range opens inside record_function's enter, inside the hook, inside the user's token()
+    # call, and stays open after all of them return. Walking up parent links from the .tolist() that
+    # followed named traceinsight's own _advance() (and pybind11's internal type) as the user's code:
+    # "pybind11_detail_function_record_v1_..._record_function_enter_new() in _advance(), def at
+    # traceinsight/trace/record_profiler.py:162". Only the frames still running at a call's start made it.
+    import json
+
+    from traceinsight.report.document import document
+    path = MATRIX / "h200_clean27A" / "record" / "holdout30_decode_tolist__stack" / "drive.pt.trace.json.gz"
+    a = analyze_model(build_model(load_trace(path)))
+    sync = next(f for f in a.findings + a.minor_findings if f.kind == "sync_stall")
+    site = sync.evidence["sync_sites"][0]
+    assert site["op"] == "aten::to"
+    assert site["source"] == "Tensor.tolist() in before(), def at workloads/holdout30_decode_tolist.py:46"
+    text = json.dumps(document(a), default=str)
+    assert "traceinsight/trace/record" not in text and "pybind11_detail" not in text
+    # The host's reading of copied results in an eval loop recorded the same way is the user's numpy, not
+    # "step(), def at torch/profiler/profiler.py:884 in _advance() (the profiler's own)".
+    path = MATRIX / "h100_record_infer" / "record" / "holdout6_eval_topk_numpy__stack" / "drive.pt.trace.json.gz"
+    text = json.dumps(document(analyze_model(build_model(load_trace(path)))), default=str)
+    assert "traceinsight/trace/record" not in text and "_advance()" not in text
+    assert "workloads/holdout6_eval_topk_numpy.py" in text
+
+
+def test_callers_pass_over_ranges_that_outlive_their_parent():
+    # Rows in nesting order: loop() calls token(), whose hook's enter() opens ProfilerStep#2 and returns;
+    # token() returns, and loop() then calls tolist() (nested in ProfilerStep#2 by time).
+    import numpy as np
+
+    from traceinsight.trace.pycalls import callers
+    names = ["loop", "token", "enter", "ProfilerStep#2", "tolist"]
+    kinds = np.array(["python", "python", "python", "annotation", "python"], dtype=object)
+    ts = np.array([0.0, 10.0, 20.0, 25.0, 60.0])
+    end = np.array([100.0, 40.0, 30.0, 90.0, 70.0])
+    parent = np.array([-1, 0, 1, 2, 3])
+    assert [names[q] for q in callers(4, parent, kinds, ts, end)] == ["loop"]
+    # Inside token(), before the hook: the plain chain.
+    assert [names[q] for q in callers(2, parent, kinds, ts, end)] == ["token", "loop"]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
-from ..trace.pycalls import BUILTIN, frame_label, is_user_frame
+from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame
 from ..trace.steps import step_at
 
 
@@ -138,35 +138,29 @@ class Context:
 
 
 def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
-    """Where user code made the call: the innermost user Python frame above a cpu row (not torch or the
-    stdlib), and the built-in method it called when the trace has it: "Tensor.cpu() in step(),
+    """Where user code made the call: the innermost user Python frame running above a cpu row (not torch or
+    the stdlib), and the built-in method it called when the trace has it: "Tensor.cpu() in step(),
     train.py:64". The profiler records each frame's first line (the `def`), never the calling line."""
-    p = user_frame_row(cpu, row)
-    if p is None:
-        return None
-    where = frame_label(cpu["name"].iat[p])
-    parent, names, kinds = cpu["parent"].to_numpy(), cpu["name"].to_numpy(), cpu["kind"].to_numpy()
-    q, called = parent[row], None
-    while q >= 0 and q != p:
-        if kinds[q] == "python" and BUILTIN.match(names[q]):
+    names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
+    called = None
+    for q in _callers(cpu, row, kinds):
+        if kinds[q] != "python":
+            continue
+        if is_user_frame(names[q]):
+            return f"{called} in {frame_label(names[q])}" if called else f"in {frame_label(names[q])}"
+        if BUILTIN.match(names[q]):
             called = frame_label(names[q])      # the outermost built-in below the frame: the user's call
-        q = parent[q]
-    return f"{called} in {where}" if called else f"in {where}"
+    return None
 
 
 def user_frame_row(cpu: pd.DataFrame, row: int) -> int | None:
     """The cpu row of that frame (one row per call), or None."""
-    parent = cpu["parent"].to_numpy()
-    names = cpu["name"].to_numpy()
-    kinds = cpu["kind"].to_numpy()
-    p = parent[row]
-    hops = 0
-    while p >= 0 and hops < 500:
-        if kinds[p] == "python" and is_user_frame(names[p]):
-            return int(p)
-        p = parent[p]
-        hops += 1
-    return None
+    names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
+    return next((q for q in _callers(cpu, row, kinds) if kinds[q] == "python" and is_user_frame(names[q])), None)
+
+
+def _callers(cpu: pd.DataFrame, row: int, kinds: np.ndarray):
+    return callers(row, cpu["parent"].to_numpy(), kinds, cpu["ts"].to_numpy(), cpu["end"].to_numpy())
 
 
 def top_op(cpu: pd.DataFrame, row: int) -> str:

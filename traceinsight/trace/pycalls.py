@@ -16,12 +16,16 @@ import numpy as np
 from .model import TraceModel
 
 PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in)")
+# (traceinsight's own modules too, wherever it was installed from: `record` runs the user's script under them.)
+LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in|"
+                 r"(^|/)traceinsight/(trace|analyses|estimate|report|render|cli)/)")
 # A call of a C built-in, as with_stack names it (the method's name may be empty: pybind11's functions).
 BUILTIN_CALL = r"^<built-in (?:method|function) "
 BUILTIN = re.compile(BUILTIN_CALL + r"(?P<meth>\w+)(?: of (?P<cls>[\w.]+) object)?")
 # The profiler's own Python (its step(), record_function's enter/exit): absent from the un-profiled run.
-PROFILER_OWN = re.compile(r"torch/profiler/|torch/autograd/profiler\.py|_record_function_(enter|exit)")
+# (traceinsight's own recorder counts too: `record` steps the profiler from its hooks.)
+PROFILER_OWN = re.compile(r"torch/profiler/|torch/autograd/profiler\.py|_record_function_(enter|exit)|"
+                          r"traceinsight/trace/record_")
 
 
 # The profiler writes installed modules' paths relative to their sys.path entry ("numpy/_core/_methods.py",
@@ -32,7 +36,7 @@ LIBRARIES = (frozenset(sys.stdlib_module_names) - {"test", "code", "this"}) | {
     "transformers", "tokenizers", "datasets", "accelerate", "lightning", "pytorch_lightning",
     "lightning_fabric", "apex", "deepspeed", "timm", "tqdm", "wandb", "tensorboard", "einops", "safetensors",
     "huggingface_hub", "fsspec", "xformers", "flash_attn", "megatron", "numba", "pyarrow", "h5py",
-    "albumentations", "_pytest", "pluggy", "IPython", "ipykernel", "tornado", "zmq", "absl"}
+    "albumentations", "_pytest", "pluggy", "IPython", "ipykernel", "tornado", "zmq", "absl", "traceinsight"}
 
 
 def is_user_frame(name: str) -> bool:
@@ -53,8 +57,10 @@ def frame_label(name: str) -> str:
     if b:
         # A method of a type object (torch.nonzero: torch's function table, dict.fromkeys) or a plain
         # built-in function (next) is named by itself: the trace does not say whose it is.
+        # pybind11's own function type ("pybind11_detail_function_record_v1_..._1xxx_use_cxx11_abi_1") is no
+        # class of the user's either.
         cls = b.group("cls")
-        cls = "" if cls in (None, "type") else cls.rsplit(".", 1)[-1] + "."
+        cls = "" if cls in (None, "type") or cls.startswith("pybind11_") else cls.rsplit(".", 1)[-1] + "."
         return f"{cls}{b.group('meth')}()"
     return STEP_NUMBER.sub("", name)
 
@@ -64,16 +70,18 @@ STEP_NUMBER = re.compile(r"#\d+$")
 
 def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     """us per call label over the spans [(start, end), ...] of one thread, by exclusive time: each instant
-    belongs to the deepest event then running (by time, not by parent links: a range that outlives the
-    frame it started in, ProfilerStep inside record_function's enter, is not that frame's child)."""
+    belongs to the deepest event then running (by time, not by parent links), never to a range that outlives
+    its parent (ProfilerStep, opened inside record_function's enter: see callers())."""
     cpu = model.cpu
     rows = model.thread_rows().get(thread)
     if rows is None or not len(rows):
         return {}
-    rows = rows[cpu["kind"].to_numpy()[rows] != "runtime"]
-    ts, end = cpu["ts"].to_numpy()[rows], cpu["end"].to_numpy()[rows]
-    depth = cpu["depth"].to_numpy()[rows]
     parent, names, kinds = cpu["parent"].to_numpy(), cpu["name"].to_numpy(), cpu["kind"].to_numpy()
+    all_ts, all_end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    # (A range that outlives its parent holds no instant of its own: what runs in it belongs to the frames.)
+    rows = rows[(kinds[rows] != "runtime") & ~_detached(rows, parent, kinds, all_end)]
+    ts, end = all_ts[rows], all_end[rows]
+    depth = cpu["depth"].to_numpy()[rows]
     label_of: dict[int, str] = {}
     out: dict[str, float] = {}
     for a, b in spans:
@@ -97,7 +105,7 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
             e = int(rows[hit[k]])
             lab = label_of.get(e)
             if lab is None:
-                lab = label_of[e] = _label(e, parent, names, kinds)
+                lab = label_of[e] = _label(e, parent, names, kinds, all_ts, all_end)
             out[lab] = out.get(lab, 0.0) + float(per[k])
     return out
 
@@ -109,10 +117,11 @@ WRAPPER = re.compile(r"(torch/_compile\.py\(\d+\): inner|torch/_dynamo/eval_fram
                      r"functools\.py\(\d+\): \w+)$")
 
 
-def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray) -> str:
-    outer, q, hops = e, e, 0
+def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray, ts: np.ndarray,
+           end: np.ndarray) -> str:
+    outer = e
     path: list[int] = []            # the non-runtime events from e up to `outer`
-    while q >= 0 and hops < 500:
+    for q in (e, *callers(e, parent, kinds, ts, end)):
         if kinds[q] == "python" and is_user_frame(names[q]):
             if q == e:
                 func, _, where = frame_label(names[q]).partition(", ")
@@ -128,6 +137,32 @@ def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray) -> 
         if kinds[q] != "runtime":
             outer = q
             path.append(q)
-        q = int(parent[q])
-        hops += 1
     return frame_label(names[outer])
+
+
+# The profiler opens some ranges inside a call that returns at once: record_function's enter opens
+# ProfilerStep#N (open until the next step) and Optimizer.step#... A range that outlives the event it started
+# in is nobody's call, and what is nested in it by time was called by the frames still running when it started
+# (`traceinsight record` steps at a forward hook: the user's loop after the forward had returned read as the
+# hook's, traceinsight's own frames named as the user's code). Walks up the tree pass over both.
+def callers(e: int, parent: np.ndarray, kinds: np.ndarray, ts: np.ndarray, end: np.ndarray):
+    """e's callers, innermost first: its ancestors still running when e started, less ranges that outlive
+    their own parent."""
+    t, q, hops = ts[e], int(parent[e]), 0
+    while q >= 0 and hops < 500:
+        p = int(parent[q])
+        if end[q] + NEST_SLACK_US >= t and not (kinds[q] == "annotation" and p >= 0 and end[q] > end[p] + NEST_SLACK_US):
+            yield q
+        q, hops = p, hops + 1
+
+
+NEST_SLACK_US = 0.001       # trace/nesting.py's EPS
+
+
+def _detached(rows: np.ndarray, parent: np.ndarray, kinds: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Which of the rows are annotations that outlive their parent."""
+    p = parent[rows]
+    has = p >= 0
+    out = np.zeros(len(rows), dtype=bool)
+    out[has] = (kinds[rows[has]] == "annotation") & (end[rows[has]] > end[p[has]] + NEST_SLACK_US)
+    return out
