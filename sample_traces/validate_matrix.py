@@ -409,7 +409,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The twenty-ninth held-out set (committed as aee393b with the tool it tests, before it was recorded): one
         # H200 host, two leases (2026-11-29 17:14Z-17:18Z, 17:18Z-17:20Z), four processes, 26A with `traceinsight
         # record`.
-        "h200_clean26A": "h200", "h200_clean26B": "h200", "h200_clean26C": "h200", "h200_clean26D": "h200"}
+        "h200_clean26A": "h200", "h200_clean26B": "h200", "h200_clean26C": "h200", "h200_clean26D": "h200",
+        # The thirtieth held-out set (committed as 3211f90 before it was recorded, the tool at 887dd50): one H200
+        # host, two leases (2026-11-29 19:48Z-19:53Z, 19:53Z-19:55Z), three processes, 27A with `traceinsight
+        # record`.
+        "h200_clean27A": "h200", "h200_clean27B": "h200", "h200_clean27C": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -1696,6 +1696,38 @@ def test_twenty_ninth_held_out_set(clean_rows):
     assert all(r["pred_speedup"] < 1.3 for r in got if r["variant"] == "after")
 
 
+
+def test_thirtieth_held_out_set(clean_rows):
+    # Pre-registered at 3211f90 with the tool at 887dd50: two generate loops over a static KV cache that sync
+    # once a token (an "all finished?" check on a small decoder, .tolist() of each token on a larger one),
+    # recorded on one H200 host in three processes (27A-C). Both loops are CPU-bound there: the syncs alone
+    # measured 0.70-0.98x, the per-token forward graphed 5.5-6.1x and 2.2-2.4x. As committed: 15 of 24 within
+    # 25%, 22 within 50%, top 24 (the graph, with the per-token sync as what it needs first). The misses: the
+    # measured slowdowns of the sync fixes, and 27C's small model, whose profiled steps rose 156 -> 314 ms as
+    # its launch calls slowed (the host, not the program).
+    got = [r for r in pairs(clean_rows) if r["run"].startswith("h200_clean27")]
+    assert len(got) == 24
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 15 and sum(abs(r["err_pct"]) <= 50 for r in got) >= 22
+    assert all(r["ok_top"] and r["top"] == "launch_overhead" for r in got)
+    # The syncs alone are not overclaimed: at most 1.1x predicted where they measured 0.70-0.98x.
+    assert all(r["pred_speedup"] <= 1.1 for r in got if r["variant"] == "after")
+    graphed = [r for r in got if r["variant"] == "after_graph" and "_clean27C" not in r["run"]]
+    assert len(graphed) == 8 and all(abs(r["err_pct"]) <= 25 for r in graphed)
+
+
+def test_a_per_token_sync_is_named_as_what_the_graph_needs_first():
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import document
+    d = document(analyze_file(ROOT / "sample_traces/matrix/h200_clean27B/holdout30_decode_eos_check__before__default.json.gz"))
+    top = d["findings"][0]
+    assert top["kind"] == "launch_overhead"
+    need = top["evidence"]["prerequisites"]
+    assert [p["kind"] for p in need] == ["sync_stall"] and "aten::is_nonzero" in need[0]["what"]
+    assert "48 times per step" in need[0]["what"]
+    # The sync alone saves little in a CPU-bound loop (the host still launches every kernel).
+    sync = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "sync_stall")
+    assert sync["estimated_savings_ms"] < 0.02 * top["estimated_savings_ms"]
+
 def test_a_per_tensor_weight_ema_is_an_unfused_update(tmp_path):
     from conftest import raw_json, write_trace
     from traceinsight.report.analyze import analyze_file
