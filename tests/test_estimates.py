@@ -1727,6 +1727,17 @@ def test_a_per_token_sync_is_named_as_what_the_graph_needs_first():
     # The sync alone saves little in a CPU-bound loop (the host still launches every kernel).
     sync = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "sync_stall")
     assert sync["estimated_savings_ms"] < 0.02 * top["estimated_savings_ms"]
+    # And it blocks a graph of the whole generate call only: the step repeats one token's 71 launches between
+    # its 48 syncs, and the measured fix graphed that forward (an expert review read "needs sync_stall fixed
+    # first" as wrong for a decode loop).
+    assert sync["evidence"]["repeated_between_syncs"] == {"repeats_per_step": 48.0, "launches_each": 71}
+    assert "a graph of only the sequence repeated between them (71 launches, 48 times a step" in top["fix"]
+    assert "needs sync_stall fixed first to be captured whole" in d["verdict"]
+    # A step whose syncs have a few launches between them (a norm per parameter, read with .item()) is no such
+    # loop: its syncs are what a graph of the step needs gone.
+    d = document(analyze_file(ROOT / "sample_traces/matrix/h200_clean24A/holdout27_grad_norm_items__before__default.json.gz"))
+    sync = next(x for x in d["findings"] + d["minor_findings"] if x["kind"] == "sync_stall")
+    assert sync["evidence"]["sync_sites"] and "repeated_between_syncs" not in sync["evidence"]
 
 def test_a_per_tensor_weight_ema_is_an_unfused_update(tmp_path):
     from conftest import raw_json, write_trace

@@ -59,6 +59,20 @@ def _site_fix(op: str) -> str | None:
     return SYNC_FIXES.get(op) or next((f for pattern, f in CALL_FIXES if pattern.match(op)), None)
 
 
+# A read of a result that is already small (a few values: a token per sequence, a metric) has nothing left to
+# shrink: what it waits for is the GPU work before it. The fix is to read less often (the review of the
+# thirtieth set: "copy only the small result" was advised for a 128-byte .tolist() of argmax tokens a token).
+SMALL_COPY_BYTES = 4096
+SMALL_COPY_FIX = ("the copy is already small ({b} bytes a call): keep the values on the GPU (write them into a "
+                  "preallocated tensor, or accumulate) and read them once every N steps or at the end")
+
+
+def _small_read(site: dict) -> bool:
+    """A copy op (whose own advice is to copy less) that already copies a few values to the host."""
+    return (site["op"] in ("aten::to", "aten::copy_") and site.get("copy_direction") == "to the host"
+            and site.get("copy_bytes_per_call") is not None and site["copy_bytes_per_call"] <= SMALL_COPY_BYTES)
+
+
 # A copy from pageable host memory to the GPU is synchronous: the CPU waits for the DMA itself.
 TO_DEVICE_FIX = ("a copy from pageable host memory to the GPU blocks the CPU until it is done: pin the source "
                  "(DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True, or keep "
@@ -83,7 +97,8 @@ def analyze(ctx: Context) -> list[Finding]:
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
     for s in ev_sites[:4]:
-        f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else _site_fix(s["op"])
+        f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else (
+            SMALL_COPY_FIX.format(b=s["copy_bytes_per_call"]) if _small_read(s) else _site_fix(s["op"]))
         if f and f"{s['op']}: {f}" not in fixes:     # (two sites of one op: its advice once)
             fixes.append(f"{s['op']}: {f}")
     fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
@@ -157,11 +172,60 @@ def analyze(ctx: Context) -> list[Finding]:
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
     inner = [s for s in ev_sites if not s["at_step_edge"]]
+    needed = "" if len(inner) == len(ev_sites) else _inside(inner)
+    repeated = _repeated_between_syncs(ctx, blockers) if inner else None
+    if repeated:
+        ev["repeated_between_syncs"] = repeated
+        needed = ((needed or title) + "; to graph the whole step, that is: a graph of only the sequence repeated "
+                  f"between them ({repeated['launches_each']} launches, {repeated['repeats_per_step']:g} times a "
+                  "step, as a generate loop's per-token forward) can leave them in place")
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
                     lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us,
-                    is_prerequisite=bool(inner) or not ev_sites,
-                    as_prerequisite="" if len(inner) == len(ev_sites) else _inside(inner))]
+                    is_prerequisite=bool(inner) or not ev_sites, as_prerequisite=needed)]
+
+
+# A step that runs one sequence of launches again and again between its syncs (a generate loop: a forward a
+# token, then a read of the token) can graph that sequence alone and keep the syncs between the replays (the
+# thirtieth set's review: the whole-step advice read as if the syncs had to go first; the measured fix graphed
+# the per-token forward). At least REPEAT_MIN syncs a full step, and REPEAT_SHARE of the stretches between two
+# consecutive ones launching the same number of kernels, at least REPEAT_LAUNCHES.
+REPEAT_MIN = 4
+REPEAT_SHARE = 0.8
+REPEAT_LAUNCHES = 10
+
+
+def _repeated_between_syncs(ctx: Context, blockers: list[int]) -> dict | None:
+    cpu = ctx.model.cpu
+    # One time per op instance (an .item() makes a copy and a stream sync): its first blocking call.
+    rows = np.asarray(blockers, dtype=np.int64)
+    ops = op_rows(cpu, rows)
+    ops = np.where(ops >= 0, ops, -1 - rows)
+    ts, thread = cpu["ts"].to_numpy()[rows], cpu["thread"].to_numpy()[rows]
+    _, first = np.unique(ops, return_index=True)
+    ts, thread = ts[first], thread[first]
+    step = ctx.cpu_step_of(ts)
+    launch = ((cpu["kind"] == "runtime") & (cpu["rkind"] == "launch")).to_numpy()
+    l_ts, l_thread = cpu["ts"].to_numpy()[launch], cpu["thread"].to_numpy()[launch]
+    between: list[int] = []
+    per_step: list[int] = []
+    for s in ctx.full_steps:
+        sel = step == s
+        if sel.sum() < REPEAT_MIN:
+            return None
+        names, n = np.unique(thread[sel], return_counts=True)
+        loop = names[n.argmax()]
+        t = np.sort(ts[sel & (thread == loop)])
+        lt = np.sort(l_ts[l_thread == loop])
+        between += np.diff(np.searchsorted(lt, t)).tolist()
+        per_step.append(len(t))
+    if not between:
+        return None
+    counts, n = np.unique(between, return_counts=True)
+    k = int(counts[n.argmax()])
+    if k < REPEAT_LAUNCHES or n.max() < REPEAT_SHARE * len(between):
+        return None
+    return {"repeats_per_step": float(np.median(per_step)), "launches_each": k}
 
 
 # The caching allocator asking the driver for memory again (after torch.cuda.empty_cache() gave it back).
@@ -199,6 +263,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     g = ctx.model.gpu
     own = g[g["launcher"].isin(blocks.index).to_numpy() & (g["kind"] == "memcpy").to_numpy()]
     copy_us = own.groupby("launcher")["dur"].sum()
+    copy_bytes = own.groupby("launcher")["bytes"].sum()
     # Which way each call's own copy went: a blocking copy *to the device* (from pageable memory) is
     # pinning's to fix, not keeping a result on the GPU (a100_alexnet: 16 HtoD weight copies in aten::to).
     to_device = own.assign(h2d=(own["copy_dir"] == "HtoD").to_numpy() * own["dur"].to_numpy()) \
@@ -216,7 +281,8 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
         d = by_site.setdefault(site, {"idle_us": 0.0, "idle_full": 0.0, "stalls": 0, "ops": set(), "calls": {},
-                                      "copy": 0.0, "to_device": 0.0, "blocked": 0.0, "edge": True})
+                                      "copy": 0.0, "to_device": 0.0, "blocked": 0.0, "edge": True,
+                                      "bytes": [], "n_copy": 0})
         d["edge"] &= bool(edge[k]) or not full[k]
         d["idle_us"] += stalled.get(int(b), 0.0)
         d["idle_full"] += stalled.get(int(b), 0.0) * full[k]     # per step: the full steps' idle only
@@ -228,6 +294,8 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
         if queued[k] <= r.ts + QUEUE_TOL_US:
             d["copy"] += float(copy_us.get(int(b), 0.0))
             d["to_device"] += float(to_device.get(int(b), 0.0))
+        if int(b) in copy_bytes.index:
+            d["bytes"].append(float(copy_bytes[int(b)]))
     no_source = ("(no user Python frame above it: autograd's backward thread, or a library's)"
                  if (cpu["kind"] == "python").any() else "(record with with_stack=True to get the source line)")
     out = []
@@ -240,6 +308,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
                     "waits_for": "its own copy" if d["copy"] >= 0.5 * d["blocked"] else "queued GPU work",
                     "copy_direction": ("to the device" if d["to_device"] > 0.5 * d["copy"] else "to the host")
                     if d["copy"] else None,
+                    "copy_bytes_per_call": int(np.median(d["bytes"])) if d["bytes"] else None,
                     "per_step": round(len(d["ops"]) / ctx.n_full, 2),
                     "stalls_per_step": round(d["stalls"] / ctx.n_full, 2),
                     "idle_ms_per_step": round(d["idle_full"] / ctx.n_full / 1000, 3),

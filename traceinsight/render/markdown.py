@@ -58,7 +58,7 @@ def _fix_details(fx) -> list[str]:
         body += [f"**{i}. `{f['kind']}`: {_cell(f['title'])}**", "",
                  f"- Estimated saving per step: {S.saving(f, '; ')}; "
                  + (f"cost {f['measured_cost_ms_per_step']} ms per step, derived ({_cell(f['cost_basis'])})"
-                    if f.get("cost_basis") else f"measured cost {f['measured_cost_ms_per_step']} ms per step")
+                    if f.get("cost_basis") else f"measured cost {f['measured_cost_ms_per_step']} ms per step, profiled")
                  + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
                  + f"; confidence {f['confidence']}.",
                  f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}"
@@ -104,6 +104,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     else:
         out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of the "
                    "median step\n")
+    if t.get("recording"):     # (what a step is, when `record` chose the window: the HTML and terminal say it too)
+        out.append(f"- {_cell(t['recording'])}\n")
     if png and meta:
         out += _picture(d, png, meta)
     if S.unprofiled(d):     # (also without fixes: a healthy step, a CPU-only run that record timed)

@@ -58,7 +58,13 @@ def verdict(a) -> str:
     if pre:
         both, own = plan[at]["cumulative_saves_ms"] * 1000, plan[at]["saves_ms"] * 1000
         share = "nearly all" if own >= 0.95 * both else f"about {own / 1000:.2f} ms"
-        out += (f"needs {', '.join(pre)} fixed first (see the plan): "
+        # (Syncs between repeats of one sequence, a generate loop's per-token forward, block a graph of the whole
+        # step, not one of that sequence: sync_stall's repeated_between_syncs.)
+        whole = any(g.kind in pre and g.evidence.get("repeated_between_syncs")
+                    for g in a.findings + a.minor_findings)
+        out += (f"needs {', '.join(pre)} fixed first" + (" to be captured whole" if whole else "")
+                + " (see the plan" + ("; a graph of the sequence repeated between the syncs need not)" if whole else ")")
+                + ": "
                 f"{'the two' if len(pre) == 1 else 'together they'} save about {both / 1000:.2f} ms per step "
                 f"({_pct(both, a)}% of the {which} step), {top.kind} {share} of it.")
     elif top.estimate_note.startswith(MEASURED_NOTE):
