@@ -199,10 +199,8 @@ def _repeated_between_syncs(ctx: Context, blockers: list[int]) -> dict | None:
     cpu = ctx.model.cpu
     # One time per op instance (an .item() makes a copy and a stream sync): its first blocking call.
     rows = np.asarray(blockers, dtype=np.int64)
-    ops = op_rows(cpu, rows)
-    ops = np.where(ops >= 0, ops, -1 - rows)
     ts, thread = cpu["ts"].to_numpy()[rows], cpu["thread"].to_numpy()[rows]
-    _, first = np.unique(ops, return_index=True)
+    _, first = np.unique(_op_instances(cpu, rows), return_index=True)
     ts, thread = ts[first], thread[first]
     step = ctx.cpu_step_of(ts)
     launch = ((cpu["kind"] == "runtime") & (cpu["rkind"] == "launch")).to_numpy()
@@ -226,6 +224,13 @@ def _repeated_between_syncs(ctx: Context, blockers: list[int]) -> dict | None:
     if k < REPEAT_LAUNCHES or n.max() < REPEAT_SHARE * len(between):
         return None
     return {"repeats_per_step": float(np.median(per_step)), "launches_each": k}
+
+
+def _op_instances(cpu, rows: np.ndarray) -> np.ndarray:
+    """The op instance each blocking call blocks in; a call outside any op (a harness's cudaEventSynchronize
+    under only a step annotation) is its own (-1 - row): counted per call, not as one "no op" for all."""
+    ops = op_rows(cpu, rows)
+    return np.where(ops >= 0, ops, -1 - rows)
 
 
 # The caching allocator asking the driver for memory again (after torch.cuda.empty_cache() gave it back).
@@ -262,8 +267,8 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     queued = _queued_until(ctx.model, blocks["ts"].to_numpy())
     g = ctx.model.gpu
     own = g[g["launcher"].isin(blocks.index).to_numpy() & (g["kind"] == "memcpy").to_numpy()]
-    copy_us = own.groupby("launcher")["dur"].sum()
-    copy_bytes = own.groupby("launcher")["bytes"].sum()
+    per_call = own.groupby("launcher")[["dur", "bytes"]].sum()
+    copy_us, copy_bytes = per_call["dur"], per_call["bytes"]
     # Which way each call's own copy went: a blocking copy *to the device* (from pageable memory) is
     # pinning's to fix, not keeping a result on the GPU (a100_alexnet: 16 HtoD weight copies in aten::to).
     to_device = own.assign(h2d=(own["copy_dir"] == "HtoD").to_numpy() * own["dur"].to_numpy()) \
@@ -271,18 +276,14 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     step = ctx.cpu_step_of(blocks["ts"].to_numpy())
     full = np.isin(step, ctx.full_steps)
     edge = _at_step_edge(ctx, blocks, step)
-    # The op instance each call blocks in (a call outside any op, a harness's cudaEventSynchronize under
-    # only a step annotation, is its own: counted per call, not as one "no op" for all of them).
-    b_rows = blocks.index.to_numpy()
-    op_row = op_rows(cpu, b_rows)
-    op_row = np.where(op_row >= 0, op_row, -1 - b_rows)
+    op_row = _op_instances(cpu, blocks.index.to_numpy())
     stalled = dict(rows)
     by_site: dict[tuple, dict] = {}
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
         d = by_site.setdefault(site, {"idle_us": 0.0, "idle_full": 0.0, "stalls": 0, "ops": set(), "calls": {},
                                       "copy": 0.0, "to_device": 0.0, "blocked": 0.0, "edge": True,
-                                      "bytes": [], "n_copy": 0})
+                                      "bytes": []})
         d["edge"] &= bool(edge[k]) or not full[k]
         d["idle_us"] += stalled.get(int(b), 0.0)
         d["idle_full"] += stalled.get(int(b), 0.0) * full[k]     # per step: the full steps' idle only

@@ -14,6 +14,7 @@ import sys
 import numpy as np
 
 from .model import TraceModel
+from .nesting import EPS
 
 PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 # (traceinsight's own modules too, wherever it was installed from: `record` runs the user's script under them.)
@@ -151,12 +152,10 @@ def callers(e: int, parent: np.ndarray, kinds: np.ndarray, ts: np.ndarray, end: 
     t, q, hops = ts[e], int(parent[e]), 0
     while q >= 0 and hops < 500:
         p = int(parent[q])
-        if end[q] + NEST_SLACK_US >= t and not (kinds[q] == "annotation" and p >= 0 and end[q] > end[p] + NEST_SLACK_US):
+        if end[q] + EPS >= t and not (kinds[q] == "annotation" and p >= 0 and end[q] > end[p] + EPS):
             yield q
         q, hops = p, hops + 1
 
-
-NEST_SLACK_US = 0.001       # trace/nesting.py's EPS
 
 
 def _detached(rows: np.ndarray, parent: np.ndarray, kinds: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -164,5 +163,5 @@ def _detached(rows: np.ndarray, parent: np.ndarray, kinds: np.ndarray, end: np.n
     p = parent[rows]
     has = p >= 0
     out = np.zeros(len(rows), dtype=bool)
-    out[has] = (kinds[rows[has]] == "annotation") & (end[rows[has]] > end[p[has]] + NEST_SLACK_US)
+    out[has] = (kinds[rows[has]] == "annotation") & (end[rows[has]] > end[p[has]] + EPS)
     return out
