@@ -11,9 +11,19 @@ Variants (the same 8 x Linear(4096) bf16 MLP, batch 32 per rank, fused Adam):
                   DDP buckets) is larger than the compute it can hide behind (exposed communication).
   accumulate4     the comm_bound job with 4 micro-batches per optimizer step under no_sync(): one
                   all-reduce per 4 micro-batches (the measured fix of comm_bound; compare per sample).
+The held-out set 31 (pre-registered; pairs before -> after, scored by score_jobs.py):
+  loader_workers0 -> loader_workers4   every rank feeds the MLP from a DataLoader whose Dataset does
+                  per-sample numpy work (num_workers=0: in the training loop), fixed with 4 workers each.
+  rank0_metrics -> rank0_metrics_deferred   rank 0 alone logs per-step metrics: accuracy .item() and the
+                  softmax copied to numpy for an entropy and a histogram, after the backward; the other rank
+                  waits for it in the next all-reduce. Fixed by keeping the metrics on the GPU (read every
+                  100 steps, never inside the window).
+  unfused_adam -> fused_adam   48 x [Linear(512), ReLU], batch 64, Adam(foreach=False): one kernel per
+                  op per parameter after DDP's all-reduce, fixed with Adam(fused=True).
 Per variant: WARMUP steps, then >= 50 timed un-profiled steps (median, p10, p90 over blocks), then a
-profiled window (wait 1, warmup 2, active 5) written to OUT/<variant>/rank<R>.json.gz; rank 0 writes
-OUT/manifest.json with the timings, GPU, torch and NCCL versions.
+profiled window (wait 1, warmup 2, active 5) per setting: OUT/<variant>/rank<R>.json.gz with default
+options and, with --settings default,stack, OUT/<variant>__stack/rank<R>.json.gz with with_stack=True,
+record_shapes=True; rank 0 writes OUT/manifest.json with the timings, GPU, torch and NCCL versions.
 """
 from __future__ import annotations
 
@@ -26,6 +36,7 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -35,6 +46,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)
 ap.add_argument("--variants", default="straggler_host,comm_bound,accumulate4")
+ap.add_argument("--settings", default="default")
 args = ap.parse_args()
 
 CPU = os.environ.get("TI_CPU") == "1" or not torch.cuda.is_available()
@@ -58,22 +70,60 @@ def burn(ms: float) -> None:
         pass
 
 
+class NumpyFeatures(torch.utils.data.Dataset):
+    """Per-sample numpy work (a sort and a shuffle of a random vector) that a DataLoader with no workers runs in
+    the training loop."""
+    def __len__(self):
+        return 10 ** 7
+
+    def __getitem__(self, i):
+        rng = np.random.default_rng(i)
+        x = np.sort(rng.standard_normal(2 * D))
+        return torch.from_numpy(x[rng.permutation(2 * D)][:D].astype(np.float32))
+
+
 def make(variant):
     torch.manual_seed(0)
+    small = variant in ("unfused_adam", "fused_adam")
+    d, layers, batch = (min(D, 512), 48, 2 * BATCH) if small else (D, LAYERS, BATCH)
     mods = []
-    for _ in range(LAYERS):
-        mods += [nn.Linear(D, D), nn.GELU()]
+    for _ in range(layers):
+        mods += [nn.Linear(d, d), nn.ReLU() if small else nn.GELU()]
     model = nn.Sequential(*mods).to(dev)
     ddp = DDP(model, device_ids=None if CPU else [dev.index], bucket_cap_mb=25)
-    opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, fused=None if CPU else True)
-    xs = [torch.randn(BATCH, D, device=dev) for _ in range(4)]
+    if variant == "unfused_adam":
+        opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, foreach=False)
+    else:
+        opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, fused=None if CPU else True)
+    xs = [torch.randn(batch, d, device=dev) for _ in range(4)]
+    ys = [torch.randint(0, d, (batch,), device=dev) for _ in range(4)]
     micro = 4 if variant == "accumulate4" else 1
-    st = {"i": 0}
+    st = {"i": 0, "acc": torch.zeros((), device=dev)}
+    batches = None
+    if variant.startswith("loader_workers"):
+        workers = int(variant.removeprefix("loader_workers"))
+        batches = iter(torch.utils.data.DataLoader(
+            NumpyFeatures(), batch_size=batch, num_workers=workers, pin_memory=not CPU,
+            persistent_workers=workers > 0, prefetch_factor=4 if workers else None))
 
     def fwd_bwd(x):
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
             out = ddp(x)
         out.float().pow(2).mean().backward()
+        return out
+
+    def metrics(out, y, i):
+        if variant == "rank0_metrics" and rank == 0:
+            acc = (out.argmax(-1) == y).float().mean().item()
+            p = out.detach().float().softmax(-1).cpu().numpy()
+            ent = float(-(p * np.log(p + 1e-9)).sum(-1).mean())
+            hist = np.histogram(p, bins=64)[0]
+            st["log"] = f"{i} acc {acc:.3f} entropy {ent:.3f} mode {int(hist.argmax())}"
+        elif variant == "rank0_metrics_deferred" and rank == 0:
+            st["acc"] += (out.argmax(-1) == y).float().mean()
+            if i % 100 == 0:
+                st["log"] = f"{i} acc {st['acc'].item() / 100:.3f}"
+                st["acc"].zero_()
 
     def step():
         i = st["i"] = st["i"] + 1
@@ -83,7 +133,9 @@ def make(variant):
         for k in range(micro - 1):
             with ddp.no_sync():
                 fwd_bwd(xs[(i + k) % 4])
-        fwd_bwd(xs[(i + micro - 1) % 4])
+        x = next(batches).to(dev, non_blocking=True) if batches is not None else xs[(i + micro - 1) % 4]
+        out = fwd_bwd(x)
+        metrics(out, ys[(i + micro - 1) % 4], i)
         opt.step()
     return step, micro
 
@@ -114,12 +166,13 @@ def timed(step, micro):
             "per_micro_batch_median": round(statistics.median(vals) / micro, 4)}
 
 
-def profiled(step, out: Path):
+def profiled(step, out: Path, stack: bool):
     acts = [ProfilerActivity.CPU] + ([] if CPU else [ProfilerActivity.CUDA])
     out.mkdir(parents=True, exist_ok=True)
     raw = out / f"rank{rank}.json"
     dist.barrier()
-    with profile(activities=acts, schedule=schedule(wait=1, warmup=2, active=5)) as prof:
+    with profile(activities=acts, schedule=schedule(wait=1, warmup=2, active=5), with_stack=stack,
+                 record_shapes=stack) as prof:
         for _ in range(8):
             step()
             prof.step()
@@ -133,14 +186,16 @@ def profiled(step, out: Path):
 manifest = {"world_size": world, "torch": torch.__version__, "backend": dist.get_backend(),
             "nccl": ".".join(map(str, torch.cuda.nccl.version())) if not CPU else None,
             "gpu": None if CPU else torch.cuda.get_device_name(dev), "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "model": f"{LAYERS} x [Linear({D}), GELU] bf16 autocast, batch {BATCH} per rank, fused Adam, DDP bucket 25 MB",
+            "model": f"{LAYERS} x [Linear({D}), GELU] bf16 autocast, batch {BATCH} per rank, fused Adam, DDP bucket 25 MB "
+                     "(unfused_adam, fused_adam: 48 x [Linear(512), ReLU], batch 64, Adam foreach=False / fused)",
             "step_time_method": "un-profiled: 10 blocks of N steps after 5 warm-up steps, a barrier and a device "
                                 "synchronize around each block; step = block / N; median/p10/p90 over blocks (rank 0)",
             "variants": {}}
 for v in args.variants.split(","):
     step, micro = make(v)
     t = timed(step, micro)
-    profiled(step, Path(args.out) / v)
+    for setting in args.settings.split(","):
+        profiled(step, Path(args.out) / (v if setting == "default" else f"{v}__{setting}"), setting == "stack")
     manifest["variants"][v] = {"step_ms": t}
     if rank == 0:
         print(v, t, flush=True)

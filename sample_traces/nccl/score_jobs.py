@@ -1,0 +1,94 @@
+"""Score traceinsight's job reports against measured fixes of real two-GPU NCCL jobs (the held-out set 31 and
+comm_bound -> accumulate4): per pair, profiler setting and rank scored, the rank's top finding, its estimated
+saving as a predicted speed-up of the job's step, and the measured speed-up (un-profiled medians, rank 0's
+clock around a barrier: the job's step).
+
+    python sample_traces/nccl/score_jobs.py [--markdown]
+
+Which rank a pair is scored on: the one the fix changes. A fix every rank makes (DataLoader workers, a fused
+optimizer) is scored on every rank; a fix one rank makes (rank 0's logging) on that rank, which the job
+report must also name as the straggler. The predicted speed-up is that rank's un-profiled step estimate u
+over u less the estimated saving of the fix's finding, as in validate_matrix.py.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from traceinsight.job import analyze_job  # noqa: E402
+
+# (job folder, before, after, kinds the fix addresses (the first is the one it is named for), ranks the fix
+# changes, the straggler the job report must name (None: no requirement)); registered before recording
+# (sample_traces/nccl/README.md).
+PAIRS = [
+    ("h200x2", "comm_bound", "accumulate4", ("exposed_communication",), (0, 1), None),
+    ("h200x2_set31A", "loader_workers0", "loader_workers4", ("host_bound",), (0, 1), None),
+    ("h200x2_set31A", "rank0_metrics", "rank0_metrics_deferred", ("sync_stall", "host_bound"), (0,), 0),
+    ("h200x2_set31A", "unfused_adam", "fused_adam", ("unfused_optimizer",), (0, 1), None),
+]
+SETTINGS = {"default": "", "stack": "__stack"}
+
+
+def _step(manifest: dict, variant: str) -> float:
+    """The un-profiled step per micro-batch (accumulate4 runs 4 a step: compared per sample)."""
+    return manifest["variants"][variant]["step_ms"]["per_micro_batch_median"]
+
+
+def score(root: Path = HERE, pairs=PAIRS) -> list[dict]:
+    rows = []
+    for job, before, after, kinds, ranks, straggler in pairs:
+        folder = root / job
+        if not (folder / "manifest.json").exists():
+            continue
+        manifest = json.loads((folder / "manifest.json").read_text())
+        meas = _step(manifest, before) / _step(manifest, after)
+        for setting, suffix in SETTINGS.items():
+            traces = folder / f"{before}{suffix}"
+            if not traces.is_dir():
+                continue
+            block = analyze_job([traces], workers=1, full_ranks=ranks)
+            named = block["straggler"]["rank"]
+            for rank in ranks:
+                rep = block["rank_reports"].get(str(rank))
+                if rep is None:
+                    continue
+                top = rep["findings"][0]["kind"] if rep["findings"] else ("healthy" if rep["healthy"] else "-")
+                u = rep["summary"].get("unprofiled_step_ms") or rep["summary"]["median_step_ms"]
+                found = [f for f in rep["findings"] + rep.get("minor_findings", []) if f["kind"] in kinds]
+                s = max((f.get("estimated_savings_ms") or 0.0 for f in found), default=None)
+                pred = u / (u - s) if s is not None and u - s > 0 else None
+                rows.append({"job": job, "before": before, "after": after, "setting": setting, "rank": rank,
+                             "top": top, "fix_kinds": list(kinds), "ok_top": top in kinds,
+                             "straggler": named, "ok_straggler": straggler is None or named == straggler,
+                             "profiled_ms": rep["summary"]["median_step_ms"], "unprofiled_est_ms": u,
+                             "unprofiled_ms": _step(manifest, before), "saving_ms": s,
+                             "pred_speedup": round(pred, 2) if pred else None, "meas_speedup": round(meas, 2),
+                             "err_pct": round(100 * (pred - meas) / meas, 1) if pred else None})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    out = ["| pair | setting | rank | top finding | straggler named | un-profiled step: estimate / measured (ms) "
+           "| predicted | measured | error |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        err = f"{r['err_pct']:+.0f}%" if r["err_pct"] is not None else "-"
+        pred = f"{r['pred_speedup']:.2f}x" if r["pred_speedup"] else "-"
+        out.append(f"| {r['before']} -> {r['after']} | {r['setting']} | {r['rank']} | {r['top']}"
+                   f"{'' if r['ok_top'] else ' (x)'} | {r['straggler'] if r['straggler'] is not None else 'none'}"
+                   f"{'' if r['ok_straggler'] else ' (x)'} | {r['unprofiled_est_ms']:.2f} / {r['unprofiled_ms']:.2f} "
+                   f"| {pred} | {r['meas_speedup']:.2f}x | {err} |")
+    n = len(rows)
+    w25 = sum(r["err_pct"] is not None and abs(r["err_pct"]) <= 25 for r in rows)
+    w50 = sum(r["err_pct"] is not None and abs(r["err_pct"]) <= 50 for r in rows)
+    top = sum(r["ok_top"] and r["ok_straggler"] for r in rows)
+    out.append(f"\n{n} rows: within 25% {w25}, within 50% {w50}, top finding (and straggler) right {top}.")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    rows = score()
+    print(markdown(rows) if "--markdown" in sys.argv else json.dumps(rows, indent=1))
