@@ -29,6 +29,9 @@ PAIRS = [
     ("h200x2_set31A", "loader_workers0", "loader_workers4", ("host_bound",), (0, 1), None),
     ("h200x2_set31A", "rank0_metrics", "rank0_metrics_deferred", ("sync_stall", "host_bound"), (0,), 0),
     ("h200x2_set31A", "unfused_adam", "fused_adam", ("unfused_optimizer",), (0, 1), None),
+    ("h200x2_set31B", "loader_workers0", "loader_workers4", ("host_bound",), (0, 1), None),
+    ("h200x2_set31B", "rank0_metrics", "rank0_metrics_deferred", ("sync_stall", "host_bound"), (0,), 0),
+    ("h200x2_set31B", "unfused_adam", "fused_adam", ("unfused_optimizer",), (0, 1), None),
 ]
 SETTINGS = {"default": "", "stack": "__stack"}
 
@@ -77,7 +80,7 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         err = f"{r['err_pct']:+.0f}%" if r["err_pct"] is not None else "-"
         pred = f"{r['pred_speedup']:.2f}x" if r["pred_speedup"] else "-"
-        out.append(f"| {r['before']} -> {r['after']} | {r['setting']} | {r['rank']} | {r['top']}"
+        out.append(f"| {r['job']}: {r['before']} -> {r['after']} | {r['setting']} | {r['rank']} | {r['top']}"
                    f"{'' if r['ok_top'] else ' (x)'} | {r['straggler'] if r['straggler'] is not None else 'none'}"
                    f"{'' if r['ok_straggler'] else ' (x)'} | {r['unprofiled_est_ms']:.2f} / {r['unprofiled_ms']:.2f} "
                    f"| {pred} | {r['meas_speedup']:.2f}x | {err} |")

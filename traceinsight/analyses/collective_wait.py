@@ -16,10 +16,20 @@ def analyze(ctx: Context) -> list[Finding]:
           "collective_kernels_per_step": round(len(coll) / ctx.n_full, 1),
           "collective_ms_per_step": round(float(coll["dur"].sum()) / ctx.n_full / 1000, 3),
           "top_collectives": coll["name"].str.slice(0, 100).value_counts().head(5).to_dict()}
+    title = "Compute waits on collectives (NCCL): communication is not hidden behind compute"
+    fix = ("Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
+           "prefetch), and check the other ranks for stragglers (load imbalance makes this rank wait).")
+    peer = ctx.model.meta.get("peer_wait_us")
+    if peer is not None:
+        # Read with the job's other ranks (trace/peer_waits.py): the time inside its collectives that this rank
+        # spent waiting for the last rank to arrive is idle here, and is theirs to fix.
+        ev["waits_for_other_ranks_ms_total"] = round(peer / 1000, 3)
+        if peer > 0:
+            title = ("This rank waits in its collectives for the other ranks to arrive: its GPU idles there, and "
+                     "the rank that arrives last sets the wait")
+            fix = ("Fix the rank that arrives last (the job report's straggler): its top finding is this rank's wait. "
+                   "Where every rank has the same problem the ranks take turns being last: fix it on every rank.")
     return [Finding(
-        kind=SPEC.kind,
-        title="Compute waits on collectives (NCCL): communication is not hidden behind compute",
+        kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
-        fix="Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
-            "prefetch), and check the other ranks for stragglers (load imbalance makes this rank wait).",
-        confidence="medium", evidence=ev, fixes=())]
+        fix=fix, confidence="medium", evidence=ev, fixes=())]

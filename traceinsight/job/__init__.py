@@ -65,7 +65,11 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
         # Phase 2: the full single-rank analysis of the ranks worth reading, in one fan-out.
         want = sorted({(i, r) for i, block in enumerate(built) for r in _report_ranks(block, full_ranks)})
         paths_by = {(i, s.rank): s.path for i, job in enumerate(jobs) for s in job.summaries}
-        docs = session.map(full_rank, [paths_by[k] for k in want], factor=1.2) if want else []
+        # Each rank's waits for the others inside its collectives (job/analysis.peer_waits) go with it.
+        waits = [built[i].get("_peer_waits", {}).get(r) for i, r in want]
+        docs = session.map(full_rank, [paths_by[k] for k in want], factor=1.2, extra=waits) if want else []
+    for block in built:
+        block.pop("_peer_waits", None)
     for (i, r), doc in zip(want, docs):
         built[i]["rank_reports"][str(r)] = doc
     for block in built:
@@ -157,6 +161,8 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
                   "offsets_us": {str(s.rank): round(float(clk.offsets[i]), 3) for i, s in enumerate(ok)}},
         "warnings": sorted(set(warnings), key=warnings.index),
         "rank_reports": {},
+        "_peer_waits": ({s.rank: w for s, w in zip(ok, analysis.peer_waits(m, shift, clk.offsets))}
+                        if len(ok) > 1 else {}),
     }
     return block
 

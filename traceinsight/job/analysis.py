@@ -87,6 +87,22 @@ def collective_wait(a: Aligned, m: Matched) -> np.ndarray:
     return per_step_union(s, np.minimum(last[None, :], a.end), m.col_step, a.steps)
 
 
+def peer_waits(m: Matched, shift: np.ndarray, offsets: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per row: (the starts of its collectives on its own clock, us of each spent waiting for the last rank to
+    arrive), for every complete collective of a group of more than one (trace/peer_waits.py takes them out)."""
+    d = (shift - offsets)[:, None]
+    use = m.complete & (m.col_group > 1)
+    s, e = m.start + d, m.end + d
+    last = _quiet(np.nanmax, np.where(use[None, :], s, np.nan), axis=0) if use.any() else np.full(len(use), np.nan)
+    with np.errstate(invalid="ignore"):
+        w = np.minimum(last[None, :], e) - s
+    out = []
+    for r in range(m.n_rows):
+        cols = use & np.isfinite(m.start[r]) & np.isfinite(w[r]) & (np.nan_to_num(w[r]) > 0)
+        out.append((m.start[r, cols].astype(float), w[r, cols].astype(float)))
+    return out
+
+
 def step_medians(m: Matched, steps: np.ndarray, keys) -> dict:
     """Per key, per row: the median over the chosen steps of one per-step column of the summaries."""
     have = [r for r in m.rows if len(r.steps.get("step", ()))]

@@ -103,20 +103,24 @@ class Session:
     def __exit__(self, *exc):
         self.close()
 
-    def map(self, fn, paths, factor: float = 1.0) -> list:
+    def map(self, fn, paths, factor: float = 1.0, extra: list | None = None) -> list:
+        """fn(path) per path, or fn(path, extra[i]) where `extra` is given (small, picklable: it travels)."""
         paths = [str(p) for p in paths]
         if not paths:
             return []
-        return getattr(self, f"_{self.engine}")(fn, paths, factor)
+        extra = [None] * len(paths) if extra is None else list(extra)
+        call = fn if all(x is None for x in extra) else _WithExtra(fn)
+        args = paths if call is fn else list(zip(paths, extra))
+        return getattr(self, f"_{self.engine}")(call, args, factor)
 
     def _local(self, fn, paths, factor):
-        n = local_workers(paths, self.workers, factor)
+        n = local_workers([_path(p) for p in paths], self.workers, factor)
         if n == 1:
             return [fn(p) for p in paths]
         methods = mp.get_all_start_methods()
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         # Biggest files first, so a large rank does not start last and hold up the end.
-        order = sorted(range(len(paths)), key=lambda i: -json_bytes(paths[i]))
+        order = sorted(range(len(paths)), key=lambda i: -json_bytes(_path(paths[i])))
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             done = dict(zip(order, pool.map(fn, [paths[i] for i in order])))
         return [done[i] for i in range(len(paths))]
@@ -134,7 +138,7 @@ class Session:
                     raise UsageError(f"--address {self.address}: could not reach a Dask scheduler there "
                                      f"({type(exc).__name__}: {exc})") from None
             else:
-                n = self.workers or local_workers(paths, None, factor)
+                n = self.workers or local_workers([_path(p) for p in paths], None, factor)
                 self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=n > 1,
                                              dashboard_address=None)
                 self._client = Client(self._cluster)
@@ -148,7 +152,8 @@ class Session:
             raise UsageError("--engine ray needs the ray extra: pip install 'traceinsight-gpu[ray]'") from None
         if not ray.is_initialized():
             kw = {"address": self.address} if self.address else {
-                "num_cpus": self.workers or local_workers(paths, None, factor), "include_dashboard": False}
+                "num_cpus": self.workers or local_workers([_path(p) for p in paths], None, factor),
+                "include_dashboard": False}
             try:
                 ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
             except (ConnectionError, OSError, TimeoutError) as exc:
@@ -157,8 +162,8 @@ class Session:
                 raise UsageError(f"--address {self.address}: could not reach a Ray cluster there "
                                  f"({type(exc).__name__}: {exc})") from None
             self._ray_started = True
-        remote = ray.remote(num_cpus=1)(fn)
-        return ray.get([remote.remote(p) for p in paths])
+        remote = ray.remote(num_cpus=1)(_invoke)     # (a function: ray.remote takes no callable object)
+        return ray.get([remote.remote(fn, p) for p in paths])
 
     def close(self):
         if self._client is not None:
@@ -170,3 +175,21 @@ class Session:
             import ray
             ray.shutdown()
             self._ray_started = False
+
+
+def _invoke(fn, arg):
+    return fn(arg)
+
+
+def _path(arg) -> str:
+    return arg[0] if isinstance(arg, tuple) else arg
+
+
+class _WithExtra:
+    """fn(path, extra) called with one (path, extra) tuple, as every engine's map passes one argument."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, arg):
+        return self.fn(*arg)

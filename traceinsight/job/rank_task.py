@@ -119,12 +119,14 @@ def summarize(path) -> RankSummary:
         return RankSummary(path=str(path), error=str(exc), **_identity_from_name(str(path)))
 
 
-def full_rank(path) -> dict:
-    """The single-rank report of one rank (its JSON document), for the straggler and the median rank."""
+def full_rank(path, peer_waits: tuple | None = None) -> dict:
+    """The single-rank report of one rank (its JSON document), for the straggler and the median rank.
+    `peer_waits`: its collectives' waits for the other ranks (job/analysis.peer_waits), taken out of its GPU time."""
     from ..report.analyze import analyze_file
     from ..report.document import build_report, thaw
     try:
-        return thaw(build_report(analyze_file(Path(path), in_job=True)).doc)   # (its ranks are all given)
+        # (its ranks are all given)
+        return thaw(build_report(analyze_file(Path(path), in_job=True, peer_waits=peer_waits)).doc)
     except TraceError as exc:
         return {"error": str(exc)}
 

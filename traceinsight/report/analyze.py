@@ -79,8 +79,9 @@ class Analysis:
         return float(self.full_steps["dur"].median())
 
 
-def analyze_file(path: Path, in_job: bool = False) -> Analysis:
-    return analyze_model(build_model(load_trace(path)), in_job)
+def analyze_file(path: Path, in_job: bool = False, peer_waits: tuple | None = None) -> Analysis:
+    """`peer_waits`: what the job's other ranks say this rank waited for in its collectives (trace/peer_waits.py)."""
+    return analyze_model(build_model(load_trace(path), peer_waits), in_job)
 
 
 def analyze_model(model: TraceModel, in_job: bool = False) -> Analysis:

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .kernel_names import COLLECTIVE
 from .model import TraceModel
 from .profiler_cost import GRAPH_LAUNCH, event_cost_us
 from .steps import interval_of, merged_intervals, step_at
@@ -18,9 +19,6 @@ from .steps import interval_of, merged_intervals, step_at
 BLOCK_TOL_US = 50.0
 # Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
 PAGEABLE_MIN_BYTES = 64 * 1024
-
-
-COLLECTIVE = r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather"
 
 
 def is_collective(model: TraceModel) -> np.ndarray:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import re
 
+# Collective kernels (NCCL / RCCL): trace/facts.is_collective, trace/peer_waits.
+COLLECTIVE = r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather"
+
 _ANON = re.compile(r"\(anonymous namespace\)::")
 _LAMBDA = re.compile(r"\{[^{}]*\}")
 _IDENT = re.compile(r"(?<![\w])[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)*")

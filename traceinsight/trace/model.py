@@ -20,6 +20,7 @@ import pandas as pd
 from .events import BAD, MISSING
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
+from .peer_waits import take_out as peer_wait_shift
 from .steps import (STEP_NAME, clip_to_data, drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps,
                     mark_partial, mark_warmup, step_gpu_accounting)
 
@@ -239,8 +240,11 @@ class _Tables:
         return ts, np.where(~bad & (dur > 0), dur, 0.0), bad
 
 
-def build_model(raw: RawTrace) -> TraceModel:
-    """Columns of the events the analysis reads, then vectorised linking and interval arithmetic."""
+def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
+    """Columns of the events the analysis reads, then vectorised linking and interval arithmetic.
+
+    `peer_waits`: (collective kernel starts on this trace's clock, us of each spent waiting for other ranks),
+    from the job's traces (trace/peer_waits.py); the waits leave the kernels and become idle."""
     tb = _Tables(raw)
     c = tb.c
     warnings = list(raw.warnings)
@@ -269,6 +273,9 @@ def build_model(raw: RawTrace) -> TraceModel:
     del cpu_ts, cpu_dur
     gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], gpu_ts[ok_gpu], gpu_dur[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
+    peer_wait_us = 0.0
+    if peer_waits is not None:
+        gpu, gpu_names, peer_wait_us = peer_wait_shift(gpu, gpu_names, tb.names, *peer_waits)
     steps, step_source = find_steps(cpu, gpu)
     steps, cut = clip_to_data(steps, cpu, gpu)
     steps = mark_partial(gpu_aware_bounds(steps, cpu, gpu), step_source)
@@ -293,6 +300,7 @@ def build_model(raw: RawTrace) -> TraceModel:
     meta["warmup_steps"] = warmup
     meta["leading_idle_excluded_us"] = leading_idle
     meta["steps_cut_to_data"] = cut
+    meta["peer_wait_us"] = peer_wait_us if peer_waits is not None else None
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
                        t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source)
