@@ -28,7 +28,8 @@ def analyze(ctx: Context) -> list[Finding]:
             title = ("This rank waits in its collectives for the other ranks to arrive: its GPU idles there, and "
                      "the rank that arrives last sets the wait")
             fix = ("Fix the rank that arrives last (the job report's straggler): its top finding is this rank's wait. "
-                   "Where every rank has the same problem the ranks take turns being last: fix it on every rank.")
+                   "Where every rank has the same problem, fix it on every rank: the estimates here hold the other ranks as "
+                   "they are, so this rank's own fixes save little while it waits.")
     return [Finding(
         kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),

@@ -35,6 +35,8 @@ class Compiled:
         # A call that waited mostly for the GPU queue before its copy to the host (trace/facts.py).
         self.copy_sync = np.array([G.nodes[x].get("block_kind") == "copy_sync" for x in order], dtype=bool)
         self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
+        # A job's collective kernel waits this long for the other ranks once it could start (trace/peer_waits.py).
+        self.peer_wait = np.array([G.nodes[x].get("peer_wait", 0.0) for x in order], dtype=float)
         self.thread = [G.nodes[x].get("thread", "") for x in order]
         self.compiled = np.array([bool(G.nodes[x].get("compiled", False)) for x in order], dtype=bool)
         self.cpred = np.full(n, -1, dtype=np.int64)

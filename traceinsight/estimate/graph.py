@@ -67,6 +67,11 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
         G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
                    gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
                    bytes=float(r.bytes), copy_dir=r.copy_dir)
+    # A job's collective kernels: how long each waited for the other ranks (trace/peer_waits.py).
+    if "peer_wait" in g:
+        for j, w in zip(g.index, g["peer_wait"].to_numpy()):
+            if w > 0:
+                G.nodes[("gpu", j)]["peer_wait"] = float(w)
 
     # Step markers on the thread that owns the ProfilerStep ranges (the training loop's thread).
     step_rows = cpu[cpu["is_step"].to_numpy()]

@@ -9,6 +9,7 @@ The replay is a longest-path walk:
   CPU call end   = start + its own cost; a blocking call also waits for the GPU work its sync edges
                    point at (plus the small return latency it had)
   GPU start      = max(its launch call's start + launch latency, previous activity's end on its stream)
+                   (+ in a job, how long a collective waited for the other ranks: trace/peer_waits.py)
 A step ends when its end marker is reached and the GPU work it issued is done, whichever is later; its
 replayed time runs from the previous step's end: whichever side is the bottleneck sets the pace.
 
@@ -397,6 +398,7 @@ def simulate(s: State) -> Replay:
     dur = s.dur.tolist()
     host, feed = s.host.tolist(), s.feed.tolist()
     lat, sgap, min_gap = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist()
+    peer = c.peer_wait.tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
     ts, orig_end = c.ts.tolist(), c.end.tolist()
     cap = c.launch_cap
@@ -415,6 +417,9 @@ def simulate(s: State) -> Replay:
                 t = start[lp] + lat[i]
                 if sp >= 0 and end[sp] + min_gap[i] > t:
                     t = end[sp] + min_gap[i]
+                # Once it could start, a collective waits as long as it did for the other ranks (no fix of
+                # this rank's makes them arrive sooner; a stream edge's gap already holds the wait).
+                t += peer[i]
             elif sp >= 0:
                 t = end[sp] + sgap[i]
             else:

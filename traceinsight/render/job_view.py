@@ -74,7 +74,7 @@ def _rank_rows(block: dict) -> list[list[str]]:
 
 # Per rank: medians per step; "arrived last": of the matched collectives in the window, how many it was the
 # last rank to reach. Per collective shape: how many in the window, and their median time.
-RANK_HEAD = ["rank", "step ms (median, profiled)", "wait ms/step", "exposed comm ms/step", "overlap %",
+RANK_HEAD = ["rank", "step ms (median, profiled)", "wait ms/step", "exposed comm ms/step (wait included)", "overlap %",
              "arrived last (collectives)"]
 COLL_HEAD = ["op", "dtype", "bytes", "ranks", "count (window)", "time us (median)", "algbw GB/s", "busbw GB/s"]
 

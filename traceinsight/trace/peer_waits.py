@@ -23,8 +23,9 @@ MATCH_US = 0.5          # a collective's start in the job's table is the kernel'
 
 def take_out(gpu: pd.DataFrame, names: np.ndarray, uniques: list[str], starts: np.ndarray,
              waits: np.ndarray) -> tuple[pd.DataFrame, np.ndarray, float]:
-    """(the GPU table with each matched collective kernel starting `wait` us later, its name codes in the
-    table's new order, the wait taken out in all). `starts`: the kernels' ts on this table's clock."""
+    """(the GPU table with each matched collective kernel starting `wait` us later and a `peer_wait` column,
+    its name codes in the table's new order, the wait taken out in all). `starts`: the kernels' ts on this
+    table's clock."""
     if not len(starts) or not len(gpu):
         return gpu, names, 0.0
     pat = re.compile(COLLECTIVE, re.I)
@@ -46,7 +47,11 @@ def take_out(gpu: pd.DataFrame, names: np.ndarray, uniques: list[str], starts: n
     new_ts, new_dur = gpu["ts"].to_numpy().copy(), dur.copy()
     new_ts[target] += w
     new_dur[target] -= w
-    gpu = gpu.assign(ts=new_ts, dur=new_dur)
+    # How long each kernel waited: the replay keeps it (estimate/replay.py), as no fix of this rank's own
+    # work makes the other ranks arrive sooner.
+    waited = np.zeros(len(gpu))
+    waited[target] = w
+    gpu = gpu.assign(ts=new_ts, dur=new_dur, peer_wait=waited)
     gpu["end"] = gpu["ts"] + gpu["dur"]
     # The table stays in (ts, dur) order, as the model builds it.
     perm = np.lexsort((gpu["dur"].to_numpy(), gpu["ts"].to_numpy()))
