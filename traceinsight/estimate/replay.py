@@ -392,18 +392,13 @@ def gpu_work_us(s: State) -> float:
 def simulate(s: State) -> Replay:
     c = s.c
     n = len(c.nodes)
-    start = [0.0] * n
-    end = [0.0] * n
-    is_gpu = c.is_gpu.tolist()
-    dur = s.dur.tolist()
+    start, end = [0.0] * n, [0.0] * n
+    is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
     host, feed = s.host.tolist(), s.feed.tolist()
-    lat, sgap, min_gap = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist()
-    peer = c.peer_wait.tolist()
+    lat, sgap, min_gap, peer = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist(), c.peer_wait.tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
     ts, orig_end = c.ts.tolist(), c.end.tolist()
-    cap = c.launch_cap
-    rk = c.rkind
-    syncs = s.syncs
+    cap, rk, syncs = c.launch_cap, c.rkind, s.syncs
     own = c.own.tolist()
     unblocked = s.unblocked.tolist()
     staged = s.staged.tolist()
@@ -417,9 +412,7 @@ def simulate(s: State) -> Replay:
                 t = start[lp] + lat[i]
                 if sp >= 0 and end[sp] + min_gap[i] > t:
                     t = end[sp] + min_gap[i]
-                # Once it could start, a collective waits as long as it did for the other ranks (no fix of
-                # this rank's makes them arrive sooner; a stream edge's gap already holds the wait).
-                t += peer[i]
+                t += peer[i]     # a collective's wait for the other ranks: no fix here makes them sooner
             elif sp >= 0:
                 t = end[sp] + sgap[i]
             else:
