@@ -51,7 +51,7 @@ def test_exposed_communication_is_first_and_its_saving_is_near_the_measured_fix(
     top = _top(block, 0)
     assert top["kind"] == "exposed_communication", top["kind"]
     kinds1 = [f["kind"] for f in block["rank_reports"]["1"]["findings"]]
-    assert kinds1[:2] == ["collective_wait", "exposed_communication"], kinds1
+    assert {"collective_wait", "exposed_communication"} <= set(kinds1[:2]), kinds1
     v = MANIFEST["variants"]
     measured = v["comm_bound"]["step_ms"]["median"] - v["accumulate4"]["step_ms"]["per_micro_batch_median"]
     est = top["estimated_savings_ms"]
@@ -79,6 +79,14 @@ def test_a_rank_that_waits_for_another_in_its_collectives_is_not_called_communic
     top = rep["findings"][0]
     assert top["kind"] == "collective_wait", [f["kind"] for f in rep["findings"]]
     assert "waits in its collectives for the other ranks" in top["title"]
+    assert rep["verdict"].startswith("Waiting for another rank"), rep["verdict"]
+    # Replayed with rank 1 arriving in time: against the measured fix of the job (rank 1's 6 ms of Python gone,
+    # which is comm_bound: 10.16 -> 5.14 ms un-profiled).
+    v = MANIFEST["variants"]
+    measured = v["straggler_host"]["step_ms"]["median"] / v["comm_bound"]["step_ms"]["median"]
+    u = rep["summary"]["unprofiled_step_ms"]
+    pred = u / (u - top["estimated_savings_ms"])
+    assert abs(pred - measured) <= 0.3 * measured, (pred, measured)
     assert rep["summary"]["idle_by_cause_ms_median_per_step"]["collective_wait"] >= 5.0
     exposed = [f for f in rep["findings"] + rep["minor_findings"] if f["kind"] == "exposed_communication"]
     assert exposed and exposed[0]["measured_cost_ms_per_step"] <= 3.0, exposed
@@ -123,6 +131,7 @@ def test_thirty_first_held_out_set_job_reports_against_measured_fixes(set31):
     errs = [abs(r["err_pct"]) for r in set31 if r["err_pct"] is not None]
     assert len(errs) == 22
     assert sum(e <= 25 for e in errs) >= 15 and sum(e <= 50 for e in errs) >= 19, sorted(errs)
+    assert sum(r["ok_top"] for r in set31) >= 11
     # The rank the job report shows (the straggler's, else the median rank's) answers for the job.
     focus = [r for r in set31 if r["focus"]]
     assert len(focus) == 13 and sum(abs(r["err_pct"]) <= 25 for r in focus) >= 11, focus
@@ -137,14 +146,15 @@ def test_thirty_first_held_out_set_job_reports_against_measured_fixes(set31):
 
 
 def test_a_waiting_rank_keeps_its_wait_in_the_replay():
-    # The wait is the other rank's to fix: the waiting rank's replay keeps it, so its own fixes and the wait
-    # together claim no more than its step (before, on loader_workers0's early rank, host_bound 14.0 ms and
+    # The wait is the other rank's to fix: the waiting rank's replay keeps it but for collective_wait's own fix
+    # (the other rank in time), so its own fixes and the wait together claim no more than its step (before, on loader_workers0's early rank, host_bound 14.0 ms and
     # collective_wait 5.5 ms of a 19.6 ms step).
     block = analyze_job([JOBS.parent / "h200x2_set31A" / "loader_workers0"], workers=1, full_ranks=(0, 1))
     early = [r for r in (0, 1) if r != block["straggler"]["rank"]][0]
     rep = block["rank_reports"][str(early)]
     u = rep["summary"]["unprofiled_step_ms"]
     saves = {f["kind"]: f["estimated_savings_ms"] or 0.0 for f in rep["findings"] + rep["minor_findings"]}
-    assert saves["collective_wait"] >= 4.0, saves
+    # (replayed with the other rank in time: what its wait costs beyond the host work it overlapped)
+    assert 1.0 <= saves["collective_wait"] <= rep["summary"]["idle_by_cause_ms_median_per_step"]["collective_wait"], saves
     assert saves["host_bound"] + saves["collective_wait"] <= u, (saves, u)
     assert rep["summary"]["idle_by_cause_ms_median_per_step"]["collective_wait"] >= 5.0

@@ -97,6 +97,8 @@ class Finding:
     # alternative, from the replay.
     alternative_savings_us: tuple[tuple[str, str, float, tuple[float, float] | None,
                                         tuple[float, float] | None], ...] = ()
+    # The verdict's words where this finding says more than its kind's (KindSpec.label): "" for the kind's.
+    label: str = ""
 
 
 @dataclass

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 
 from .base import Context, Finding, KindSpec
+from .fixes import NoPeerWait
 
-SPEC = KindSpec("collective_wait", "communication-bound", idle_cause=True, color="#2f9e9e", estimate="measured")
+# Replayed in a job, where the other ranks' traces say how long each collective waited for them (the fix: they
+# arrive in time); one rank's trace cannot tell the wait from the transfer, so alone its measured idle is the bound.
+SPEC = KindSpec("collective_wait", "communication-bound", idle_cause=True, color="#2f9e9e")
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -20,6 +23,7 @@ def analyze(ctx: Context) -> list[Finding]:
     fix = ("Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
            "prefetch), and check the other ranks for stragglers (load imbalance makes this rank wait).")
     peer = ctx.model.meta.get("peer_wait_us")
+    fixes, label = (), ""
     if peer is not None:
         # Read with the job's other ranks (trace/peer_waits.py): the time inside its collectives that this rank
         # spent waiting for the last rank to arrive is idle here, and is theirs to fix.
@@ -27,10 +31,13 @@ def analyze(ctx: Context) -> list[Finding]:
         if peer > 0:
             title = ("This rank waits in its collectives for the other ranks to arrive: its GPU idles there, and "
                      "the rank that arrives last sets the wait")
+            # What the wait costs this rank is its step at its own pace less its step now: not the wait itself,
+            # which grows where this rank's CPU runs ahead of its GPU (a full launch queue).
+            fixes, label = (NoPeerWait(),), "waiting for another rank"
             fix = ("Fix the rank that arrives last (the job report's straggler): its top finding is this rank's wait. "
                    "Where every rank has the same problem, fix it on every rank: the estimates here hold the other ranks as "
                    "they are, so this rank's own fixes save little while it waits.")
     return [Finding(
         kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
-        fix=fix, confidence="medium", evidence=ev, fixes=())]
+        fix=fix, confidence="medium", evidence=ev, fixes=fixes, label=label)]

@@ -297,6 +297,12 @@ class ScaleKernels:
 
 
 @dataclass(frozen=True)
+class NoPeerWait:
+    """In a job, the other ranks arrive at each collective no later than this one (their straggler fixed):
+    its collectives start as soon as it can start them (trace/peer_waits.py)."""
+
+
+@dataclass(frozen=True)
 class FusedOptimizer:
     """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
     `gpu_factor` of their time: one fused multi-tensor kernel per parameter group. `extra`: more such

@@ -76,6 +76,7 @@ class State:
         self.syncs = list(c.syncs)
         self.unblocked = np.zeros(len(c.nodes), dtype=bool)
         self.staged = c.staged_tail.copy()
+        self.peer = c.peer_wait.copy()
         self.optimizer_fused = False
 
     def unblock(self, i: int) -> None:
@@ -376,6 +377,7 @@ _APPLY = {
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,
     fixes.FuseChains: _fuse_chains,
+    fixes.NoPeerWait: lambda _c, s, _fx, _bw: s.peer.fill(0.0),
 }
 
 
@@ -395,7 +397,7 @@ def simulate(s: State) -> Replay:
     start, end = [0.0] * n, [0.0] * n
     is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
     host, feed = s.host.tolist(), s.feed.tolist()
-    lat, sgap, min_gap, peer = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist(), c.peer_wait.tolist()
+    lat, sgap, min_gap, peer = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist(), s.peer.tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
     ts, orig_end = c.ts.tolist(), c.end.tolist()
     cap, rk, syncs = c.launch_cap, c.rkind, s.syncs

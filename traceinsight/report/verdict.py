@@ -48,7 +48,7 @@ def verdict(a) -> str:
                 f"{_above_bar_minor(a)}; idle by cause: {said or 'none'}.")
     top = real[0]
     which = "un-profiled" if a.whatif.get("unprofiled_step_ms") else "profiled"
-    out = (f"{_sentence(spec(top.kind).label)}: the GPU is idle {_share(idle_pct)} of "
+    out = (f"{_sentence(top.label or spec(top.kind).label)}: the GPU is idle {_share(idle_pct)} of "
            f"each step (median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b)}); the top fix ({top.kind}) ")
     # A fix that needs others first (a CUDA graph cannot capture a sync) cannot be applied alone: what it
     # would save alone is not promised; the plan says what it gives with those before it.
