@@ -20,6 +20,8 @@ The held-out set 31 (pre-registered; pairs before -> after, scored by score_jobs
                   100 steps, never inside the window).
   unfused_adam -> fused_adam   48 x [Linear(512), ReLU], batch 64, Adam(foreach=False): one kernel per
                   op per parameter after DDP's all-reduce, fixed with Adam(fused=True).
+The held-out set 32 adds (pre-registered): rank1_loader_workers0 -> loader_workers4   rank 1 alone loads in
+                  the training loop (rank 0 has 4 workers), fixed with 4 workers on rank 1 too.
 Per variant: WARMUP steps, then >= 50 timed un-profiled steps (median, p10, p90 over blocks), then a
 profiled window (wait 1, warmup 2, active 5) per setting: OUT/<variant>/rank<R>.json.gz with default
 options and, with --settings default,stack, OUT/<variant>__stack/rank<R>.json.gz with with_stack=True,
@@ -100,8 +102,10 @@ def make(variant):
     micro = 4 if variant == "accumulate4" else 1
     st = {"i": 0, "acc": torch.zeros((), device=dev)}
     batches = None
-    if variant.startswith("loader_workers"):
-        workers = int(variant.removeprefix("loader_workers"))
+    if "loader_workers" in variant:
+        # rank1_loader_workers0: rank 1 alone loads in the training loop, rank 0 has 4 workers.
+        workers = 0 if variant == "rank1_loader_workers0" and rank == 1 else 4 if variant.startswith("rank1_") \
+            else int(variant.removeprefix("loader_workers"))
         batches = iter(torch.utils.data.DataLoader(
             NumpyFeatures(), batch_size=batch, num_workers=workers, pin_memory=not CPU,
             persistent_workers=workers > 0, prefetch_factor=4 if workers else None))

@@ -34,6 +34,13 @@ PAIRS = [
     ("h200x2_set31B", "loader_workers0", "loader_workers4", ("host_bound",), (0, 1), None),
     ("h200x2_set31B", "rank0_metrics", "rank0_metrics_deferred", ("sync_stall", "host_bound"), (0,), 0),
     ("h200x2_set31B", "unfused_adam", "fused_adam", ("unfused_optimizer",), (0, 1), None),
+    # Set 32 (registered before recording): set 31's pairs again on a new lease, and a straggler-only loader,
+    # scored on the straggler (its loading) and on the rank that waits for it (the other rank in time).
+    ("h200x2_set32A", "loader_workers0", "loader_workers4", ("host_bound",), (0, 1), None),
+    ("h200x2_set32A", "rank0_metrics", "rank0_metrics_deferred", ("sync_stall", "host_bound"), (0,), 0),
+    ("h200x2_set32A", "unfused_adam", "fused_adam", ("unfused_optimizer",), (0, 1), None),
+    ("h200x2_set32A", "rank1_loader_workers0", "loader_workers4", ("host_bound",), (1,), 1),
+    ("h200x2_set32A", "rank1_loader_workers0", "loader_workers4", ("collective_wait",), (0,), 1),
 ]
 SETTINGS = {"default": "", "stack": "__stack"}
 
