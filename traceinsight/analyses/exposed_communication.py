@@ -33,12 +33,16 @@ def comm_split(ctx: Context) -> pd.DataFrame:
     g = m.gpu
     coll = is_collective(m) if len(g) else np.zeros(0, dtype=bool)
     ndev = max(1, g["device"].nunique()) if len(g) else 1
+    # In a job, a collective that waited for the other ranks (trace/peer_waits.py) is read where this rank would
+    # have run it, at its own arrival: the exposure its wait added is collective_wait's, not this finding's.
+    back = g["peer_wait"].to_numpy() if "peer_wait" in g else np.zeros(len(g))
+    g_ts, g_end = g["ts"].to_numpy() - back, g["end"].to_numpy() - back
     for st in m.steps.itertuples():
         comp = comm = exposed = 0.0
         for dev in (g["device"].unique() if len(g) else []):
-            on = (g["device"].to_numpy() == dev) & (g["end"].to_numpy() > st.start) & (g["ts"].to_numpy() < st.end)
-            ts = np.clip(g["ts"].to_numpy()[on], st.start, st.end)
-            te = np.clip(g["end"].to_numpy()[on], st.start, st.end)
+            on = (g["device"].to_numpy() == dev) & (g_end > st.start) & (g_ts < st.end)
+            ts = np.clip(g_ts[on], st.start, st.end)
+            te = np.clip(g_end[on], st.start, st.end)
             c = coll[on]
             ks, ke = merged_intervals(ts[~c], te[~c]) if (~c).any() else (np.zeros(0), np.zeros(0))
             cs, ce = merged_intervals(ts[c], te[c]) if c.any() else (np.zeros(0), np.zeros(0))
