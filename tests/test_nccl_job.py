@@ -176,3 +176,15 @@ def test_thirty_second_held_out_set_a_straggler_only_loader_is_estimated_on_both
     assert len(one) == 4 and all(r["ok_top"] and abs(r["err_pct"]) <= 25 for r in one), one
     # The waiting rank's figure is collective_wait's what-if (rank 1 in time), the straggler's its loading.
     assert {(r["rank"], r["top"]) for r in one} == {(0, "collective_wait"), (1, "host_bound")}
+
+
+def test_a_job_says_its_un_profiled_step_from_the_rank_that_sets_the_pace(jobs):
+    # The ranks run in lockstep; the waiting rank's wait holds the other's profiler cost, so the job's figure is
+    # the straggler's estimate (the median rank's where none is named). Measured un-profiled (rank 0's clock):
+    # straggler_host 10.16 ms, comm_bound 5.14 ms.
+    for v in ("straggler_host", "comm_bound"):
+        b = jobs[v]
+        measured = MANIFEST["variants"][v]["step_ms"]["median"]
+        assert b["unprofiled_step_ms"] < b["median_step_ms"], b["unprofiled_step_ms"]
+        assert abs(b["unprofiled_step_ms"] - measured) <= 0.15 * measured, (v, b["unprofiled_step_ms"], measured)
+        assert b["unprofiled_step_method"].startswith(f"from rank {b['straggler']['rank']}, the straggler")

@@ -74,6 +74,7 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
         built[i]["rank_reports"][str(r)] = doc
     for block in built:
         _single_rank_cause(block)
+        _job_unprofiled(block)
     return built
 
 
@@ -208,6 +209,19 @@ def _single_rank_cause(block: dict) -> None:
         st["cause"] = extra[0]["kind"]
         st["cause_text"] += f"; its own report finds what the median rank's does not: {extra[0]['title']}"
         st["fix"] = extra[0].get("fix")
+
+
+def _job_unprofiled(block: dict) -> None:
+    """The job's un-profiled step: the estimate (or measurement) of the rank that sets the pace, the straggler (the
+    median rank where none is named). The ranks run in lockstep, and a rank that waits for another keeps the
+    profiler's cost of the other's steps in its wait (trace/peer_waits.py)."""
+    st = block["straggler"]
+    focus = st.get("rank") if st.get("rank") is not None else st.get("median_rank")
+    s = (block["rank_reports"].get(str(focus)) or {}).get("summary") or {}
+    if focus is not None and s.get("unprofiled_step_ms"):
+        block["unprofiled_step_ms"] = s["unprofiled_step_ms"]
+        who = "the straggler, which sets the pace" if st.get("rank") is not None else "the median rank"
+        block["unprofiled_step_method"] = f"from rank {focus}, {who}; {s.get('unprofiled_step_method') or ''}"
 
 
 def _parse_ints(spec, option: str):

@@ -43,7 +43,9 @@ def headline(block: dict) -> list[str]:
     steps = block.get("steps") or []
     span = f"steps {steps[0]}-{steps[-1]}" if steps else "no common step"
     lines = [f"Job: {block.get('ranks_present')} of {block.get('world_size')} ranks ({block.get('backend') or '?'}), "
-             f"{span}, median step {_f(block.get('median_step_ms'))} ms (profiled)"]
+             f"{span}, median step {_f(block.get('median_step_ms'))} ms (profiled)"
+             + (f"; about {_f(block['unprofiled_step_ms'])} ms without the profiler ({block.get('unprofiled_step_method')})"
+                if block.get("unprofiled_step_ms") else "")]
     if st.get("rank") is not None:
         lines.append(f"Straggler: rank {st['rank']} ({st.get('cause')}) arrives at the collectives "
                      f"{_f(st.get('lag_ms_per_step'))} ms per step after the others ({_f(st.get('lag_pct_of_step'), 1)}% "
