@@ -4,6 +4,7 @@ saving as a predicted speed-up of the job's step, and the measured speed-up (un-
 clock around a barrier: the job's step).
 
     python sample_traces/nccl/score_jobs.py [--markdown]
+    python sample_traces/nccl/score_jobs.py --unprofiled     (the jobs' un-profiled step against the measured)
 
 Which rank a pair is scored on: the one the fix changes. A fix every rank makes (DataLoader workers, a fused
 optimizer) is scored on every rank; a fix one rank makes (rank 0's logging) on that rank, which the job
@@ -86,6 +87,21 @@ def score(root: Path = HERE, pairs=PAIRS) -> list[dict]:
     return rows
 
 
+def unprofiled(root: Path = HERE) -> list[dict]:
+    """Per recorded job trace folder: the job's un-profiled step (the straggler's estimate) against the
+    measured median of its variant."""
+    out = []
+    for man in sorted(root.glob("*/manifest.json")):
+        variants = json.loads(man.read_text())["variants"]
+        for d in sorted(x for x in man.parent.iterdir() if x.is_dir()):
+            v, _, setting = d.name.partition("__")
+            meas = variants[v]["step_ms"]["median"]
+            u = analyze_job([d], workers=1).get("unprofiled_step_ms")
+            out.append({"job": man.parent.name, "variant": v, "setting": setting or "default", "estimate_ms": u,
+                        "measured_ms": meas, "err_pct": round(100 * (u - meas) / meas, 1) if u else None})
+    return out
+
+
 def markdown(rows: list[dict]) -> str:
     out = ["| pair | setting | rank | top finding | straggler named | un-profiled step: estimate / measured (ms) "
            "| predicted | measured | error |", "|---|---|---|---|---|---|---|---|---|"]
@@ -106,5 +122,13 @@ def markdown(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    rows = score()
-    print(markdown(rows) if "--markdown" in sys.argv else json.dumps(rows, indent=1))
+    if "--unprofiled" in sys.argv:
+        rows = unprofiled()
+        for setting in ("default", "stack"):
+            errs = sorted(r["err_pct"] for r in rows if r["setting"] == setting and r["err_pct"] is not None)
+            n15 = sum(abs(e) <= 15 for e in errs)
+            print(f"{setting}: the job's un-profiled step within 15% of the measured median on {n15} of {len(errs)} "
+                  f"traces, median error {errs[len(errs) // 2]:+.0f}%" if errs else f"{setting}: none")
+    else:
+        rows = score()
+        print(markdown(rows) if "--markdown" in sys.argv else json.dumps(rows, indent=1))
