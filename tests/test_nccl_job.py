@@ -188,3 +188,17 @@ def test_a_job_says_its_un_profiled_step_from_the_rank_that_sets_the_pace(jobs):
         assert b["unprofiled_step_ms"] < b["median_step_ms"], b["unprofiled_step_ms"]
         assert abs(b["unprofiled_step_ms"] - measured) <= 0.15 * measured, (v, b["unprofiled_step_ms"], measured)
         assert b["unprofiled_step_method"].startswith(f"from rank {b['straggler']['rank']}, the straggler")
+
+
+def test_the_job_markdown_reads_its_focus_rank_as_the_job_json_does(tmp_path):
+    # The HTML / Markdown analyze the focus rank again (for its timeline): with its waits for the other ranks, as
+    # the JSON's rank report, so the two agree and its advice does not send the user to find a named straggler.
+    from traceinsight.cli.job import analyze_job_and_write
+    files = sorted(str(p) for p in (JOBS / "comm_bound").glob("rank*.json.gz"))
+    md = tmp_path / "job.md"
+    (block,) = analyze_job_and_write(files, "local", 1, None, None, None, markdown=md, json=tmp_path / "j.json",
+                                     show=False)
+    text = md.read_text()
+    assert "check for a straggler rank (the job report names it)" in text
+    assert "on all ranks' traces" not in text
+    assert f"about {block['unprofiled_step_ms']:.2f} ms without the profiler (from rank 0, the straggler" in text

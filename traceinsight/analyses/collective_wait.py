@@ -34,7 +34,8 @@ def analyze(ctx: Context) -> list[Finding]:
             # What the wait costs this rank is its step at its own pace less its step now: not the wait itself,
             # which grows where this rank's CPU runs ahead of its GPU (a full launch queue).
             fixes, label = (NoPeerWait(),), "waiting for another rank"
-            fix = ("Fix the rank that arrives last (the job report's straggler): its top finding is this rank's wait. "
+            fix = ("Fix the rank that arrives last (the job report's straggler): its top finding is what this rank "
+                   "waits for. "
                    "Where every rank has the same problem, fix it on every rank: the estimates here hold the other ranks as "
                    "they are, so this rank's own fixes save little while it waits.")
     return [Finding(

@@ -71,6 +71,11 @@ def analyze(ctx: Context) -> list[Finding]:
           "exposed_communication_ms_per_step": round(lost / 1000, 3),
           "compute_utilisation_pct": round(100 * comp / step, 1),
           "overlapped_pct_of_communication": round(100 * (1 - lost / comm), 1) if comm else None}
+    # Read with the other ranks (trace/peer_waits.py), the waits are out of these figures and the job report
+    # names the straggler.
+    in_job = ctx.model.meta.get("peer_wait_us") is not None
+    straggler = (" (the job report names it)" if in_job else " that makes the others wait inside the collective "
+                 "(`traceinsight analyze` on all ranks' traces)")
     if same_stream:
         fix = ("The collectives run on the compute stream (tensor-parallel style), so nothing can overlap "
                "them: cut their cost instead (fewer, larger all-reduces; a faster algorithm or transport; "
@@ -80,18 +85,16 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute "
                "(collectives start during the backward): the rest runs after the last compute. Overlap more with "
                "smaller buckets (bucket_cap_mb) or FSDP prefetch (forward_prefetch / backward_prefetch), and "
-               "check for a straggler rank that makes the others wait inside the collective (`traceinsight "
-               "analyze` on all ranks' traces).")
+               f"check for a straggler rank{straggler}.")
     else:
         fix = ("Overlap communication with compute: let DDP start all-reduces during backward (smaller "
                "bucket_cap_mb, gradient_as_bucket_view=True, no sync points inside backward), prefetch FSDP "
-               "all-gathers (forward_prefetch / backward_prefetch), and check for a straggler rank that makes "
-               "the others wait inside the collective (`traceinsight analyze` on all ranks' traces).")
+               f"all-gathers (forward_prefetch / backward_prefetch), and check for a straggler rank{straggler}.")
     if comm > comp:
         fix += (" Communication takes longer than compute here: even perfect overlap saves at most "
-                f"{bound / 1000:.2f} ms per step; the rest needs less communication, or less waiting: a "
-                "collective's kernel time includes its wait for the slowest rank, which one rank's trace cannot "
-                "tell apart from the transfer.")
+                f"{bound / 1000:.2f} ms per step; the rest needs less communication"
+                + ("." if in_job else ", or less waiting: a collective's kernel time includes its wait for the "
+                   "slowest rank, which one rank's trace cannot tell apart from the transfer."))
     f = Finding(
         kind=SPEC.kind,
         title=(f"Communication runs exposed: {lost / 1000:.2f} ms per step of collectives overlap no compute; "

@@ -111,10 +111,10 @@ def with_progress(path: Path, fn):
         status.stop()
 
 
-def analyze_one(path: Path, in_job: bool = False):
+def analyze_one(path: Path, in_job: bool = False, peer_waits: tuple | None = None):
     """Analyze one file; an unexpected failure still names the file it came from."""
     try:
-        return analyze_file(path, in_job)
+        return analyze_file(path, in_job, peer_waits)
     except (TraceError, UsageError, KeyboardInterrupt):
         raise
     except Exception as exc:

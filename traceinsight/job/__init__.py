@@ -32,7 +32,9 @@ CAUSE_FIX = {
                     "and preprocessing (uneven shards or sample sizes).",
     "slower-kernels": "Compare that GPU with the others (clocks, thermal throttling, ECC, PCIe/NVLink) and check the "
                       "work split: uneven sequence lengths or experts make uneven kernels.",
-    "slower-cpu-ops": "Balance the work per rank, and check that rank's host for contention (threads, NUMA).",
+    "slower-cpu-ops": "Balance the work per rank, and check that rank's host for contention (threads, NUMA). Where "
+                      "every rank runs the same program, traced ops that run slower on one rank are often its host "
+                      "or the profiler's cost: time the ranks without the profiler before moving work.",
 }
 
 
@@ -49,8 +51,10 @@ def analyze_job(paths, engine: str = "local", workers: int | None = None, addres
 
 
 def analyze_jobs(paths, engine: str = "local", workers: int | None = None, address: str | None = None,
-                 steps=None, full_ranks=(), strict: bool = False) -> list[dict]:
-    """`strict`: an unreadable rank file is an error (the CLI: the user named it), not a note."""
+                 steps=None, full_ranks=(), strict: bool = False, peer_waits_out: dict | None = None) -> list[dict]:
+    """`strict`: an unreadable rank file is an error (the CLI: the user named it), not a note. `peer_waits_out`:
+    filled with {(job index, rank): that rank's waits for the others} (job/analysis.peer_waits), for a caller
+    that analyzes a rank again (the CLI's focus rank) and must read it as the job's reports do."""
     # Imported here: `analyze` of single traces imports this package for discover alone.
     from .engine import Session
     from .rank_task import full_rank, summarize
@@ -68,8 +72,10 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
         # Each rank's waits for the others inside its collectives (job/analysis.peer_waits) go with it.
         waits = [built[i].get("_peer_waits", {}).get(r) for i, r in want]
         docs = session.map(full_rank, [paths_by[k] for k in want], factor=1.2, extra=waits) if want else []
-    for block in built:
-        block.pop("_peer_waits", None)
+    for i, block in enumerate(built):
+        for r, w in block.pop("_peer_waits", {}).items():
+            if peer_waits_out is not None:
+                peer_waits_out[(i, r)] = w
     for (i, r), doc in zip(want, docs):
         built[i]["rank_reports"][str(r)] = doc
     for block in built:

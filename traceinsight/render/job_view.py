@@ -49,12 +49,13 @@ def headline(block: dict) -> list[str]:
     if st.get("rank") is not None:
         lines.append(f"Straggler: rank {st['rank']} ({st.get('cause')}) arrives at the collectives "
                      f"{_f(st.get('lag_ms_per_step'))} ms per step after the others ({_f(st.get('lag_pct_of_step'), 1)}% "
-                     "of a step, profiled): the others wait that long for it; a fix on that rank saves less, as "
-                     "its own step does not shrink by the wait")
+                     "of a step, profiled): the others wait that long for it; fixing that rank saves at most that, "
+                     "less where the others' own work or the profiler's cost fills part of it")
         lines.append(f"  why: {st.get('cause_text')}")
         for d in (st.get("evidence") or {}).get("top_differences", [])[:3]:
             lines.append(f"  differs: {d['name'][:100]} {d['input_dims'][:60]} ({d['where']}): "
-                         f"{_f(d['straggler_ms_per_step'], 3)} vs {_f(d['median_rank_ms_per_step'], 3)} ms per step")
+                         f"{_f(d['straggler_ms_per_step'], 3)} vs {_f(d['median_rank_ms_per_step'], 3)} ms per step "
+                         f"before its collectives (rank {st['rank']} vs rank {st.get('median_rank')}; ops matched by name)")
         if st.get("fix"):
             lines.append(f"  fix: {st['fix']}")
     else:
