@@ -14,8 +14,7 @@ from .common import analyze_one, warn
 
 def _focus(block: dict) -> tuple[int | None, str | None]:
     """The rank whose own report follows the job's, and its file: the straggler, else the median rank."""
-    st = block.get("straggler") or {}
-    want = st.get("rank") if st.get("rank") is not None else st.get("median_rank")
+    want = job.focus_rank(block)
     rows = block.get("ranks") or []
     row = next((r for r in rows if r["rank"] == want), rows[0] if rows else None)
     return (row["rank"], row["file"]) if row else (None, None)

@@ -397,7 +397,8 @@ def simulate(s: State) -> Replay:
     start, end = [0.0] * n, [0.0] * n
     is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
     host, feed = s.host.tolist(), s.feed.tolist()
-    lat, sgap, min_gap, peer = s.latency.tolist(), s.sgap.tolist(), s.min_gap.tolist(), s.peer.tolist()
+    # A job's collective waits for the other ranks once it could start: on both terms of its start, so on their max.
+    lat, sgap, min_gap = (s.latency + s.peer).tolist(), s.sgap.tolist(), (s.min_gap + s.peer).tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
     ts, orig_end = c.ts.tolist(), c.end.tolist()
     cap, rk, syncs = c.launch_cap, c.rkind, s.syncs
@@ -414,7 +415,6 @@ def simulate(s: State) -> Replay:
                 t = start[lp] + lat[i]
                 if sp >= 0 and end[sp] + min_gap[i] > t:
                     t = end[sp] + min_gap[i]
-                t += peer[i]     # a collective's wait for the other ranks: no fix here makes them sooner
             elif sp >= 0:
                 t = end[sp] + sgap[i]
             else:

@@ -65,17 +65,15 @@ def analyze_jobs(paths, engine: str = "local", workers: int | None = None, addre
         if strict and broken:
             raise TraceError(broken[0].path, broken[0].error.removeprefix(f"{broken[0].path}: "))
         jobs, split_warnings = discover.group(summaries)
-        built = [_cross_rank(job, steps, split_warnings) for job in jobs]
+        built, peer = map(list, zip(*(_cross_rank(job, steps, split_warnings) for job in jobs))) if jobs else ([], [])
         # Phase 2: the full single-rank analysis of the ranks worth reading, in one fan-out.
         want = sorted({(i, r) for i, block in enumerate(built) for r in _report_ranks(block, full_ranks)})
         paths_by = {(i, s.rank): s.path for i, job in enumerate(jobs) for s in job.summaries}
         # Each rank's waits for the others inside its collectives (job/analysis.peer_waits) go with it.
-        waits = [built[i].get("_peer_waits", {}).get(r) for i, r in want]
+        waits = [peer[i].get(r) for i, r in want]
         docs = session.map(full_rank, [paths_by[k] for k in want], factor=1.2, extra=waits) if want else []
-    for i, block in enumerate(built):
-        for r, w in block.pop("_peer_waits", {}).items():
-            if peer_waits_out is not None:
-                peer_waits_out[(i, r)] = w
+    if peer_waits_out is not None:
+        peer_waits_out.update({(i, r): w for i, by_rank in enumerate(peer) for r, w in by_rank.items()})
     for (i, r), doc in zip(want, docs):
         built[i]["rank_reports"][str(r)] = doc
     for block in built:
@@ -97,8 +95,9 @@ def _report_ranks(block: dict, full_ranks) -> set:
     return {r for r in out if r is not None and r in present}
 
 
-def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
-    """The job block from the ranks' summaries: match, align clocks, then the cross-rank figures."""
+def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
+    """The job block from the ranks' summaries: match, align clocks, then the cross-rank figures; and each rank's
+    waits for the others in its collectives ({rank: (starts, waits)}, job/analysis.peer_waits)."""
     from . import analysis, clock, match
     ok = [s for s in job.summaries if s.error is None]
     warnings = list(split_warnings) + list(job.notes)
@@ -108,7 +107,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
             warnings.append(f"rank {s.rank}: {s.dropped['prewindow']} collective(s) launched before the "
                             "profiling window were left out of the matching")
     if not ok:
-        return _empty_block(job, warnings)
+        return _empty_block(job, warnings), {}
     m = match.match(ok)
     warnings += m.warnings
     known = np.array([s.epoch_ns is not None for s in ok])
@@ -168,10 +167,8 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> dict:
                   "offsets_us": {str(s.rank): round(float(clk.offsets[i]), 3) for i, s in enumerate(ok)}},
         "warnings": sorted(set(warnings), key=warnings.index),
         "rank_reports": {},
-        "_peer_waits": ({s.rank: w for s, w in zip(ok, analysis.peer_waits(m, shift, clk.offsets))}
-                        if len(ok) > 1 else {}),
     }
-    return block
+    return block, ({s.rank: w for s, w in zip(ok, analysis.peer_waits(m, shift, clk.offsets))} if len(ok) > 1 else {})
 
 
 def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
@@ -217,12 +214,17 @@ def _single_rank_cause(block: dict) -> None:
         st["fix"] = extra[0].get("fix")
 
 
+def focus_rank(block: dict) -> int | None:
+    """The rank whose own report follows the job's: the straggler, else the median rank."""
+    st = block.get("straggler") or {}
+    return st.get("rank") if st.get("rank") is not None else st.get("median_rank")
+
+
 def _job_unprofiled(block: dict) -> None:
     """The job's un-profiled step: the estimate (or measurement) of the rank that sets the pace, the straggler (the
     median rank where none is named). The ranks run in lockstep, and a rank that waits for another keeps the
     profiler's cost of the other's steps in its wait (trace/peer_waits.py)."""
-    st = block["straggler"]
-    focus = st.get("rank") if st.get("rank") is not None else st.get("median_rank")
+    st, focus = block["straggler"], focus_rank(block)
     s = (block["rank_reports"].get(str(focus)) or {}).get("summary") or {}
     if focus is not None and s.get("unprofiled_step_ms"):
         block["unprofiled_step_ms"] = s["unprofiled_step_ms"]

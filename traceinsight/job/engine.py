@@ -111,21 +111,22 @@ class Session:
         extra = [None] * len(paths) if extra is None else list(extra)
         call = fn if all(x is None for x in extra) else _WithExtra(fn)
         args = paths if call is fn else list(zip(paths, extra))
-        return getattr(self, f"_{self.engine}")(call, args, factor)
+        # (the engines size themselves by the files, and call with the arguments)
+        return getattr(self, f"_{self.engine}")(call, args, paths, factor)
 
-    def _local(self, fn, paths, factor):
-        n = local_workers([_path(p) for p in paths], self.workers, factor)
+    def _local(self, fn, args, paths, factor):
+        n = local_workers(paths, self.workers, factor)
         if n == 1:
-            return [fn(p) for p in paths]
+            return [fn(a) for a in args]
         methods = mp.get_all_start_methods()
         ctx = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         # Biggest files first, so a large rank does not start last and hold up the end.
-        order = sorted(range(len(paths)), key=lambda i: -json_bytes(_path(paths[i])))
+        order = sorted(range(len(paths)), key=lambda i: -json_bytes(paths[i]))
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-            done = dict(zip(order, pool.map(fn, [paths[i] for i in order])))
-        return [done[i] for i in range(len(paths))]
+            done = dict(zip(order, pool.map(fn, [args[i] for i in order])))
+        return [done[i] for i in range(len(args))]
 
-    def _dask(self, fn, paths, factor):
+    def _dask(self, fn, args, paths, factor):
         if self._client is None:
             try:
                 from dask.distributed import Client, LocalCluster
@@ -138,22 +139,21 @@ class Session:
                     raise UsageError(f"--address {self.address}: could not reach a Dask scheduler there "
                                      f"({type(exc).__name__}: {exc})") from None
             else:
-                n = self.workers or local_workers([_path(p) for p in paths], None, factor)
+                n = self.workers or local_workers(paths, None, factor)
                 self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=n > 1,
                                              dashboard_address=None)
                 self._client = Client(self._cluster)
-        futures = self._client.map(fn, paths, pure=False)
+        futures = self._client.map(fn, args, pure=False)
         return self._client.gather(futures)
 
-    def _ray(self, fn, paths, factor):
+    def _ray(self, fn, args, paths, factor):
         try:
             import ray
         except ImportError:
             raise UsageError("--engine ray needs the ray extra: pip install 'traceinsight-gpu[ray]'") from None
         if not ray.is_initialized():
             kw = {"address": self.address} if self.address else {
-                "num_cpus": self.workers or local_workers([_path(p) for p in paths], None, factor),
-                "include_dashboard": False}
+                "num_cpus": self.workers or local_workers(paths, None, factor), "include_dashboard": False}
             try:
                 ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
             except (ConnectionError, OSError, TimeoutError) as exc:
@@ -163,7 +163,7 @@ class Session:
                                  f"({type(exc).__name__}: {exc})") from None
             self._ray_started = True
         remote = ray.remote(num_cpus=1)(_invoke)     # (a function: ray.remote takes no callable object)
-        return ray.get([remote.remote(fn, p) for p in paths])
+        return ray.get([remote.remote(fn, a) for a in args])
 
     def close(self):
         if self._client is not None:
@@ -179,10 +179,6 @@ class Session:
 
 def _invoke(fn, arg):
     return fn(arg)
-
-
-def _path(arg) -> str:
-    return arg[0] if isinstance(arg, tuple) else arg
 
 
 class _WithExtra:

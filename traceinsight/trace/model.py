@@ -273,7 +273,7 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     del cpu_ts, cpu_dur
     gpu, gpu_names = _gpu_table(tb, tb.gpu_rows[ok_gpu], gpu_ts[ok_gpu], gpu_dur[ok_gpu], t0)
     gpu = _link_launches(cpu, gpu)
-    peer_wait_us = 0.0
+    peer_wait_us = None
     if peer_waits is not None:
         gpu, gpu_names, peer_wait_us = peer_wait_shift(gpu, gpu_names, tb.names, *peer_waits)
     steps, step_source = find_steps(cpu, gpu)
@@ -300,7 +300,7 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     meta["warmup_steps"] = warmup
     meta["leading_idle_excluded_us"] = leading_idle
     meta["steps_cut_to_data"] = cut
-    meta["peer_wait_us"] = peer_wait_us if peer_waits is not None else None
+    meta["peer_wait_us"] = peer_wait_us     # None: not read with a job's other ranks
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
                        t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source)
