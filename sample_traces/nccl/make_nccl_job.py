@@ -22,6 +22,13 @@ The held-out set 31 (pre-registered; pairs before -> after, scored by score_jobs
                   op per parameter after DDP's all-reduce, fixed with Adam(fused=True).
 The held-out set 32 adds (pre-registered): rank1_loader_workers0 -> loader_workers4   rank 1 alone loads in
                   the training loop (rank 0 has 4 workers), fixed with 4 workers on rank 1 too.
+The held-out set 33 adds (pre-registered) the launch fix of unfused_adam, the whole step in one CUDA graph:
+  unfused_adam_graph   unfused_adam's step (Adam(foreach=False, capturable=True)) captured whole (forward,
+                  DDP's backward with its all-reduces, optimizer step) with torch.cuda.graph and replayed, set
+                  up as PyTorch's CUDA-graph notes say for DDP: async error handling off, DDP built on a side
+                  stream, 11 eager warm-up steps there before the capture; autocast without its cache.
+  fused_adam_graph     the same with Adam(fused=True, capturable=True): the fused optimizer, then the graph.
+  (CUDA only: with TI_CPU=1 they are skipped.)
 Per variant: WARMUP steps, then >= 50 timed un-profiled steps (median, p10, p90 over blocks), then a
 profiled window (wait 1, warmup 2, active 5) per setting: OUT/<variant>/rank<R>.json.gz with default
 options and, with --settings default,stack, OUT/<variant>__stack/rank<R>.json.gz with with_stack=True,
@@ -52,6 +59,11 @@ ap.add_argument("--settings", default="default")
 args = ap.parse_args()
 
 CPU = os.environ.get("TI_CPU") == "1" or not torch.cuda.is_available()
+GRAPHS = [v for v in args.variants.split(",") if v.endswith("_graph")]
+if GRAPHS and not CPU:
+    # PyTorch's notes on CUDA graphs with DDP: DDP's async error handling off before the process group
+    # starts (it then holds for every variant of this run, eager ones too: they are timed alike).
+    os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"
 dist.init_process_group("gloo" if CPU else "nccl")
 rank, world = dist.get_rank(), dist.get_world_size()
 dev = torch.device("cpu") if CPU else torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
@@ -86,12 +98,14 @@ class NumpyFeatures(torch.utils.data.Dataset):
 
 def make(variant):
     torch.manual_seed(0)
-    small = variant in ("unfused_adam", "fused_adam")
+    small = variant.removesuffix("_graph") in ("unfused_adam", "fused_adam")
     d, layers, batch = (min(D, 512), 48, 2 * BATCH) if small else (D, LAYERS, BATCH)
     mods = []
     for _ in range(layers):
         mods += [nn.Linear(d, d), nn.ReLU() if small else nn.GELU()]
     model = nn.Sequential(*mods).to(dev)
+    if variant.endswith("_graph"):
+        return make_graph(variant, model, d, batch)
     ddp = DDP(model, device_ids=None if CPU else [dev.index], bucket_cap_mb=25)
     if variant == "unfused_adam":
         opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, foreach=False)
@@ -142,6 +156,50 @@ def make(variant):
         metrics(out, ys[(i + micro - 1) % 4], i)
         opt.step()
     return step, micro
+
+
+GRAPH_WARMUP = 11     # "at least 11 DDP-enabled eager iterations before capture" (PyTorch's CUDA notes)
+
+
+def make_graph(variant, model, d, batch):
+    """unfused_adam / fused_adam with the whole step captured in one CUDA graph (set 33): each step copies its
+    batch into the graph's static input and replays the graph (forward, backward, all-reduces, optimizer)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ddp = DDP(model, device_ids=[dev.index], bucket_cap_mb=25)
+    if variant == "unfused_adam_graph":
+        opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, foreach=False, capturable=True)
+    else:
+        opt = torch.optim.Adam(ddp.parameters(), lr=1e-5, fused=True, capturable=True)
+    xs = [torch.randn(batch, d, device=dev) for _ in range(4)]
+    static_x = xs[0].clone()
+
+    def fwd_bwd_opt():
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False):
+            out = ddp(static_x)
+        out.float().pow(2).mean().backward()
+        opt.step()
+
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP):
+            opt.zero_grad(set_to_none=True)
+            fwd_bwd_opt()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    dist.barrier()
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        fwd_bwd_opt()      # the captured backward refills the same .grad tensors: no zero_grad per step
+    torch.cuda.synchronize()
+    st = {"i": 0}
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        static_x.copy_(xs[i % 4])
+        graph.replay()
+    return step, 1
 
 
 def timed(step, micro):
@@ -195,7 +253,12 @@ manifest = {"world_size": world, "torch": torch.__version__, "backend": dist.get
             "step_time_method": "un-profiled: 10 blocks of N steps after 5 warm-up steps, a barrier and a device "
                                 "synchronize around each block; step = block / N; median/p10/p90 over blocks (rank 0)",
             "variants": {}}
+if GRAPHS and not CPU:
+    manifest["env"] = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0"}
 for v in args.variants.split(","):
+    if v.endswith("_graph") and CPU:
+        print(f"{v}: skipped (CUDA graphs need a GPU)", flush=True)
+        continue
     step, micro = make(v)
     t = timed(step, micro)
     for setting in args.settings.split(","):
@@ -203,6 +266,6 @@ for v in args.variants.split(","):
     manifest["variants"][v] = {"step_ms": t}
     if rank == 0:
         print(v, t, flush=True)
-if rank == 0:
-    (Path(args.out) / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        # After each variant: a later one that fails keeps the ones before.
+        (Path(args.out) / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 dist.destroy_process_group()
