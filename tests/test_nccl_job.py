@@ -231,9 +231,30 @@ def test_thirty_third_held_out_set_the_graph_of_a_ddp_step_is_the_fix_that_helps
 def test_a_launch_bound_ddp_step_is_told_how_to_capture_ddp():
     # Set 33 measured the whole DDP step in one CUDA graph (5.1-5.6x); the capture needs PyTorch's three DDP steps.
     from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.facts import trace_facts
     ddp = analyze_file(JOBS.parent / "h200x2_set33A" / "unfused_adam" / "rank1.json.gz")
     launch = next(f for f in ddp.findings + ddp.minor_findings if f.kind == "launch_overhead")
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=0" in launch.fix and "at least 11 eager DDP steps" in launch.fix
+    # Its matmuls cast their inputs (bf16 autocast): the capture needs autocast's cache off.
+    assert "cache_enabled=False" in launch.fix
     single = analyze_file(ROOT / "sample_traces" / "launch_small_mlp__before.json.gz")
     launch = next(f for f in single.findings if f.kind == "launch_overhead")
-    assert "DistributedDataParallel" not in launch.fix
+    assert "DistributedDataParallel" not in launch.fix and "autocast" not in launch.fix
+    assert trace_facts(single.model)["program_note"] is None
+
+
+def test_a_step_replayed_from_a_cuda_graph_is_said_to_be_one():
+    # Set 33's fused_adam_graph: one cudaGraphLaunch a step replays 590 kernels and DDP's gradient copies (forward,
+    # backward, all-reduces, optimizer); its first step also drains a replay launched before the window, which is
+    # not eager work.
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.facts import trace_facts
+    a = analyze_file(JOBS.parent / "h200x2_set33A" / "fused_adam_graph" / "rank1.json.gz")
+    note = trace_facts(a.model)["program_note"]
+    assert note.startswith("The step already runs from CUDA-graph replays: 1 graph launch per step, 590 kernels"), note
+    assert "100% of the kernel time" in note
+    fusion = next(f for f in a.findings + a.minor_findings if f.kind == "fusion_candidates")
+    assert "before the capture" in fusion.fix
+    from traceinsight.render.markdown import render_one
+    from traceinsight.report.document import build_report
+    assert "already runs from CUDA-graph replays" in render_one(build_report(a))

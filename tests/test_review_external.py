@@ -212,9 +212,10 @@ def test_the_verdict_gives_the_step_the_top_fix_leaves_as_a_speed_up():
     import json
     import re
     d = _sample("launch_tiny_conv__before.json.gz").doc
-    x = float(re.search(r"a step about ([0-9.]+)x faster", d["verdict"]).group(1))
+    got = re.search(r"a step of about ([0-9.]+) ms, about ([0-9.]+)x faster", d["verdict"])
+    after, x = float(got.group(1)), float(got.group(2))
     u, s = d["summary"]["unprofiled_step_ms"], d["findings"][0]["estimated_savings_ms"]
-    assert x == pytest.approx(u / (u - s), abs=0.051)
+    assert x == pytest.approx(u / (u - s), abs=0.051) and after == pytest.approx(u - s, rel=0.01)
     # Against the fix measured (CUDA graph of the whole step, sample_traces/manifest.json: 1.70 -> 0.19 ms).
     man = {(t["workload"], t["variant"]): t["step_time_ms"]["median_ms"]
            for t in json.loads((SAMPLES / "manifest.json").read_text())["traces"]}

@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..trace.facts import COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, waiting_calls
+from ..trace.facts import (COMPILE_REGION, COMPILED, GRAPHED, PAGEABLE_MIN_BYTES, compiled_wrapper_us,
+                           program_facts, waiting_calls)
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -18,8 +19,6 @@ from .base import Context, Finding, KindSpec
 SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a", prerequisites=("sync_stall",))
 
 
-GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step is graphed
-COMPILED = 0.2     # share of kernels that are Triton's: the step is compiled
 # A for-loop optimizer made capturable=True (needed to capture it) keeps its step count and bias
 # corrections on the GPU: Adam(foreach=False, capturable=True) measured 2.7 more kernels per kernel of
 # the eager step, each about as long as the trace's shortest kernels (the matrix's unfused_optimizer
@@ -74,6 +73,11 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
                "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
                "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
                "layers).")
+    if _autocast_casts(ctx):
+        # torch.autocast's weight-cast cache must be off inside a capture (PyTorch's CUDA-graph notes; the
+        # DDP graph of held-out set 33 needed it).
+        fix += (" The step runs under torch.autocast (casts inside its matmuls): capture it with "
+                "torch.autocast(..., cache_enabled=False).")
     if ctx.model.cpu_match(DDP_FORWARD).any():
         # Measured (held-out set 33, two H200s): a launch-bound DDP step captured whole, its all-reduces
         # included, ran 5.1-5.6x faster; the capture needs PyTorch's three DDP set-up steps.
@@ -90,6 +94,24 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
                 "replay (from pinned memory, non_blocking=True) and out of its static outputs after it (into a "
                 "buffer of their own if a copy on another stream still reads them when the next replay runs).")
     return ("eager", fix, (CudaGraph(),))
+
+
+# An autocast cast: a copy to another dtype made inside a matmul or convolution op, not by the program itself.
+AUTOCAST_CAST = r"^aten::(to|_to_copy)$"
+# (Forward ops only: a convolution's backward casts for its own reasons, launch_tiny_conv's fp32 one.)
+CAST_PARENT = r"^aten::(linear|matmul|mm|addmm|bmm|baddbmm|addbmm|einsum|conv[123]d|conv_transpose[123]d)$"
+
+
+def _autocast_casts(ctx: Context) -> bool:
+    """The step's matmuls or convolutions cast their inputs themselves: torch.autocast is on."""
+    cpu = ctx.model.cpu
+    casts = ctx.model.cpu_match(AUTOCAST_CAST) & (cpu["kind"] == "op").to_numpy()
+    if not casts.any():
+        return False
+    parent = cpu["parent"].to_numpy()[casts]
+    pos = cpu.index.get_indexer(parent[parent >= 0])
+    names = cpu["name"].to_numpy()[pos[pos >= 0]]
+    return bool(len(names)) and bool(pd.Series(names).str.match(CAST_PARENT).any())
 
 
 def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:

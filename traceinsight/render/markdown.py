@@ -104,6 +104,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     else:
         out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of the "
                    "median step\n")
+    if t.get("program_note"):
+        out.append(f"- {_cell(t['program_note'])}\n")
     if t.get("recording"):     # (what a step is, when `record` chose the window: the HTML and terminal say it too)
         out.append(f"- {_cell(t['recording'])}\n")
     if png and meta:

@@ -34,6 +34,8 @@ def _facts(console: Console, d) -> None:
     else:
         console.print(Text(f"GPU {S.gpu_label(t)} | {steps} | {step} | GPU busy {s['median_gpu_busy_ms']} ms, "
                            f"idle {s['median_gpu_idle_ms']} ms per step (medians)"))
+    if t.get("program_note"):
+        console.print(Text(t["program_note"]))
     if t.get("recording"):
         console.print(Text(t["recording"]))
     console.print(Text(t["profiler_note"], style="dim"))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.coverage import gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls
-from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
-                           no_complete_step, rising_steps, worker_fed, worker_wait_us)
+from ..trace.facts import (COMPILED, GRAPHED, erratic_steps, in_compiled_region, launched_before_window,
+                           model_has_cpu_ops, no_complete_step, program_facts, rising_steps, worker_fed,
+                           worker_wait_us)
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
@@ -43,6 +44,7 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "warnings": list(model.warnings),
         "recording": _recording_note(rec),
         "profiler_note": profiler_note(model),
+        "program_note": program_note(model),
         "limits": limits(model, in_job),
     }
 
@@ -200,6 +202,26 @@ def _recording_note(rec: dict) -> str | None:
     detail = rec.get("window_detail") or rec.get("window")
     return (f"traceinsight record of {rec.get('script')}: {rec.get('steps_recorded')} step(s) recorded, "
             f"{where}; window: {detail}")
+
+
+def program_note(model: TraceModel) -> str | None:
+    """What the program already does to its launches, in one sentence (None for an eager program): a report of a
+    graphed or compiled step that never says so reads as if the tool had not seen it (a review of a DDP step
+    replayed from one CUDA graph, 2026-11-30)."""
+    p = program_facts(model)
+    n = max(1, len(model.steps))
+    if p["capture_calls"] or p["capture_ranges"]:
+        return None     # a capture is not a steady-state step: graph_capture's note says what it is
+    if p["graphed_share"] >= GRAPHED:
+        per = p["graph_launches"] / n
+        launches = f"{per:.0f} graph launch{'' if round(per) == 1 else 'es'}"
+        return (f"The step already runs from CUDA-graph replays: {launches} per step, {p['graph_kernels'] / max(1, p['graph_launches']):.0f} kernels each, "
+                f"{p['graphed_share']:.0%} of the kernel time whose launch the trace shows; what is left to the CPU "
+                "is the work between replays.")
+    if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
+        return (f"The step is compiled: {p['triton_kernels'] / p['kernels']:.0%} of its kernels are Triton's "
+                "(torch.compile).")
+    return None
 
 
 def profiler_note(model: TraceModel) -> str:

@@ -135,11 +135,14 @@ def _loading(a) -> str:
 
 
 def _speedup(us: float, a) -> str:
-    """": a step about 2.3x faster": the step the estimate leaves, as a speed-up (none for a small one)."""
+    """": a step of about 1.85 ms, about 2.3x faster": the step the estimate leaves, in time and as a speed-up
+    (none for a small one). The time first: where the fix leaves the step to its GPU work, it holds even when the
+    un-profiled step it is taken from does not (held-out set 33: 1.85 ms predicted, 1.86 measured, from an
+    un-profiled step read 37% short, so 6.7x against 10.5x)."""
     u = a.reference_step_us
     if not u or us >= u or us < 0.1 * u:
         return ""
-    return f": a step about {u / (u - us):.1f}x faster"
+    return f": a step of about {(u - us) / 1000:.3g} ms, about {u / (u - us):.1f}x faster"
 
 
 def _share(pct: float) -> str:

@@ -149,6 +149,10 @@ _CAPTURE_RANGE = re.compile(r"CUDAGraphNode\.record|^capture_|cuda_graph_capture
 _TRITON = re.compile(r"^triton_|triton_poi|triton_red|triton_per|triton_tem")
 
 
+GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step is graphed
+COMPILED = 0.2     # share of kernels that are Triton's: the step is compiled
+
+
 def program_facts(model: TraceModel) -> dict:
     """What the program already does, read from the trace: graph capture, graph replay, compilation."""
     return model.memo("program_facts", lambda: _program_facts(model))
@@ -176,6 +180,9 @@ def _program_facts(model: TraceModel) -> dict:
         launcher = kernels["launcher"].to_numpy()
         from_graph = (launcher >= 0) & graph_launch[np.maximum(launcher, 0)]
         graphed_us = float(kernels["dur"].to_numpy()[from_graph].sum())
+        # A share of the kernels launched in the trace: a replay launched before the window (no launch call
+        # here) is not eager work (a DDP step replayed whole read 86% graphed for 100%).
+        busy = float(kernels["dur"].to_numpy()[launcher >= 0].sum()) or busy
     triton = int(model.gpu_match(_TRITON.pattern).sum()) if len(gpu) else 0
     return {
         "capture_calls": capture_calls,
