@@ -258,3 +258,17 @@ def test_a_step_replayed_from_a_cuda_graph_is_said_to_be_one():
     from traceinsight.render.markdown import render_one
     from traceinsight.report.document import build_report
     assert "already runs from CUDA-graph replays" in render_one(build_report(a))
+
+
+def test_the_straggler_line_says_what_it_costs_the_rank_that_waits(jobs):
+    # straggler_host: 6 ms of Python planted on rank 1 (7.6 ms a step behind, profiled): rank 0's collective_wait
+    # what-if, rank 1 in time, is the cost in the straggler line beside the lag that bounds it.
+    from traceinsight.render.job_view import headline
+    st = jobs["straggler_host"]["straggler"]
+    assert 5.0 <= st["median_rank_saves_ms"] <= st["lag_ms_per_step"], st
+    assert f"rank 0's step is about {st['median_rank_saves_ms']:.2f} ms shorter" in headline(jobs["straggler_host"])[1]
+    # Set 33's unfused-Adam job: rank 0 runs a step ahead and spins 52 ms a step in its collectives, while its own
+    # work would still fill most of that (a review put the ranks' paces 14 ms apart): the replayed cost is far less.
+    block = analyze_job([JOBS.parent / "h200x2_set33A" / "unfused_adam"], workers=1)
+    st = block["straggler"]
+    assert st["lag_ms_per_step"] > 45 and st["median_rank_saves_ms"] < 0.5 * st["lag_ms_per_step"], st

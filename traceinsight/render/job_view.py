@@ -50,7 +50,10 @@ def headline(block: dict) -> list[str]:
         lines.append(f"Straggler: rank {st['rank']} ({st.get('cause')}) arrives at the collectives "
                      f"{_f(st.get('lag_ms_per_step'))} ms per step after the others ({_f(st.get('lag_pct_of_step'), 1)}% "
                      "of a step, profiled): the others wait that long for it; fixing that rank saves at most that, "
-                     "less where the others' own work or the profiler's cost fills part of it")
+                     "less where the others' own work or the profiler's cost fills part of it"
+                     + (f"; replayed with it in time, rank {st['median_rank']}'s step is about "
+                        f"{_f(st['median_rank_saves_ms'])} ms shorter (an estimate, un-profiled)"
+                        if st.get("median_rank_saves_ms") is not None else ""))
         lines.append(f"  why: {st.get('cause_text')}")
         for d in (st.get("evidence") or {}).get("top_differences", [])[:3]:
             lines.append(f"  differs: {d['name'][:100]} {d['input_dims'][:60]} ({d['where']}): "
