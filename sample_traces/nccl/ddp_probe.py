@@ -16,11 +16,10 @@ OUT/probe.json (rank 0) holds every figure; OUT/<case>/rank<R>.json.gz the profi
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import shutil
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -28,7 +27,9 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import ProfilerActivity, profile, schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # -> sample_traces/workloads
+from workloads.common import profile_step  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)
@@ -97,22 +98,10 @@ def summary(xs):
 
 
 def profiled(step, out: Path, busy: bool):
-    acts = [ProfilerActivity.CPU] + ([] if CPU else [ProfilerActivity.CUDA])
     dist.barrier()
-    if not busy:
-        dist.barrier()
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    raw = out / f"rank{rank}.json"
-    with profile(activities=acts, schedule=schedule(wait=1, warmup=2, active=5)) as prof:
-        for _ in range(8):
-            step()
-            prof.step()
-        sync()
-    prof.export_chrome_trace(str(raw))
-    with open(raw, "rb") as f, gzip.open(str(raw) + ".gz", "wb", compresslevel=9) as g:
-        shutil.copyfileobj(f, g)
-    raw.unlink()
+    if busy:
+        out.mkdir(parents=True, exist_ok=True)
+        profile_step(step, dev, str(out / f"rank{rank}.json.gz"), with_stack=False, record_shapes=False)
     dist.barrier()
 
 

@@ -37,11 +37,10 @@ record_shapes=True; rank 0 writes OUT/manifest.json with the timings, GPU, torch
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import shutil
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -50,7 +49,9 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.profiler import ProfilerActivity, profile, schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # -> sample_traces/workloads
+from workloads.common import profile_step  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)
@@ -229,20 +230,9 @@ def timed(step, micro):
 
 
 def profiled(step, out: Path, stack: bool):
-    acts = [ProfilerActivity.CPU] + ([] if CPU else [ProfilerActivity.CUDA])
     out.mkdir(parents=True, exist_ok=True)
-    raw = out / f"rank{rank}.json"
     dist.barrier()
-    with profile(activities=acts, schedule=schedule(wait=1, warmup=2, active=5), with_stack=stack,
-                 record_shapes=stack) as prof:
-        for _ in range(8):
-            step()
-            prof.step()
-        sync()
-    prof.export_chrome_trace(str(raw))
-    with open(raw, "rb") as f, gzip.open(str(raw) + ".gz", "wb", compresslevel=9) as g:
-        shutil.copyfileobj(f, g)
-    raw.unlink()
+    profile_step(step, dev, str(out / f"rank{rank}.json.gz"), with_stack=stack, record_shapes=stack)
 
 
 manifest = {"world_size": world, "torch": torch.__version__, "backend": dist.get_backend(),

@@ -128,7 +128,7 @@ def measure_step_time(step, device, block_s: float | None = None, blocks: int = 
 
 
 def profile_step(step, device, path_gz: str, with_stack: bool, active: int = 5,
-                 wait: int = 1, warmup: int = 2) -> None:
+                 wait: int = 1, warmup: int = 2, record_shapes: bool = True) -> None:
     acts = [torch.profiler.ProfilerActivity.CPU]
     if is_cuda(device):
         acts.append(torch.profiler.ProfilerActivity.CUDA)
@@ -137,7 +137,7 @@ def profile_step(step, device, path_gz: str, with_stack: bool, active: int = 5,
     with torch.profiler.profile(
         activities=acts,
         schedule=sched,
-        record_shapes=True,
+        record_shapes=record_shapes,
         with_stack=with_stack,
         on_trace_ready=None,
     ) as prof:
