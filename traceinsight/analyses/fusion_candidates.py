@@ -31,7 +31,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..trace.facts import GRAPHED, host_copies, program_facts
+from ..trace.facts import host_copies, program_facts, program_kind
 from ..trace.gpu_specs import bandwidth_to_compute
 from ..trace.kernel_names import normalize_kernel
 from ..trace.profiler_cost import unprofiled_step_us
@@ -188,7 +188,7 @@ def analyze(ctx: Context) -> list[Finding]:
              f"compiler could fuse: fusing them would cut the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
     fix = ("Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton "
            "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).")
-    if program_facts(ctx.model)["graphed_share"] >= GRAPHED:
+    if program_kind(program_facts(ctx.model)) == "graphed":
         # A step already captured in a CUDA graph keeps its capture: the compiled model is captured instead.
         fix += (" The step already replays as a CUDA graph: compile the model and warm it up before the capture "
                 "(compilation cannot run inside one), then capture the compiled step as before; or let "

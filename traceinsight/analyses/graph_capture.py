@@ -4,7 +4,7 @@ looks launch-bound; the right advice is to record again after the capture, not t
 """
 from __future__ import annotations
 
-from ..trace.facts import program_facts
+from ..trace.facts import program_facts, program_kind
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("graph_capture", "a CUDA-graph capture, not a steady-state step", estimate="measured",
@@ -13,7 +13,7 @@ SPEC = KindSpec("graph_capture", "a CUDA-graph capture, not a steady-state step"
 
 def analyze(ctx: Context) -> list[Finding]:
     p = program_facts(ctx.model)
-    if not (p["capture_calls"] or p["capture_ranges"]):
+    if program_kind(p) != "capture":
         return []
     ev = {"capture_calls": p["capture_calls"], "capture_ranges": p["capture_ranges"],
           "launch_calls": p["launch_calls"], "launches_that_ran_nothing": p["launches_that_ran_nothing"],

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..trace.facts import (COMPILE_REGION, COMPILED, GRAPHED, PAGEABLE_MIN_BYTES, compiled_wrapper_us,
-                           program_facts, waiting_calls)
+from ..trace.facts import (COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
+                           waiting_calls)
 from .fixes import CudaGraph
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
@@ -40,7 +40,8 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
     """(program, fix, typed fixes) for what the program already does: eager -> compile / graphs;
     compiled -> reduce-overhead; already graphed -> what a graph cannot remove. The advice names only
     what the trace shows (an optimizer in the step, graph breaks, copies from the host)."""
-    if p["graphed_share"] >= GRAPHED:
+    kind = program_kind(p)
+    if kind == "graphed":
         between = _ops_between(ctx)
         said = ", ".join(f"{n} ({ms:.3f} ms)" for n, ms in between) or "no op"
         fix = (f"{p['graphed_share']:.0%} of the GPU time already runs from CUDA-graph replays: what is left "
@@ -50,7 +51,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
             fix += (" Copy host inputs into the graph's static buffers from pinned memory with "
                     "non_blocking=True.")
         return ("graphed", fix, ())
-    if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
+    if kind == "compiled":
         fix = ("The step is already compiled (Triton kernels): compile it with "
                "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
         regions = _regions_per_step(ctx)
@@ -110,8 +111,7 @@ def _autocast_casts(ctx: Context) -> bool:
         return False
     parent = cpu["parent"].to_numpy()[casts]
     pos = cpu.index.get_indexer(parent[parent >= 0])
-    names = cpu["name"].to_numpy()[pos[pos >= 0]]
-    return bool(len(names)) and bool(pd.Series(names).str.match(CAST_PARENT).any())
+    return bool(ctx.model.cpu_match(CAST_PARENT)[pos[pos >= 0]].any())
 
 
 def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
@@ -171,7 +171,7 @@ def _capturable(ctx: Context, ev: dict):
 
 def analyze(ctx: Context) -> list[Finding]:
     prog = program_facts(ctx.model)
-    if prog["capture_calls"] or prog["capture_ranges"]:
+    if program_kind(prog) == "capture":
         return []  # a capture is not a steady-state step: graph_capture says so
     per_step = ctx.per_step["launch_overhead"]
     lost = ctx.per_step_median(per_step)

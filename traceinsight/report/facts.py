@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.coverage import gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls
-from ..trace.facts import (COMPILED, GRAPHED, erratic_steps, in_compiled_region, launched_before_window,
-                           model_has_cpu_ops, no_complete_step, program_facts, rising_steps, worker_fed,
-                           worker_wait_us)
+from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
+                           no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
@@ -205,20 +204,18 @@ def _recording_note(rec: dict) -> str | None:
 
 
 def program_note(model: TraceModel) -> str | None:
-    """What the program already does to its launches, in one sentence (None for an eager program): a report of a
-    graphed or compiled step that never says so reads as if the tool had not seen it (a review of a DDP step
-    replayed from one CUDA graph, 2026-11-30)."""
+    """What the program already does to its launches, in one sentence (None for an eager program or a capture,
+    which graph_capture's note describes): a report of a graphed or compiled step that never says so reads as if
+    the tool had not seen it (a review of a DDP step replayed from one CUDA graph, 2026-11-30)."""
     p = program_facts(model)
-    n = max(1, len(model.steps))
-    if p["capture_calls"] or p["capture_ranges"]:
-        return None     # a capture is not a steady-state step: graph_capture's note says what it is
-    if p["graphed_share"] >= GRAPHED:
-        per = p["graph_launches"] / n
+    kind = program_kind(p)
+    if kind == "graphed":
+        per = p["graph_launches"] / max(1, len(model.steps))
         launches = f"{per:.0f} graph launch{'' if round(per) == 1 else 'es'}"
-        return (f"The step already runs from CUDA-graph replays: {launches} per step, {p['graph_kernels'] / max(1, p['graph_launches']):.0f} kernels each, "
-                f"{p['graphed_share']:.0%} of the kernel time whose launch the trace shows; what is left to the CPU "
-                "is the work between replays.")
-    if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
+        return (f"The step already runs from CUDA-graph replays: {launches} per step, "
+                f"{p['graph_kernels'] / max(1, p['graph_launches']):.0f} kernels each, {p['graphed_share']:.0%} of "
+                "the kernel time whose launch the trace shows; what is left to the CPU is the work between replays.")
+    if kind == "compiled":
         return (f"The step is compiled: {p['triton_kernels'] / p['kernels']:.0%} of its kernels are Triton's "
                 "(torch.compile).")
     return None

@@ -158,6 +158,18 @@ def program_facts(model: TraceModel) -> dict:
     return model.memo("program_facts", lambda: _program_facts(model))
 
 
+def program_kind(p: dict) -> str:
+    """"capture", "graphed", "compiled" or "eager", from program_facts: what the advice on launches and
+    fusion, and the report's program note, start from."""
+    if p["capture_calls"] or p["capture_ranges"]:
+        return "capture"
+    if p["graphed_share"] >= GRAPHED:
+        return "graphed"
+    if p["kernels"] and p["triton_kernels"] / p["kernels"] >= COMPILED:
+        return "compiled"
+    return "eager"
+
+
 def _program_facts(model: TraceModel) -> dict:
     cpu, gpu = model.cpu, model.gpu
     rt = (cpu["kind"] == "runtime").to_numpy()
