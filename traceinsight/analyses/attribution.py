@@ -14,6 +14,8 @@ activity (the launch edge of the graph):
     The launch latency itself (launch call to kernel start) is launch_overhead too.
   * no CPU launch in the trace (CUDA-graph replay, another process) -> unattributed, or collective_wait
     for NCCL kernels.
+  * whatever the CPU side of a gap was, the part of it spent inside torch.compile's compiler
+    (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import pandas as pd
 
 from .base import KindSpec
 from .reads import copy_reads
+from ..trace.compiles import compile_us_in
 from ..trace.coverage import missing_event_spans
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
 from ..trace.host import HostActivity
@@ -38,8 +41,10 @@ SYNC_REFILL_MIN_US = 20.0
 # Blocking calls at most this far apart are one wait (a pageable copy and the stream sync after it).
 CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.
-CAUSES = ("launch_overhead", "host_bound", "sync_stall", "pageable_memcpy", "collective_wait",
+CAUSES = ("launch_overhead", "host_bound", "recompile", "sync_stall", "pageable_memcpy", "collective_wait",
           "dependency_wait", "unattributed")
+# The CPU-side causes a compile's time is taken from (recompile).
+CPU_LATE = ("host_bound", "launch_overhead", "sync_stall", "pageable_memcpy", "unattributed")
 def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
     gaps = model.gaps.copy()
     for c in CAUSES:
@@ -192,6 +197,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
             res[c][rest[m]] += feed[m]
         m = block_cause[rest] == ""
         res["launch_overhead"][rest[m]] += feed[m]
+    _compiling_is_recompile(model, s, e, res)
     _missing_is_unattributed(model, s, e, res)
     for c in CAUSES:
         gaps[c] = res[c]
@@ -210,6 +216,18 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
 def _at(col: pd.Series, idx: np.ndarray) -> np.ndarray:
     """col[idx], or a column of NaN where the table is empty (the values are masked out then)."""
     return col.to_numpy()[idx] if len(col) else np.full(len(idx), np.nan)
+
+
+def _compiling_is_recompile(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
+    """Idle while torch.compile compiles is recompile's, taken from the CPU-side causes in CPU_LATE's order."""
+    over = compile_us_in(model, s, e)
+    if not over.any():
+        return
+    for c in CPU_LATE:
+        move = np.minimum(over, res[c])
+        res[c] -= move
+        res["recompile"] += move
+        over -= move
 
 
 def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:

@@ -303,6 +303,11 @@ class NoPeerWait:
 
 
 @dataclass(frozen=True)
+class NoCompiles:
+    """torch.compile stops compiling in the step: the CPU time inside its compiler leaves the step's path."""
+
+
+@dataclass(frozen=True)
 class FusedOptimizer:
     """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
     `gpu_factor` of their time: one fused multi-tensor kernel per parameter group. `extra`: more such

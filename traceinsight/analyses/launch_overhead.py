@@ -51,9 +51,18 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
             fix += (" Copy host inputs into the graph's static buffers from pinned memory with "
                     "non_blocking=True.")
         return ("graphed", fix, ())
-    if kind == "compiled":
+    if kind == "compiled" and p["graph_tree_calls"]:
+        # (sample_traces/compile/h200_compileB/ro_shapes: a new length every step, the tree warmed up each
+        # shape and replayed nothing; the advice had been to use the mode it runs under)
+        fix = ("The step already runs under torch.compile(mode=\"reduce-overhead\") (its CUDA-graph tree is "
+               "called), yet no graph replays in the window: the tree warms up and records a graph for each new "
+               "input shape, so inputs whose shape changes every step never replay one, or it skipped graphs for "
+               "this function (TORCH_LOGS=perf_hints says why). Pad inputs to a few fixed shapes so each one's "
+               "graph replays.")
+    elif kind == "compiled":
         fix = ("The step is already compiled (Triton kernels): compile it with "
                "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
+    if kind == "compiled":
         regions = _regions_per_step(ctx)
         if regions > 1:
             fix += (f" The step runs {regions:.0f} compiled regions: remove the graph breaks between them "

@@ -11,7 +11,7 @@ import numpy as np
 
 
 from ..trace.model import DEVICE_FREE, FREE_CALL
-from ..trace.facts import blocking_calls
+from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
@@ -171,7 +171,11 @@ def analyze(ctx: Context) -> list[Finding]:
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
-    inner = [s for s in ev_sites if not s["at_step_edge"]]
+    # Under mode="reduce-overhead", a sync inside compiled code is the CUDA-graph tree's own (its warm-up of a
+    # new shape): it goes once the graphs replay, and is no prerequisite of theirs (ro_shapes had been told to
+    # remove a sync "in CompiledFunctionBackward" first).
+    tree = _graph_tree_ops(ctx, blockers)
+    inner = [s for s in ev_sites if not s["at_step_edge"] and s["op"] not in tree]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
     repeated = _repeated_between_syncs(ctx, blockers) if inner else None
     if repeated:
@@ -255,6 +259,16 @@ def _inside(sites: list[dict]) -> str:
     return "the syncs inside the step: " + "; ".join(
         f"{s['op']}" + (f" ({s['source']})" if s.get("source") and not s["source"].startswith("(") else "")
         + f", {s['per_step']:g} per step" for s in sites[:3])
+
+
+def _graph_tree_ops(ctx: Context, blockers: list[int]) -> set[str]:
+    """The sites (outermost ops) whose blocking calls all run inside compiled code of a program whose CUDA-graph
+    tree (mode="reduce-overhead") is called."""
+    if not blockers or not program_facts(ctx.model)["graph_tree_calls"]:
+        return set()
+    inside = in_compiled_region(ctx.model)[np.asarray(blockers)]
+    ops = top_ops(ctx.model.cpu, np.asarray(blockers))
+    return set(ops[inside]) - set(ops[~inside])
 
 
 def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:

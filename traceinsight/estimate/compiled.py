@@ -1,6 +1,6 @@
 """The timeline graph as flat arrays, in topological order: what the what-if replay (replay.py) runs on.
 
-Compiled once per graph; a fix changes a copy of its arrays (replay.State), never the graph.
+Compiled once per graph; a fix changes a copy of its arrays (state.State), never the graph.
 """
 from __future__ import annotations
 
@@ -39,12 +39,14 @@ class Compiled:
         self.peer_wait = np.array([G.nodes[x].get("peer_wait", 0.0) for x in order], dtype=float)
         self.thread = [G.nodes[x].get("thread", "") for x in order]
         self.compiled = np.array([bool(G.nodes[x].get("compiled", False)) for x in order], dtype=bool)
+        self.compiling = np.array([bool(G.nodes[x].get("compiling", False)) for x in order], dtype=bool)
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
         self.input = np.zeros(n)
         self.bare = np.zeros(n)
         self.compiled_us = np.zeros(n)
+        self.compile = np.zeros(n)      # torch.compile compiling on the edge (graph.py)
         self.feed = np.zeros(n)
         self.join = np.zeros(n, dtype=bool)     # the edge in follows a helper thread's last call
         self.lpred = np.full(n, -1, dtype=np.int64)
@@ -69,6 +71,7 @@ class Compiled:
                 self.input[b] = d.get("input_us", 0.0)
                 self.bare[b] = d.get("bare_us", 0.0)
                 self.compiled_us[b] = d.get("compiled_us", 0.0)
+                self.compile[b] = d.get("compile_us", 0.0)
                 self.join[b] = bool(d.get("join", False))
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]

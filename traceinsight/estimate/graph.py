@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, in_compiled_region, launch_latency_us
+from ..trace.compiles import compile_us_in
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
@@ -60,9 +61,11 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     g = pd.concat([launched, unlaunched]).sort_values("ts", kind="stable")
 
     compiled = in_compiled_region(model)
-    for i, r in zip(rt.index, rt.itertuples(index=False)):
+    # Calls made while torch.compile compiled (its autotuning's launches and syncs, module loads).
+    compiling = compile_us_in(model, rt["ts"].to_numpy(), rt["end"].to_numpy() + 1e-3) > 0
+    for i, r, cmp in zip(rt.index, rt.itertuples(index=False), compiling):
         G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name,
-                   compiled=bool(compiled[i]))
+                   compiled=bool(compiled[i]), compiling=bool(cmp))
     for j, r in zip(g.index, g.itertuples(index=False)):
         G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
                    gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
@@ -119,6 +122,9 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
         bare = host.bare_time(th, a, b)
         inp = host.input_time(th, a, b)
         comp = host.compiled_time(a, b)
+        # torch.compile compiling: a bucket of its own, which only recompile's fix takes away (a compile
+        # is not host work a DataLoader worker takes over, nor feed a CUDA graph removes).
+        compiling = compile_us_in(host.model, a, b)
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
             if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):
@@ -128,11 +134,13 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
                     G.add_edge(src[3], r[3], kind="cpu_order", host_us=0.0, input_us=0.0,
                                feed_us=max(0.0, r[1] - src[2]), wake=True)
                     continue
-            h = float(min(gap, host_us[k]))
+            cmp = float(min(gap, compiling[k]))
+            h = float(min(gap - cmp, max(0.0, host_us[k] - cmp)))
+            f = gap - cmp - h
             # Of the feed, the program's own Python (host.bare_time): what a CUDA graph keeps.
-            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=gap - h,
-                       input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), gap - h)),
-                       compiled_us=float(min(comp[k], gap - h)))
+            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=f, compile_us=cmp,
+                       input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), f)),
+                       compiled_us=float(min(comp[k], f)))
     _joins(G, by_thread, loop_thread, host)
 
 

@@ -19,12 +19,12 @@ is not a cost of the program, so every replay (the baseline too) caps them (laun
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..analyses import fixes
 from .compiled import Compiled
+from .state import UNBLOCKED_CALL_US, Replay, State
 
 # A graph-replayed step, measured on H100 and H200 (the matrix's whole-step graphs, 17-838 kernels a step):
 # un-profiled step - GPU busy = 6-93 us, about 15 us per step plus 0.1 us per kernel node; the profiled
@@ -38,7 +38,6 @@ GRAPH_STEP_US = 20.0          # CPU per step: the replay call, the input copies 
 TREE_CALL_PER_WRAPPER = 1.6
 GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
-UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
 # ...except a copy to pageable host memory: the driver stages it through pinned buffers and the CPU copies
@@ -47,50 +46,6 @@ RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call 
 # The Python that reads a copy to the host runs right after the copy returns; data kept on the GPU takes
 # it along, as long as reading the bytes copied at fixes.RESULT_READ_GBPS takes.
 CONSUMER_GBPS = fixes.RESULT_READ_GBPS
-
-
-@dataclass
-class Replay:
-    step_us: dict[int, float]
-
-    @property
-    def median_us(self) -> float:
-        vals = list(self.step_us.values())
-        return float(np.median(vals)) if vals else float("nan")
-
-
-class State:
-    """The mutable part a fix changes; starts as a copy of the compiled graph's values."""
-
-    def __init__(self, c: Compiled):
-        self.c = c
-        self.dur = c.dur.copy()
-        self.host = c.host.copy()
-        self.feed = c.feed.copy()
-        self.latency = c.latency.copy()
-        self.spred = c.spred.copy()
-        self.sgap = c.sgap.copy()
-        # Least spacing after the previous activity on the stream: the GPU's own gap between queued eager
-        # kernels (Compiled.queued_gap), or a CUDA graph's kernel-to-kernel gap once a fix graphs them.
-        self.min_gap = np.where(c.is_gpu & (c.spred >= 0), c.queued_gap, 0.0)
-        self.syncs = list(c.syncs)
-        self.unblocked = np.zeros(len(c.nodes), dtype=bool)
-        self.staged = c.staged_tail.copy()
-        self.peer = c.peer_wait.copy()
-        self.optimizer_fused = False
-
-    def unblock(self, i: int) -> None:
-        self.syncs[i] = []
-        self.dur[i] = min(self.dur[i], UNBLOCKED_CALL_US)
-        self.unblocked[i] = True
-
-    def detach_from_stream(self, i: int) -> None:
-        """Move an activity to a stream of its own (a prefetch stream): its neighbours close ranks."""
-        nxt = self.c.ssucc[i]
-        if nxt >= 0 and self.spred[nxt] == i:
-            self.spred[nxt] = self.spred[i]
-            self.sgap[nxt] = 0.0
-        self.spred[i] = -1
 
 
 def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=None) -> State:
@@ -106,7 +61,9 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
         s.dur = kept
         f = np.minimum(s.feed, edge)
         s.feed = s.feed - f
-        s.host = np.maximum(0.0, s.host - (edge - f))
+        h = np.minimum(s.host, edge - f)
+        s.host = s.host - h
+        s.compile = np.maximum(0.0, s.compile - (edge - f - h))     # (a compile's recorded ops cost it too)
     for fx in fixes:
         try:
             how = _APPLY[type(fx)]
@@ -366,6 +323,17 @@ def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> Non
                 s.host[c.lpred[i]] = 0.0
 
 
+def _no_compiles(c: Compiled, s: State, _fx: fixes.NoCompiles, _bw: float) -> None:
+    """The compiler's CPU time goes, with the calls it made (autotuning's launches and syncs) and their GPU work."""
+    s.compile.fill(0.0)
+    calls = np.flatnonzero(c.compiling)
+    s.dur[calls] = s.feed[calls] = s.host[calls] = 0.0
+    for i in calls:
+        s.syncs[i] = []
+    g = c.gpu_idx[(c.lpred[c.gpu_idx] >= 0) & c.compiling[np.maximum(c.lpred[c.gpu_idx], 0)]]
+    s.dur[g] = s.min_gap[g] = 0.0
+
+
 # How the replay applies each kind of fix (analyses/fixes.py).
 _APPLY = {
     fixes.CudaGraph: _cuda_graph,
@@ -378,6 +346,7 @@ _APPLY = {
     fixes.FusedOptimizer: _fused_optimizer,
     fixes.FuseChains: _fuse_chains,
     fixes.NoPeerWait: lambda _c, s, _fx, _bw: s.peer.fill(0.0),
+    fixes.NoCompiles: _no_compiles,
 }
 
 
@@ -396,7 +365,7 @@ def simulate(s: State) -> Replay:
     n = len(c.nodes)
     start, end = [0.0] * n, [0.0] * n
     is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
-    host, feed = s.host.tolist(), s.feed.tolist()
+    host, feed, comp = s.host.tolist(), s.feed.tolist(), s.compile.tolist()
     # A job's collective waits for the other ranks once it could start: on both terms of its start, so on their max.
     lat, sgap, min_gap = (s.latency + s.peer).tolist(), s.sgap.tolist(), (s.min_gap + s.peer).tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()
@@ -423,7 +392,7 @@ def simulate(s: State) -> Replay:
             end[i] = t + dur[i]
             continue
         cp = cpred[i]
-        t = end[cp] + host[i] + feed[i] if cp >= 0 else ts[i]
+        t = end[cp] + host[i] + feed[i] + comp[i] if cp >= 0 else ts[i]
         d = dur[i]
         if rk[i] == "launch" and d > cap:
             d = cap

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..trace.compiles import RECOMPILE_LIMIT, compile_ms_by_step, compiled_versions, eager_calls
 from ..trace.coverage import gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
@@ -87,9 +88,20 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
                    f"are for that window ({how}).")
     if meta.get("warmup_steps"):
+        warm = steps[steps["step"].isin(meta["warmup_steps"])]
+        compiled = compile_ms_by_step(model, warm)
+        why = (f"torch.compile compiled in them: {', '.join(seconds_or_ms(v * 1000) for v in compiled.values())}"
+               if compiled else "autotuning, allocator growth, lazy init or graph capture are the usual causes; "
+               "the trace does not say which")
         out.append(f"Step(s) {', '.join(map(str, meta['warmup_steps']))} at the start of the window ran far slower "
-                   "than the rest and are taken as warm-up (autotuning, allocator growth, lazy init or graph capture "
-                   "are the usual causes; the trace does not say which): left out of the medians.")
+                   f"than the rest and are taken as warm-up ({why}): left out of the medians.")
+    left = [c for c in meta.get("compile_steps") or () if not c["kept"]]
+    if left:
+        out.append(f"torch.compile compiled in step(s) {', '.join(str(c['step']) for c in left)} "
+                   f"({', '.join(seconds_or_ms(c['compile_ms'] * 1000) for c in left)}), past the warm-up: a new "
+                   "input shape or another failed guard recompiled a function (TORCH_LOGS=recompiles says which). "
+                   "Those steps are left out of the medians; each new shape the run meets costs a compile like it "
+                   "(pad to a few fixed lengths, or compile with dynamic=True).")
     start = startup_calls(model)
     if start:
         total = sum(us for _n, us, _k in start)
@@ -215,10 +227,22 @@ def program_note(model: TraceModel) -> str | None:
         return (f"The step already runs from CUDA-graph replays: {launches} per step, "
                 f"{p['graph_kernels'] / max(1, p['graph_launches']):.0f} kernels each, {p['graphed_share']:.0%} of "
                 "the kernel time whose launch the trace shows; what is left to the CPU is the work between replays.")
+    calls, eager = eager_calls(model)
+    # (a call into compiled code that found no graph and made none runs eagerly: said, since the advice for a
+    # compiled step assumes its graphs run)
+    fell = ""
+    if eager and kind != "capture":
+        top = max((max(v) for v in compiled_versions(model).values()), default=-1)
+        why = (f"the frame's versions reach {top}, so torch._dynamo.config.recompile_limit (8 by default) is the "
+               "likely stop" if top >= RECOMPILE_LIMIT - 1 else "past its recompile_limit, or a frame Dynamo skips")
+        fell = (f" {eager} of its {calls} calls into compiled code ran eagerly: Dynamo's cache lookup found no "
+                f"graph for the inputs and made none ({why}; TORCH_LOGS=recompiles says which guard failed).")
     if kind == "compiled":
+        trees = (" It runs under mode=\"reduce-overhead\" (its CUDA-graph tree is called), yet no graph replays in "
+                 "the window." if p["graph_tree_calls"] else "")
         return (f"The step is compiled: {p['triton_kernels'] / p['kernels']:.0%} of its kernels are Triton's "
-                "(torch.compile).")
-    return None
+                "(torch.compile)." + trees + fell)
+    return fell.strip() or None
 
 
 def profiler_note(model: TraceModel) -> str:

@@ -196,6 +196,8 @@ def _program_facts(model: TraceModel) -> dict:
         # here) is not eager work (a DDP step replayed whole read 86% graphed for 100%).
         busy = float(kernels["dur"].to_numpy()[launcher >= 0].sum()) or busy
     triton = int(model.gpu_match(_TRITON.pattern).sum()) if len(gpu) else 0
+    # torch.compile(mode="reduce-overhead")'s CUDA-graph tree looks up its graphs on every call.
+    trees = int((ranges & model.cpu_match(GRAPH_TREE_CALL)).sum()) if len(cpu) else 0
     return {
         "capture_calls": capture_calls,
         "capture_ranges": capture_ranges,
@@ -206,9 +208,11 @@ def _program_facts(model: TraceModel) -> dict:
         "graph_kernels": int(from_graph.sum()),
         "graphed_share": busy and graphed_us / busy,
         "triton_kernels": triton,
+        "graph_tree_calls": trees,
     }
 
 
+GRAPH_TREE_CALL = r"^cudagraphify\.get_container$"
 # torch.compile's profiler ranges, named once. A Dynamo frame (graph breaks split a step into several):
 COMPILE_REGION = r"^Torch-Compiled Region"
 # The wrapper around each compiled graph call: Dynamo's cache lookup (the guards) and the region's own

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .compiles import mark_compiling
 from .events import BAD, MISSING
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
@@ -309,6 +310,8 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     model.memo("name_codes:cpu", lambda: (cpu_names, uniques))
     model.memo("name_codes:gpu", lambda: (gpu_names, uniques))
     model.memo("thread_codes:cpu", lambda: cpu_threads)
+    # (after the model: the compile spans are read through its name index)
+    model.meta["compile_steps"] = mark_compiling(model)
     return model
 
 

@@ -1,0 +1,118 @@
+"""torch.compile compiling inside the window (sample_traces/compile/: one H200, torch 2.11, a training step fed a
+new sequence length every step; its README has the measured steps)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import document
+
+ROOT = Path(__file__).resolve().parents[1] / "sample_traces" / "compile"
+DIRS = {"static": "h200_compileA", "dynamic": "h200_compileA", "limit": "h200_compileA", "cold": "h200_compileA",
+        "midshape": "h200_compileB", "ro_shapes": "h200_compileB", "ro_fixed": "h200_compileB"}
+MANIFEST = {c: e for d in set(DIRS.values()) for c, e in
+            json.loads((ROOT / d / "manifest.json").read_text())["cases"].items()}
+_DOCS: dict = {}
+
+
+def _doc(case: str, setting: str = "default") -> dict:
+    key = (case, setting)
+    if key not in _DOCS:
+        _DOCS[key] = document(analyze_file(ROOT / DIRS[case] / f"{case}__{setting}.json.gz"))
+    return _DOCS[key]
+
+
+def _kinds(d: dict) -> list[str]:
+    return [f["kind"] for f in d["findings"]]
+
+
+def _minor(d: dict, kind: str) -> dict | None:
+    return next((f for f in d["minor_findings"] if f["kind"] == kind), None)
+
+
+def test_recompiling_every_step_is_the_top_finding_not_host_work():
+    d = _doc("static")
+    assert _kinds(d)[0] == "recompile", _kinds(d)
+    f = d["findings"][0]
+    ev = f["evidence"]
+    # Every step of the window compiled, frame 0 from its 6th version to its 11th.
+    assert ev["steps_compiling"] == "6 of 6 full steps"
+    assert ev["compiled_versions"] == {"0": [5, 6, 7, 8, 9, 10]}
+    assert "TORCH_LOGS=recompiles" in f["fix"] and "dynamic=True" in f["fix"]
+    # The compile is no host work a worker or a background thread takes over (the advice it had got).
+    assert "host_bound" not in _kinds(d)
+    hb = _minor(d, "host_bound")
+    step = d["summary"]["median_step_ms"]
+    assert hb is None or hb["estimated_savings_ms"] < 0.01 * step
+
+
+def test_the_recompile_saving_matches_the_measured_fix():
+    """Measured un-profiled: 3,030 ms a step recompiling (mean of 12, each a new length) against 8.2 ms with
+    dynamic=True (median of 60): a saving of 3,022 ms. The estimate is within 15% of it, and no larger than
+    the un-profiled step it is a share of."""
+    d = _doc("static")
+    f = d["findings"][0]
+    measured = MANIFEST["static"]["unprofiled"]["mean_ms"] - MANIFEST["dynamic"]["unprofiled"]["median_ms"]
+    assert abs(f["estimated_savings_ms"] - measured) <= 0.15 * measured, (f["estimated_savings_ms"], measured)
+    assert f["estimated_savings_ms"] <= d["summary"]["unprofiled_step_ms"]
+
+
+def test_compiler_gaps_in_correlation_ids_are_not_a_cut_file():
+    """The autotuner's benchmark runs use correlation ids they record no call for: 20 stretches in the static
+    window, which had been reported as events cut from the file."""
+    d = _doc("static")
+    assert not any("Events are missing" in x for x in d["trace"]["limits"]), d["trace"]["limits"]
+
+
+def test_a_warm_up_step_that_compiled_says_so():
+    d = _doc("cold")
+    note = next(x for x in d["trace"]["limits"] if "taken as warm-up" in x)
+    assert "torch.compile compiled in them" in note
+    assert "recompile" not in _kinds(d) and _minor(d, "recompile") is None
+
+
+@pytest.mark.parametrize("case", ["dynamic", "limit"])
+def test_no_compile_in_the_window_no_recompile(case):
+    for setting in ("default", "stack"):
+        d = _doc(case, setting)
+        assert "recompile" not in _kinds(d) and _minor(d, "recompile") is None
+        assert d["summary"]["idle_by_cause_ms_median_per_step"]["recompile"] == 0
+
+
+def test_one_recompile_mid_window_is_left_out_of_the_medians():
+    """torch.compile's default (dynamic=None) meets one new length in the 4th profiled step: 8.1 s of
+    compiling in that step, which the medians leave out and the limits name; the other steps read as the
+    launch-bound compiled step they are."""
+    d = _doc("midshape")
+    note = next(x for x in d["trace"]["limits"] if "past the warm-up" in x)
+    assert "step(s) 5 " in note and "TORCH_LOGS=recompiles" in note
+    assert d["summary"]["full_steps"] == 7 and d["summary"]["median_step_ms"] < 10
+    assert "recompile" not in _kinds(d) and _minor(d, "recompile") is None
+    assert _kinds(d)[0] == "launch_overhead"
+
+
+def test_calls_that_fell_back_to_eager_are_said():
+    """dynamic=False, the default recompile_limit (8), 12 lengths in turn: 2 of the window's 6 calls found no
+    graph and ran eagerly; the frame's versions reach 7."""
+    note = _doc("limit")["trace"]["program_note"]
+    assert "2 of its 6 calls into compiled code ran eagerly" in note and "recompile_limit" in note
+    assert "ran eagerly" not in (_doc("dynamic")["trace"]["program_note"] or "")
+
+
+def test_reduce_overhead_that_never_replays_is_not_told_to_use_reduce_overhead():
+    """mode="reduce-overhead" with a new length every step: the CUDA-graph tree warms up each shape and no
+    graph replays. The launch advice is fixed shapes, not the mode it runs under, and the tree's own syncs
+    inside the compiled backward are no prerequisite."""
+    d = _doc("ro_shapes")
+    f = d["findings"][0]
+    assert f["kind"] == "launch_overhead"
+    assert "already runs under torch.compile(mode=\"reduce-overhead\")" in f["fix"]
+    assert "fixed shapes" in f["fix"] and not f["needs_first"]
+    assert "no graph replays" in d["trace"]["program_note"]
+    # The same program at one length replays its graphs and reads GPU-bound (fp32 matmuls).
+    fixed = _doc("ro_fixed")
+    assert "CUDA-graph replays" in fixed["trace"]["program_note"]
+    assert "launch_overhead" not in _kinds(fixed)
