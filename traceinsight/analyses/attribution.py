@@ -25,7 +25,7 @@ import pandas as pd
 
 from .base import KindSpec
 from .reads import copy_reads
-from ..trace.compiles import compile_us_in
+from ..trace.compiles import compile_us_in, while_compiling
 from ..trace.coverage import missing_event_spans
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
 from ..trace.host import HostActivity
@@ -197,7 +197,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
             res[c][rest[m]] += feed[m]
         m = block_cause[rest] == ""
         res["launch_overhead"][rest[m]] += feed[m]
-    _compiling_is_recompile(model, s, e, res)
+    _compiling_is_recompile(model, s, e, res, blocker)
     _missing_is_unattributed(model, s, e, res)
     for c in CAUSES:
         gaps[c] = res[c]
@@ -218,11 +218,16 @@ def _at(col: pd.Series, idx: np.ndarray) -> np.ndarray:
     return col.to_numpy()[idx] if len(col) else np.full(len(idx), np.nan)
 
 
-def _compiling_is_recompile(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
-    """Idle while torch.compile compiles is recompile's, taken from the CPU-side causes in CPU_LATE's order."""
+def _compiling_is_recompile(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict, blocker: np.ndarray) -> None:
+    """Idle while torch.compile compiles is recompile's, taken from the CPU-side causes in CPU_LATE's order;
+    so is a sync's made while it compiled (the autotuner's), refill included."""
     over = compile_us_in(model, s, e)
     if not over.any():
         return
+    mine = (blocker >= 0) & while_compiling(model, np.maximum(blocker, 0))
+    for c in ("sync_stall", "pageable_memcpy"):
+        res["recompile"][mine] += res[c][mine]
+        res[c][mine] = 0.0
     for c in CPU_LATE:
         move = np.minimum(over, res[c])
         res[c] -= move

@@ -10,11 +10,13 @@ import numpy as np
 import pandas as pd
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
+from ..trace.compiles import COMPILING
 from ..trace.facts import WORKER_WAIT
 from ..trace.profiler_cost import PY_CALL_FLOOR_US, recorded_in
 from ..trace.pycalls import calls_in
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
 
+COMPILING_RE = re.compile(COMPILING)
 SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor",
                 beyond_cost=RUNS_AHEAD)
 
@@ -28,6 +30,8 @@ def analyze(ctx: Context) -> list[Finding]:
     for row in gaps.nlargest(50, "host_bound").itertuples():
         for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
             busy_ops[name] = busy_ops.get(name, 0.0) + us
+    # torch.compile's compiler is recompile's, whatever gap it overlaps (a compile step's gap holds both).
+    busy_ops = {n: v for n, v in busy_ops.items() if not COMPILING_RE.search(n)}
     # With stacks, the gaps' time split by the call the user's code made (numpy's argmax, the Dataset's
     # __getitem__, the profiler's own step) says more than the ops that happened to run; but not more than
     # the DataLoader's range, which a frame around it (the training step) encloses.

@@ -44,7 +44,9 @@ def analyze(ctx: Context) -> list[Finding]:
            "arguments (pass a tensor), and do not toggle train()/eval() or requires_grad inside it each step. "
            "After torch._dynamo.config.recompile_limit versions of a frame (8 by default), new shapes run "
            "eagerly instead. If the shapes stop changing after the first steps (a few buckets "
-           "met once), this window is warm-up: record after it.")
+           "met once), this window is warm-up: record after it. (The estimate takes the compiler's time out; what "
+           "a new graph's first run costs besides, loading its kernels, stays in the step it leaves, so the saving "
+           "is the figure to read, the step left an upper bound.)")
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost,
                     lost_total_us=float(ctx.gaps["recompile"].sum()), fix=fix, confidence="high", evidence=ev,
                     fixes=(NoCompiles(),))]

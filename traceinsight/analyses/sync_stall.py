@@ -11,6 +11,7 @@ import numpy as np
 
 
 from ..trace.model import DEVICE_FREE, FREE_CALL
+from ..trace.compiles import while_compiling
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
@@ -84,6 +85,13 @@ def analyze(ctx: Context) -> list[Finding]:
     lost = ctx.per_step_median(ctx.per_step[cause])
     cpu = ctx.model.cpu
     gaps = ctx.gaps[(ctx.gaps[cause] > 0) & (ctx.gaps["blocker"] >= 0)]
+    # Not the program's syncs: torch.compile's autotuner's while it compiles (recompile's), and under
+    # mode="reduce-overhead" those inside compiled code (the CUDA-graph tree's, warming up a new shape: they go
+    # once its graphs replay; ro_shapes' plan had put them first).
+    theirs = _not_the_programs(ctx, gaps["blocker"].to_numpy())
+    if len(gaps) and theirs.all():
+        return []
+    gaps = gaps[~theirs]
     rows = []
     for blk, grp in gaps.groupby("blocker"):
         rows.append((int(blk), float(grp[cause].sum())))
@@ -93,6 +101,7 @@ def analyze(ctx: Context) -> list[Finding]:
     site_ops = {top_op(cpu, b) for b, _ in rows}
     blocks = blocking_calls(ctx.model)
     blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
+    blockers = [b for b, c in zip(blockers, _not_the_programs(ctx, np.asarray(blockers, dtype=np.int64))) if not c]
     ev_sites = _sites(ctx, rows, blockers)
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     fixes = []
@@ -171,11 +180,7 @@ def analyze(ctx: Context) -> list[Finding]:
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
-    # Under mode="reduce-overhead", a sync inside compiled code is the CUDA-graph tree's own (its warm-up of a
-    # new shape): it goes once the graphs replay, and is no prerequisite of theirs (ro_shapes had been told to
-    # remove a sync "in CompiledFunctionBackward" first).
-    tree = _graph_tree_ops(ctx, blockers)
-    inner = [s for s in ev_sites if not s["at_step_edge"] and s["op"] not in tree]
+    inner = [s for s in ev_sites if not s["at_step_edge"]]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
     repeated = _repeated_between_syncs(ctx, blockers) if inner else None
     if repeated:
@@ -261,14 +266,15 @@ def _inside(sites: list[dict]) -> str:
         + f", {s['per_step']:g} per step" for s in sites[:3])
 
 
-def _graph_tree_ops(ctx: Context, blockers: list[int]) -> set[str]:
-    """The sites (outermost ops) whose blocking calls all run inside compiled code of a program whose CUDA-graph
-    tree (mode="reduce-overhead") is called."""
-    if not blockers or not program_facts(ctx.model)["graph_tree_calls"]:
-        return set()
-    inside = in_compiled_region(ctx.model)[np.asarray(blockers)]
-    ops = top_ops(ctx.model.cpu, np.asarray(blockers))
-    return set(ops[inside]) - set(ops[~inside])
+def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
+    """Per blocking call (cpu row; -1: none): torch.compile's own, made while it compiled or, in a program whose
+    CUDA-graph tree (mode="reduce-overhead") is called, inside compiled code."""
+    rows = np.asarray(rows, dtype=np.int64)
+    ok = rows >= 0
+    out = ok & while_compiling(ctx.model, np.maximum(rows, 0))
+    if program_facts(ctx.model)["graph_tree_calls"]:
+        out |= ok & in_compiled_region(ctx.model)[np.maximum(rows, 0)]
+    return out
 
 
 def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..trace.compiles import RECOMPILE_LIMIT, compile_ms_by_step, compiled_versions, eager_calls
+from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
 from ..trace.coverage import gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
@@ -97,11 +97,22 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    f"than the rest and are taken as warm-up ({why}): left out of the medians.")
     left = [c for c in meta.get("compile_steps") or () if not c["kept"]]
     if left:
-        out.append(f"torch.compile compiled in step(s) {', '.join(str(c['step']) for c in left)} "
-                   f"({', '.join(seconds_or_ms(c['compile_ms'] * 1000) for c in left)}), past the warm-up: a new "
-                   "input shape or another failed guard recompiled a function (TORCH_LOGS=recompiles says which). "
-                   "Those steps are left out of the medians; each new shape the run meets costs a compile like it "
-                   "(pad to a few fixed lengths, or compile with dynamic=True).")
+        head = (f"torch.compile compiled in step(s) {', '.join(str(c['step']) for c in left)} "
+                f"({', '.join(seconds_or_ms(c['compile_ms'] * 1000) for c in left)}), past the warm-up: a new "
+                "input shape or another failed guard recompiled a function (TORCH_LOGS=recompiles says which). "
+                "Those steps are left out of the medians")
+        switch = after_recompile(model)
+        if switch:
+            # (an expert review: "each new shape costs a compile" was wrong where the new graph is dynamic)
+            out.append(head + f". The steps after it run compiled version {', '.join(v.split(': ')[-1] for v in switch['after'])} "
+                       f"for every call, where the steps before ran {', '.join(v.split(': ')[-1] for v in switch['before'])}: "
+                       "the new graph serves the earlier inputs too (torch.compile's automatic dynamic shapes), so "
+                       "further new lengths should not compile again; it is another program, whose steps ran a median "
+                       f"{switch['median_after_ms']:.2f} ms against {switch['median_before_ms']:.2f} ms before (the "
+                       "medians here mix both).")
+        else:
+            out.append(head + "; each new shape the run meets costs a compile like it (pad to a few fixed lengths, "
+                       "or compile with dynamic=True).")
     start = startup_calls(model)
     if start:
         total = sum(us for _n, us, _k in start)
@@ -240,6 +251,9 @@ def program_note(model: TraceModel) -> str | None:
     if kind == "compiled":
         trees = (" It runs under mode=\"reduce-overhead\" (its CUDA-graph tree is called), yet no graph replays in "
                  "the window." if p["graph_tree_calls"] else "")
+        if shapes_vary(model):
+            trees += (" Its inputs' shapes change from step to step: its compiled kernels launch on other grids, or "
+                      "run other compiled versions, in other steps.")
         return (f"The step is compiled: {p['triton_kernels'] / p['kernels']:.0%} of its kernels are Triton's "
                 "(torch.compile)." + trees + fell)
     return fell.strip() or None

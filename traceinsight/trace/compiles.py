@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .steps import merged_intervals
+from .steps import merged_intervals, step_at
 
 # (The functions take the TraceModel that model.py builds, which calls mark_compiling: not imported here.)
 
@@ -105,9 +105,10 @@ RECOMPILE_LIMIT = 8      # torch._dynamo.config.recompile_limit's default (torch
 
 
 def eager_calls(model) -> tuple[int, int]:
-    """(calls into compiled code, those that ran eagerly): Dynamo's cache lookups, and those after which no
-    compiled region ran before the thread's next lookup (no graph for the inputs, and none made: past the
-    frame's recompile_limit, or a frame Dynamo skips). sample_traces/compile/h200_compileA/limit: 2 of 6."""
+    """(calls into compiled code, those that ran eagerly): Dynamo's cache lookups outside compiled regions, and
+    those after which no compiled region ran before the thread's next lookup (no graph for the inputs, and none
+    made: past the frame's recompile_limit, or a frame Dynamo skips). sample_traces/compile/h200_compileA/limit:
+    2 of 6; cold: none (its two other lookups are inner frames' inside the first run of 0/0)."""
     cpu = model.cpu
     if cpu.empty:
         return 0, 0
@@ -115,10 +116,110 @@ def eager_calls(model) -> tuple[int, int]:
     if look.empty:
         return 0, 0
     reg = cpu[model.cpu_match(REGION.pattern)]
-    eager = 0
+    calls = eager = 0
     for th, g in look.groupby("thread", sort=False):
+        mine = reg[reg["thread"] == th]
+        rs, re_ = merged_intervals(mine["ts"].to_numpy(dtype=float), mine["end"].to_numpy(dtype=float))
         ts = np.sort(g["ts"].to_numpy(dtype=float))
+        # A lookup inside a region is an inner frame's, made while compiled code ran (a first run's): not a call.
+        k = np.searchsorted(rs, ts, side="right") - 1
+        ts = ts[~((k >= 0) & (ts < re_[np.maximum(k, 0)]))]
         nxt = np.append(ts[1:], np.inf)
-        r = np.sort(reg.loc[reg["thread"] == th, "ts"].to_numpy(dtype=float))
+        r = np.sort(mine["ts"].to_numpy(dtype=float))
+        calls += len(ts)
         eager += int((np.searchsorted(r, nxt, side="left") == np.searchsorted(r, ts, side="left")).sum())
-    return int(len(look)), eager
+    return calls, eager
+
+
+# Compiled kernels launched with other grids in other steps: the inputs' shapes change (a new length every step
+# under dynamic=True: 63-67% of the Triton kernels, 100% recompiling under dynamic=False; every fixed-shape
+# compiled program of the matrix: 0%). At this share a compiled step's shapes are taken to vary.
+SHAPES_VARY = 0.3
+
+
+def shapes_vary(model) -> bool:
+    """Whether a compiled step's input shapes change from step to step: the full steps run 3 or more versions
+    of a compiled frame (a graph per shape), or, among the steps that run the same versions, the Triton
+    kernels' launch grids differ between steps (grid_change_share)."""
+    if any(len(v) >= 3 for v in _versions_by_step(model)[1].values()):
+        return True
+    share = grid_change_share(model)
+    return share is not None and share >= SHAPES_VARY
+
+
+def grid_change_share(model) -> float | None:
+    """Of the Triton kernels launched in every full step of the largest group of steps that run the same
+    compiled versions (at least 3 steps, 3 kernels), the share whose launch grids (as a sorted list per step)
+    differ between those steps; None where that cannot be read. (The same versions: a recompile in the window
+    makes a new graph whose kernels, of the same names, launch on other grids for the same shapes.)"""
+    def compute():
+        g, st = model.gpu, model.steps
+        if g.empty or "grid" not in g:
+            return None
+        groups = _versions_by_step(model)[0]
+        same = max(groups.values(), key=len, default=[])
+        full = st[st["step"].isin(same).to_numpy()]
+        k = g[(g["kind"] == "kernel").to_numpy() & (g["grid"].to_numpy() >= 0) & (g["launcher"].to_numpy() >= 0)
+              & g["name"].str.startswith("triton_").to_numpy()]
+        if len(full) < 3 or k.empty:
+            return None
+        step = step_at(full, k["ts"].to_numpy())
+        k = k.assign(step=step)[step >= 0]
+        per = k.groupby(["name", "step"])["grid"].agg(lambda x: tuple(sorted(x))).unstack().dropna()
+        if per.shape[1] < 3 or len(per) < 3:
+            return None
+        return float(per.apply(lambda r: len(set(r)) > 1, axis=1).mean())
+    return model.memo("grid_change_share", compute)
+
+
+def after_recompile(model) -> dict | None:
+    """Where a compile step was left out of the medians (mark_compiling) and the full steps after it run other
+    compiled versions than those before it, for every call: the versions, and each side's median step (ms).
+    (midshape: one new length under dynamic=None, and the steps after it, at the old length again, run 0/1:
+    the new graph is dynamic and serves both, a slower program than 0/0.)"""
+    left = [c["step"] for c in model.meta.get("compile_steps") or () if not c["kept"]]
+    if not left:
+        return None
+    groups = _versions_by_step(model)[0]
+    of = {s: names for names, steps in groups.items() for s in steps}
+    before = [s for s in of if s < left[0]]
+    after = [s for s in of if s > left[-1]]
+    vb = set().union(*(of[s] for s in before)) if before else set()
+    va = set().union(*(of[s] for s in after)) if after else set()
+    if not (vb and va) or vb & va:
+        return None
+    dur = model.steps.set_index("step")["dur"]
+    return {"before": sorted(vb), "after": sorted(va),
+            "median_before_ms": round(float(dur.reindex(before).median()) / 1000, 3),
+            "median_after_ms": round(float(dur.reindex(after).median()) / 1000, 3)}
+
+
+def _versions_by_step(model) -> tuple[dict, dict]:
+    """({versions run: [full steps]}, {frame: versions run in full steps}) from the Torch-Compiled Regions."""
+    def compute():
+        cpu, st = model.cpu, model.steps
+        full = st[~st["partial"].to_numpy(dtype=bool)]
+        reg = cpu[model.cpu_match(REGION.pattern)] if len(cpu) else cpu
+        at = step_at(full, reg["ts"].to_numpy(), "cpu_start", "cpu_end") if len(reg) else np.zeros(0, dtype=int)
+        by_step: dict[int, set] = {int(s): set() for s in full["step"]}
+        frames: dict[int, set] = {}
+        for name, s in zip(reg["name"], at):
+            if s >= 0:
+                by_step[int(s)].add(str(name))
+                f, v = REGION.match(str(name)).groups()
+                frames.setdefault(int(f), set()).add(int(v))
+        groups: dict[frozenset, list] = {}
+        for s, names in by_step.items():
+            groups.setdefault(frozenset(names), []).append(s)
+        return groups, frames
+    return model.memo("versions_by_step", compute)
+
+
+def while_compiling(model, cpu_rows: np.ndarray) -> np.ndarray:
+    """Per cpu row (a runtime call): made inside a compile span (the autotuner's launches and syncs)."""
+    cpu_rows = np.asarray(cpu_rows, dtype=np.int64)
+    if not len(cpu_rows) or not len(compile_spans(model)[0]):
+        return np.zeros(len(cpu_rows), dtype=bool)
+    cpu = model.cpu
+    ts = cpu["ts"].to_numpy(dtype=float)[cpu_rows]
+    return compile_us_in(model, ts, ts + 1e-3) > 0

@@ -31,6 +31,8 @@ class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False, frozen=True):
     bandwidth: Union[int, float, None] = msgspec.field(default=NAN, name="memory bandwidth (GB/s)")
     # Raw JSON bytes: only ever shown as text, so never worth building nested lists for.
     input_dims: msgspec.Raw = msgspec.field(default=NO_DIMS, name="Input Dims")
+    # A kernel's launch grid, as raw JSON: only compared (the same kernel launched on other shapes).
+    grid: msgspec.Raw = NO_DIMS
     # "M" metadata events name their process / thread here.
     meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
 

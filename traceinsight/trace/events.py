@@ -22,7 +22,7 @@ _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur
 # The interned fields, read together as one key (see Columns._codes).
 KEY_FIELDS = ("ph", "cat", "name", "pid", "tid")
 _KEY = attrgetter(*KEY_FIELDS)
-_DIMS = attrgetter("input_dims")
+_RAW = {"dims": attrgetter("input_dims"), "grid": attrgetter("grid")}
 _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "device", "bytes", "bandwidth")}
 # Python frames (half the events of a with_stack trace) carry only Python ids: no stream, device,
 # bytes or Input Dims is looked for on them.
@@ -151,9 +151,10 @@ class Columns:
     """Every event of the trace as columns. Codes index the Intern tables' values."""
 
     def __init__(self):
-        self.interns = {f: Intern(floats_possible=f == "name") for f in ("ph", "cat", "name", "pid", "tid", "dims")}
+        self.interns = {f: Intern(floats_possible=f == "name") for f in ("ph", "cat", "name", "pid", "tid", "dims",
+                                                                        "grid")}
         self._parts: dict[str, list] = {f: [] for f in (
-            "ph", "cat", "name", "pid", "tid", "ts", "dur", *ID_FIELDS, "dims", "sparse_rows",
+            "ph", "cat", "name", "pid", "tid", "ts", "dur", *ID_FIELDS, "dims", "grid", "sparse_rows",
             "bytes", "bandwidth")}
         self.arrays: dict[str, np.ndarray] = {}
         self.n = 0
@@ -200,7 +201,8 @@ class Columns:
         p["sparse_rows"].append(rows[has] + self.n)
         p["bytes"].append(byt[has])
         p["bandwidth"].append(bw[has])
-        p["dims"].append(self._dims(sub, rows, n))
+        p["dims"].append(self._raw("dims", sub, rows, n))
+        p["grid"].append(self._raw("grid", sub, rows, n))
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n
 
@@ -237,13 +239,14 @@ class Columns:
             self._host = np.array([c in NO_DEVICE_ARGS_CATS for c in cats], dtype=bool)
         return self._host
 
-    def _dims(self, args, rows: np.ndarray, n: int) -> np.ndarray:
-        """Input Dims codes (-1: none) of n events, looked for on args, those of the given rows."""
-        raws = list(map(_DIMS, args))
+    def _raw(self, field: str, args, rows: np.ndarray, n: int) -> np.ndarray:
+        """Codes (-1: none) of a raw-JSON arg (Input Dims, grid) of n events, looked for on args, those of the
+        given rows."""
+        raws = list(map(_RAW[field], args))
         out = np.full(n, -1, dtype=np.int32)
         has = np.flatnonzero(np.fromiter(map(is_not, raws, repeat(NO_DIMS)), bool, len(raws)))
         if len(has):
-            out[rows[has]] = self.interns["dims"].codes([bytes(raws[i]) for i in has.tolist()], len(has))
+            out[rows[has]] = self.interns[field].codes([bytes(raws[i]) for i in has.tolist()], len(has))
         return out
 
     def _meta_names(self, evs: list[Event], ph: np.ndarray, name: np.ndarray) -> None:

@@ -405,6 +405,7 @@ def _gpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray,
         "correlation": _ids(c["correlation"][rows]),
         "ext_id": _ids(c["external_id"][rows]),
         "bytes": c.sparse("bytes", rows, 0.0),
+        "grid": c["grid"][rows],           # code of the launch grid (-1: none); equal codes, equal grids
     }, copy=False)
     # Only copies have a direction and host memory kind; parse each distinct copy name once.
     is_copy = kind == "memcpy"

@@ -28,6 +28,8 @@ def interval_of(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
 
 def step_at(steps: pd.DataFrame, ts: np.ndarray, start_col: str = "start", end_col: str = "end") -> np.ndarray:
     """Step number of each timestamp by the steps' [start_col, end_col) windows (-1 outside all)."""
+    if steps.empty:
+        return np.full(len(ts), -1)
     k = interval_of(ts, steps[start_col].to_numpy(), steps[end_col].to_numpy())
     return np.where(k >= 0, steps["step"].to_numpy()[np.maximum(k, 0)], -1)
 
