@@ -154,9 +154,17 @@ def analyze(ctx: Context) -> list[Finding]:
                "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
     elif framework:
         names = _names(n for n, _ in _programs(top)[:3])
-        fix = (f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
-               "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes away "
-               "when the whole step is captured in a CUDA graph.")
+        said = [n for n, _ in top[:3]]
+        # (a review: Dynamo's guard checks had been told to run every N steps, in a DataLoader worker)
+        parts = (["the optimizer's loop over its parameter tensors shrinks with fewer, larger parameter tensors (and, "
+                  "for its step, with fused=True)"] if any(_OPTIMIZER.search(n) for n in said) else []) + \
+            (["Dynamo's guard checks on each call into compiled code (TorchDynamo Cache Lookup) with fewer compiled "
+              "regions (no graph breaks) and fewer guards"] if any(_LOOKUP.search(n) for n in said) else [])
+        fix = (f"The idle CPU time is PyTorch's own work in the step ({names}): {'; '.join(parts)}; it goes away "
+               "when the whole step is captured in a CUDA graph.") if any(_LOOKUP.search(n) for n in said) else (
+            f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
+            "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes "
+            "away when the whole step is captured in a CUDA graph.")
     elif _ALLOCATION.search(where_in := _programs(top)[0][0]):
         # (a review: 2.9 ms inside aten::empty had been told to "run it every N steps")
         fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: the caching allocator "
@@ -242,7 +250,9 @@ _BACKWARD = re.compile(r"Backward\d*$")
 _ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
-FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/")
+FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/|^TorchDynamo Cache Lookup$")
+_OPTIMIZER = re.compile(r"^Optimizer\.|torch/optim/")
+_LOOKUP = re.compile(r"^TorchDynamo Cache Lookup$")
 
 
 def _is_loader(name: str) -> bool:

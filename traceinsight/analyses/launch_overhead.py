@@ -31,8 +31,10 @@ CAPTURABLE_KERNELS_PER_KERNEL = 2.7
 # per-event cost model does not see it, so the graph estimate of a compiled step is a range.
 COMPILED_PYTHON_SHARE = 0.6
 COMPILED_PYTHON_BOUNDS = (0.45, 0.75)
-# How the advice says a compiled step's shapes vary (trace/compiles.shapes_vary).
-VARY_SAID = "its compiled kernels launch on other grids, or run other compiled versions, in other steps"
+# The graph estimate of a step whose shapes vary replays graphs at the window's shapes (a review read its saving
+# beside pad-first advice as a promise).
+PADDED_SAID = (" The estimate replays graphs at the window's own shapes: padding adds GPU work it does not count, "
+               "hence low confidence.")
 # DistributedDataParallel's forward range: the step's gradients are all-reduced by DDP.
 DDP_FORWARD = r"^DistributedDataParallel\.forward$"
 # The optimizers whose capturable=True step keeps a step count on the GPU (torch.optim's Adam family).
@@ -54,26 +56,29 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
             fix += (" Copy host inputs into the graph's static buffers from pinned memory with "
                     "non_blocking=True.")
         return ("graphed", fix, ())
-    vary = kind == "compiled" and shapes_vary(ctx.model)
+    vary = shapes_vary(ctx.model) if kind == "compiled" else None
     if kind == "compiled" and p["graph_tree_calls"]:
         # (sample_traces/compile/h200_compileB/ro_shapes: a new length every step, the tree warmed up each
         # shape and replayed nothing; the advice had been to use the mode it runs under)
-        why = (f"its inputs' shapes change from step to step ({VARY_SAID}), and the tree warms up and records a "
-               "graph for each new shape" if vary else "the tree warms up and records a graph for each new input "
-               "shape, or it skipped graphs for this function (TORCH_LOGS=perf_hints says why)")
+        why = (f"{vary}, and the tree runs a warm-up of each new shape before it records a graph for it, so with "
+               "shapes that keep changing none replays" if vary else "the tree warms up and records a graph for "
+               "each new input shape before one replays, or it skipped graphs for this function "
+               "(TORCH_LOGS=perf_hints says why)")
         fix = ("The step already runs under torch.compile(mode=\"reduce-overhead\") (its CUDA-graph tree is "
                f"called), yet no graph replays in the window: {why}. While shapes change, drop "
                "mode=\"reduce-overhead\" (a new length every step ran 13.6 ms a step under it against 5.4 ms in the "
                "default mode at the same lengths on an H200), or pad inputs to a few fixed shapes so each one's "
-               "graph replays.")
+               f"graph replays.{PADDED_SAID}")
     elif vary:
         # (sample_traces/compile: dynamic=True with a new length every step had been told to use reduce-overhead,
         # which measured 2.5x slower on such a program)
-        fix = (f"The step is already compiled (Triton kernels), and its inputs' shapes change from step to step "
-               f"({VARY_SAID}): mode=\"reduce-overhead\" would record a CUDA graph for each new shape and replay "
-               "none (a new length every step ran 13.6 ms a step under it against 5.4 ms in the default mode on an "
-               "H200). Pad inputs to a few fixed shapes (buckets) first, then compile with "
-               "mode=\"reduce-overhead\" so each shape's graphs replay.")
+        fix = (f"The step is already compiled (Triton kernels), and {vary}. Under mode=\"reduce-overhead\" each new "
+               "shape gets a warm-up run and a CUDA graph of its own, replayed only when the shape comes back (a new "
+               "length every step ran 13.6 ms a step under it against 5.4 ms in the default mode on an H200). Pad "
+               "inputs to a few fixed shapes (buckets) first, then compile with mode=\"reduce-overhead\" so each "
+               "shape's graphs replay" + ("; or, where each shape compiles a graph of its own, compile with "
+                                          "dynamic=True so one serves them all" if "versions" in vary else "")
+               + f".{PADDED_SAID}")
     elif kind == "compiled":
         fix = ("The step is already compiled (Triton kernels): compile it with "
                "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
@@ -237,6 +242,8 @@ def analyze(ctx: Context) -> list[Finding]:
     ev["graphed_share_pct"] = round(100 * prog["graphed_share"], 1)
     if program == "graphed":
         conf = "low"
+    elif program == "compiled" and shapes_vary(ctx.model):
+        conf = "low"        # graphs at the window's shapes, which the advice changes first (PADDED_SAID)
     elif program == "compiled" and conf == "high":
         conf = "medium"     # the compiled step's own Python un-profiled is a range, not a measurement
     return [Finding(

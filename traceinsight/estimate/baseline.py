@@ -84,6 +84,8 @@ def baseline(ctx: Context, compiled: replay.Compiled, info: dict, actual, bw: fl
                 max(band[1], unprof * float(d.max() / d.median())))
         info["unprofiled_step_method"] += ("; the step is mostly torch.compile compiling, whose time varies from "
                                            "step to step: the band is widened to the window's own spread of steps")
+    info["unprofiled_step_range_basis"] = None if not band else "window" if "own spread" in \
+        info["unprofiled_step_method"] else "validation"
     info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
     # "stack": with_stack and/or record_shapes (the cost model's two settings); the options themselves:
     info["profiler_setting"] = profile_setting(ctx.model)

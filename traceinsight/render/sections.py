@@ -114,8 +114,10 @@ def unprofiled(doc) -> str | None:
     amd = (doc.get("trace") or {}).get("vendor") == "AMD"
     other = ("" if (not named and not amd) or "H100" in gpu or "H200" in gpu else
              f"; this trace's {gpu if named else 'AMD GPU'} is outside that calibration")
-    band = (f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the band that held 8 in 10 of our own H100/H200 "
-            f"measurements{other}") if band else ""
+    band = ("" if not band else f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the window's own spread of steps, "
+            "which compiling varies" if s.get("unprofiled_step_range_basis") == "window" else
+            f"; likely {band[0]:.3f}-{band[1]:.3f} ms, the band that held 8 in 10 of our own H100/H200 "
+            f"measurements{other}")
     shares = "Savings are shares of it. " if fixes(doc) or doc.get("minor_findings") else ""
     return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}). "
             f"{shares}Method: {how}.")

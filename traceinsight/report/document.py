@@ -122,6 +122,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             "unprofiled_step_method": a.whatif.get("unprofiled_step_method"),
             # An estimate's 80% band from our own validation (None when `record` measured the step).
             "unprofiled_step_range_ms": a.whatif.get("unprofiled_step_range_ms"),
+            # "validation" (that band), or "window": widened to the window's own spread of steps (compiling ones)
+            "unprofiled_step_range_basis": a.whatif.get("unprofiled_step_range_basis"),
             "mean_step_ms": num(a.full_steps["dur"].mean() / 1000),
             "min_step_ms": num(a.full_steps["dur"].min() / 1000),
             "max_step_ms": num(a.full_steps["dur"].max() / 1000),

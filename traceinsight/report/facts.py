@@ -251,9 +251,9 @@ def program_note(model: TraceModel) -> str | None:
     if kind == "compiled":
         trees = (" It runs under mode=\"reduce-overhead\" (its CUDA-graph tree is called), yet no graph replays in "
                  "the window." if p["graph_tree_calls"] else "")
-        if shapes_vary(model):
-            trees += (" Its inputs' shapes change from step to step: its compiled kernels launch on other grids, or "
-                      "run other compiled versions, in other steps.")
+        vary = shapes_vary(model)
+        if vary:
+            trees += f" It is called with other inputs from step to step: {vary}."
         return (f"The step is compiled: {p['triton_kernels'] / p['kernels']:.0%} of its kernels are Triton's "
                 "(torch.compile)." + trees + fell)
     return fell.strip() or None

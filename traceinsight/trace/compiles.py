@@ -137,14 +137,19 @@ def eager_calls(model) -> tuple[int, int]:
 SHAPES_VARY = 0.3
 
 
-def shapes_vary(model) -> bool:
-    """Whether a compiled step's input shapes change from step to step: the full steps run 3 or more versions
-    of a compiled frame (a graph per shape), or, among the steps that run the same versions, the Triton
-    kernels' launch grids differ between steps (grid_change_share)."""
-    if any(len(v) >= 3 for v in _versions_by_step(model)[1].values()):
-        return True
+def shapes_vary(model) -> str | None:
+    """How a compiled step shows that what it is called with changes from step to step, in the report's words,
+    or None: among the steps that run the same compiled versions, its Triton kernels launch on other grids in
+    other steps (grid_change_share: its input shapes change), or the full steps run 3 or more versions of a
+    compiled frame (a graph each: a failed guard each time, a new shape the usual one)."""
     share = grid_change_share(model)
-    return share is not None and share >= SHAPES_VARY
+    if share is not None and share >= SHAPES_VARY:
+        return f"{share:.0%} of its compiled kernels launch on other grids in other steps: its input shapes change"
+    most = max((len(v) for v in _versions_by_step(model)[1].values()), default=0)
+    if most >= 3:
+        return (f"its steps run {most} compiled versions of one frame, a graph each: what it is called with "
+                "changes (a new shape, the usual failed guard)")
+    return None
 
 
 def grid_change_share(model) -> float | None:
