@@ -202,7 +202,9 @@ class Columns:
         p["bytes"].append(byt[has])
         p["bandwidth"].append(bw[has])
         p["dims"].append(self._raw("dims", sub, rows, n))
-        p["grid"].append(self._raw("grid", sub, rows, n))
+        # (kernels only: the only events with a grid, a few in a million-event trace of ops and frames)
+        k = np.flatnonzero(self._kernel_cat()[p["cat"][-1]])
+        p["grid"].append(self._raw("grid", [args[i] for i in k.tolist()], k, n))
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n
 
@@ -232,6 +234,12 @@ class Columns:
             else:
                 return [t[rows] for t in self._key_table]
         return [self.interns[f].codes(evs, n, _GET[f]) for f in KEY_FIELDS]
+
+    def _kernel_cat(self) -> np.ndarray:
+        cats = self.interns["cat"].values
+        if len(getattr(self, "_kernel", ())) != len(cats):
+            self._kernel = np.array([c == "kernel" for c in cats], dtype=bool)
+        return self._kernel
 
     def _host_cat(self) -> np.ndarray:
         cats = self.interns["cat"].values
