@@ -17,6 +17,9 @@ variable-length text batch is without padding to a few buckets:
   ro_shapes  torch.compile(mode="reduce-overhead", dynamic=True), a new length every step: no recompile, but
              the CUDA-graph tree records a new graph for each new length.
   ro_fixed   the same at one length (512, as padding every batch to it would give): its graphs replay.
+  conv_static, conv_dynamic  held out: a 3-conv net (BatchNorm, ReLU; SGD foreach), batch 16, a new square image
+             size every step (64, 72, ... while profiled), under dynamic=False (every step recompiles) and
+             dynamic=True; both timed over the same 12 new sizes (512-600), default options only.
 
 Each case is profiled with default options, dynamic and limit also with with_stack=True, record_shapes=True (6 active steps after
 1 wait and 1 warm-up step, each a new length), and timed un-profiled: the mean and median step over 12 steps,
@@ -94,6 +97,40 @@ def make(case: str):
     return step
 
 
+# Held-out (pre-registered before it was recorded): a conv net fed a new image size every step. Its profiled
+# and warm-up sizes come from CONV_SIZES (none of them timed); both cases are timed over the same 12 new sizes,
+# CONV_TIMED, so the recompiling step and the fixed one are measured at the same shapes.
+CONV_SIZES = itertools.count(64, 8)
+CONV_TIMED = list(range(512, 512 + 12 * 8, 8))
+
+
+def make_conv(case: str):
+    import torch._dynamo as dynamo
+    dynamo.reset()
+    dynamo.config.recompile_limit = 256
+    torch.manual_seed(0)
+    c = 8 if CPU else 64
+    model = nn.Sequential(
+        nn.Conv2d(3, c, 3, padding=1), nn.BatchNorm2d(c), nn.ReLU(),
+        nn.Conv2d(c, 2 * c, 3, stride=2, padding=1), nn.BatchNorm2d(2 * c), nn.ReLU(),
+        nn.Conv2d(2 * c, 2 * c, 3, padding=1), nn.BatchNorm2d(2 * c), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * c, 10)).to(DEV)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=True)
+    fwd = torch.compile(model, dynamic=case == "conv_dynamic")
+    sizes = {"it": CONV_SIZES}
+
+    def step():
+        hw = next(sizes["it"])
+        x = torch.randn(4 if CPU else 16, 3, hw, hw, device=DEV)
+        y = torch.randint(0, 10, (x.shape[0],), device=DEV)
+        loss = nn.functional.cross_entropy(fwd(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    step.timed_sizes = lambda: sizes.__setitem__("it", iter(CONV_TIMED))
+    return step
+
+
 def sync():
     if not CPU:
         torch.cuda.synchronize()
@@ -130,7 +167,7 @@ def main() -> None:
         entry = {}
         settings = [("default", False)] + ([("stack", True)] if case in args.stack.split(",") else [])
         for setting, stack in settings:
-            step = make(case)
+            step = make_conv(case) if case.startswith("conv_") else make(case)
             if case != "cold":
                 for _ in range(3 if case != "limit" else 14):      # compile and warm up (limit: every length once)
                     step()
@@ -141,7 +178,11 @@ def main() -> None:
                          active=8 if case == "midshape" else 6,
                          wait=wait, warmup=warm, record_shapes=stack)
             entry[f"{setting}_profile_s"] = round(time.perf_counter() - t0, 2)
-            if setting == "default":
+            if setting == "default" and case.startswith("conv_"):
+                step.timed_sizes()
+                entry["unprofiled"] = timed(step, len(CONV_TIMED))
+                entry["unprofiled"]["sizes"] = CONV_TIMED
+            elif setting == "default":
                 n = args.steps if case in ("static", "limit", "ro_shapes") else 60   # (midshape: 128 again after)
                 entry["unprofiled"] = timed(step, n)
             print(case, setting, entry, flush=True)
