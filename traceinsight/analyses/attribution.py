@@ -228,11 +228,7 @@ def _compiling_is_recompile(model: TraceModel, s: np.ndarray, e: np.ndarray, res
     for c in ("sync_stall", "pageable_memcpy"):
         res["recompile"][mine] += res[c][mine]
         res[c][mine] = 0.0
-    for c in CPU_LATE:
-        move = np.minimum(over, res[c])
-        res[c] -= move
-        res["recompile"] += move
-        over -= move
+    _move(over, res, CPU_LATE, "recompile")
 
 
 def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
@@ -241,10 +237,16 @@ def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, re
     over = np.zeros(len(s))
     for a, b, _k in missing_event_spans(model):
         over += np.clip(np.minimum(e, b) - np.maximum(s, a), 0.0, None)
-    for c in ("host_bound", "launch_overhead"):
+    _move(over, res, ("host_bound", "launch_overhead"), "unattributed")
+
+
+def _move(over: np.ndarray, res: dict, causes: tuple, to: str) -> None:
+    """Give `to` up to `over` of each gap's time, taken from `causes` in their order."""
+    over = over.copy()
+    for c in causes:
         move = np.minimum(over, res[c])
         res[c] -= move
-        res["unattributed"] += move
+        res[to] += move
         over -= move
 
 

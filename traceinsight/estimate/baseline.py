@@ -74,7 +74,8 @@ def baseline(ctx: Context, compiled: replay.Compiled, info: dict, actual, bw: fl
         info["unprofiled_step_method"] += ("; the host was disturbed in the profiled window (steps "
                                            f"{erratic['span']}): only its quiet steps are used, and the "
                                            "band reaches down to half the estimate")
-    if band and ctx.per_step_median(ctx.per_step["recompile"]) >= 0.5 * ctx.median_step_us:
+    compiling = bool(band) and ctx.per_step_median(ctx.per_step["recompile"]) >= 0.5 * ctx.median_step_us
+    if compiling:
         # A step that is mostly torch.compile compiling lasts what the compile does, which varies from step to
         # step (2.6-4.3 s over static's six): the band is the window's own spread (the cost model's, fitted on
         # steady steps, held 3.16-3.47 s there against 2.99-3.03 s measured).
@@ -84,8 +85,7 @@ def baseline(ctx: Context, compiled: replay.Compiled, info: dict, actual, bw: fl
                 max(band[1], unprof * float(d.max() / d.median())))
         info["unprofiled_step_method"] += ("; the step is mostly torch.compile compiling, whose time varies from "
                                            "step to step: the band is widened to the window's own spread of steps")
-    info["unprofiled_step_range_basis"] = None if not band else "window" if "own spread" in \
-        info["unprofiled_step_method"] else "validation"
+    info["unprofiled_step_range_basis"] = None if not band else "window" if compiling else "validation"
     info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
     # "stack": with_stack and/or record_shapes (the cost model's two settings); the options themselves:
     info["profiler_setting"] = profile_setting(ctx.model)

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, in_compiled_region, launch_latency_us
-from ..trace.compiles import compile_us_in
+from ..trace.compiles import compile_us_in, while_compiling
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
@@ -62,7 +62,7 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
 
     compiled = in_compiled_region(model)
     # Calls made while torch.compile compiled (its autotuning's launches and syncs, module loads).
-    compiling = compile_us_in(model, rt["ts"].to_numpy(), rt["end"].to_numpy() + 1e-3) > 0
+    compiling = while_compiling(model, rt.index.to_numpy())
     for i, r, cmp in zip(rt.index, rt.itertuples(index=False), compiling):
         G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name,
                    compiled=bool(compiled[i]), compiling=bool(cmp))

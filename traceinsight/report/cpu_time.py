@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import waiting_calls
-from ..trace.host import overlap_many
+from ..trace.steps import cum_lengths, overlap_many
 from ..trace.steps import merged_intervals, step_at
 from .numbers import num
 
@@ -143,4 +143,4 @@ def _cpu_time(a, limit: int) -> dict | None:
 def _covered(union: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """How much of each window [a, b) the disjoint sorted intervals cover."""
     s, e = union
-    return overlap_many(s, e, np.concatenate([[0.0], np.cumsum(e - s)]), a, b)
+    return overlap_many(s, e, cum_lengths(s, e), a, b)

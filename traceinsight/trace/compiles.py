@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .steps import merged_intervals, step_at
+from .steps import cum_lengths, merged_intervals, overlap_many, step_at
 
 # (The functions take the TraceModel that model.py builds, which calls mark_compiling: not imported here.)
 
@@ -27,35 +27,21 @@ COMPILING = (r"^(dynamo|entire_frame_compile|entire_backward_compile|backend_com
 REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 
 
-def compile_spans(model) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends), sorted and disjoint: where any thread was inside a compile phase."""
+def compile_spans(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, cum_lengths), sorted and disjoint: where any thread was inside a compile phase."""
     def compute():
         cpu = model.cpu
         if cpu.empty:
-            return np.zeros(0), np.zeros(0)
+            return np.zeros(0), np.zeros(0), np.zeros(1)
         hit = model.cpu_match(COMPILING)
-        return merged_intervals(cpu["ts"].to_numpy()[hit].astype(float), cpu["end"].to_numpy()[hit].astype(float))
+        s, e = merged_intervals(cpu["ts"].to_numpy()[hit].astype(float), cpu["end"].to_numpy()[hit].astype(float))
+        return s, e, cum_lengths(s, e)
     return model.memo("compile_spans", compute)
 
 
 def compile_us_in(model, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per [a, b): how much of it lies inside compile spans (us)."""
-    s, e = compile_spans(model)
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    if not len(s) or not len(a):
-        return np.zeros(len(a))
-    # Clipped overlap with every span, summed through cumulative lengths over the spans each [a, b) meets.
-    cum = np.concatenate([[0.0], np.cumsum(e - s)])
-    i0 = np.searchsorted(e, a, side="right")          # first span ending after a
-    i1 = np.searchsorted(s, b, side="left")           # spans starting before b: [i0, i1)
-    out = cum[np.maximum(i1, i0)] - cum[i0]
-    has = i1 > i0
-    first = np.minimum(i0, len(s) - 1)
-    last = np.maximum(i1 - 1, 0)
-    out = out - np.where(has, np.clip(a - s[first], 0.0, None), 0.0)
-    out = out - np.where(has, np.clip(e[last] - b, 0.0, None), 0.0)
-    return np.clip(out, 0.0, None)
+    return overlap_many(*compile_spans(model), np.asarray(a, dtype=float), np.asarray(b, dtype=float))
 
 
 def compiled_versions(model) -> dict[int, list[int]]:

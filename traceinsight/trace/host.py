@@ -26,7 +26,7 @@ import pandas as pd
 from .facts import COMPILE_MACHINERY
 from .model import TraceModel
 from .nesting import depth_levels
-from .steps import merged_intervals
+from .steps import cum_lengths, merged_intervals, overlap_many
 
 BARE_HOST_US = 1000.0
 HOST_OP_US = 50.0
@@ -120,9 +120,9 @@ class HostActivity:
             t, e = ts[rows], end[rows]
             op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]
             cs, ce = merged_intervals(t[op], e[op])
-            self.cover[th] = ThreadActivity(cs, ce, _cum(cs, ce))
+            self.cover[th] = ThreadActivity(cs, ce, cum_lengths(cs, ce))
             is_, ie = merged_intervals(t[inp], e[inp])
-            self.input[th] = ThreadActivity(is_, ie, _cum(is_, ie))
+            self.input[th] = ThreadActivity(is_, ie, cum_lengths(is_, ie))
             # Long stretches covered by no op at all: Python doing its own work.
             bare_s = np.concatenate([[-np.inf], ce])
             bare_e = np.concatenate([cs, [np.inf]])
@@ -139,7 +139,7 @@ class HostActivity:
             hs = np.concatenate([t[host], bs, ns])
             he = np.concatenate([e[host], be, ne])
             hs, he = merged_intervals(hs, he)
-            self.threads[th] = ThreadActivity(hs, he, _cum(hs, he))
+            self.threads[th] = ThreadActivity(hs, he, cum_lengths(hs, he))
 
     def _no_launch(self, th: str, rows: np.ndarray, others: list) -> tuple[np.ndarray, np.ndarray]:
         """No-launch stretches of a GPU-feeding thread (see the module doc), less other feeding threads'
@@ -209,8 +209,8 @@ class HostActivity:
         others = [(c.s, c.e) for o, c in self.cover.items() if o != thread and len(self._feeding[o][0])]
         os_, oe = (merged_intervals(np.concatenate([o[0] for o in others]), np.concatenate([o[1] for o in others]))
                    if others else (np.zeros(0), np.zeros(0)))
-        return ({thread: ThreadActivity(fs, fe, _cum(fs, fe))},
-                {thread: ThreadActivity(os_, oe, _cum(os_, oe))})
+        return ({thread: ThreadActivity(fs, fe, cum_lengths(fs, fe))},
+                {thread: ThreadActivity(os_, oe, cum_lengths(os_, oe))})
 
     def compiled_time(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Time within each [a_k, b_k) when some thread was inside torch.compile's machinery: Dynamo's
@@ -221,7 +221,7 @@ class HostActivity:
             cpu = self.cpu
             rows = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILE_MACHINERY)
             cs, ce = merged_intervals(cpu["ts"].to_numpy()[rows], cpu["end"].to_numpy()[rows])
-            self._compiled = {"": ThreadActivity(cs, ce, _cum(cs, ce))}
+            self._compiled = {"": ThreadActivity(cs, ce, cum_lengths(cs, ce))}
         return _time_in(self._compiled, "", a, b)
 
     def covered_time(self, thread: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -279,36 +279,3 @@ def _time_in(sets: dict, thread: str, a, b) -> np.ndarray:
     if ta is None:
         return np.zeros(len(a))
     return overlap_many(ta.s, ta.e, ta.cum, a, b)
-
-
-def _cum(s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore"):
-        lens = np.nan_to_num(e - s, posinf=0.0, nan=0.0)
-    return np.concatenate([[0.0], np.cumsum(lens)])
-
-
-def overlap_many(s: np.ndarray, e: np.ndarray, cum: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Length of each [a_k, b_k) covered by the disjoint sorted intervals (s, e). Vectorised.
-
-    Infinite ends (the open stretches before a thread's first op and after its last) are clipped
-    to the query, so they count exactly their overlap.
-    """
-    n = len(s)
-    if n == 0:
-        return np.zeros(len(a))
-    i = np.searchsorted(e, a, side="right")      # first interval ending after a
-    j = np.searchsorted(s, b, side="left")       # first interval starting at/after b
-    valid = j > i
-    ii = np.minimum(i, n - 1)
-    jj = np.maximum(j - 1, 0)
-    total = np.zeros(len(a))
-    single = valid & (i == j - 1)
-    many = valid & ~single
-    # One interval: its overlap directly (also right for infinite ends).
-    total[single] = (np.minimum(e[ii], b) - np.maximum(s[ii], a))[single]
-    if many.any():
-        first = np.minimum(e[ii], b) - np.maximum(s[ii], a)
-        last = np.minimum(e[jj], b) - np.maximum(s[jj], a)
-        middle = cum[np.maximum(j - 1, 0)] - cum[np.minimum(i + 1, n)]
-        total[many] = (first + last + middle)[many]
-    return np.maximum(total, 0.0)

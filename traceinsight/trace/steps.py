@@ -259,3 +259,37 @@ def step_gpu_accounting(steps: pd.DataFrame, gpu: pd.DataFrame, gaps: pd.DataFra
     steps["gpu_idle"] = steps["step"].map(idle).fillna(0.0).to_numpy() / len(devs)
     steps["gpu_busy"] = steps["dur"] - steps["gpu_idle"]
     return steps
+
+
+def cum_lengths(s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """[0, len0, len0 + len1, ...] of intervals (s, e): what overlap_many takes (infinite or missing ends: 0)."""
+    with np.errstate(invalid="ignore"):
+        lens = np.nan_to_num(e - s, posinf=0.0, nan=0.0)
+    return np.concatenate([[0.0], np.cumsum(lens)])
+
+
+def overlap_many(s: np.ndarray, e: np.ndarray, cum: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of each [a_k, b_k) covered by the disjoint sorted intervals (s, e). Vectorised.
+
+    Infinite ends (the open stretches before a thread's first op and after its last) are clipped
+    to the query, so they count exactly their overlap.
+    """
+    n = len(s)
+    if n == 0:
+        return np.zeros(len(a))
+    i = np.searchsorted(e, a, side="right")      # first interval ending after a
+    j = np.searchsorted(s, b, side="left")       # first interval starting at/after b
+    valid = j > i
+    ii = np.minimum(i, n - 1)
+    jj = np.maximum(j - 1, 0)
+    total = np.zeros(len(a))
+    single = valid & (i == j - 1)
+    many = valid & ~single
+    # One interval: its overlap directly (also right for infinite ends).
+    total[single] = (np.minimum(e[ii], b) - np.maximum(s[ii], a))[single]
+    if many.any():
+        first = np.minimum(e[ii], b) - np.maximum(s[ii], a)
+        last = np.minimum(e[jj], b) - np.maximum(s[jj], a)
+        middle = cum[np.maximum(j - 1, 0)] - cum[np.minimum(i + 1, n)]
+        total[many] = (first + last + middle)[many]
+    return np.maximum(total, 0.0)
