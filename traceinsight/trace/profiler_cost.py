@@ -181,7 +181,13 @@ def _has_shapes(cpu) -> bool:
 def unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
     """The un-profiled step: measured by `record` when it did, else each full step's CPU time less the
     profiler's cost of the events recorded in it (all threads), never below its GPU busy time;
-    the median over full steps."""
+    the median over full steps. Once per model and step set (profiler_overhead and fusion_candidates
+    both read it)."""
+    key = "unprofiled_step_us:" + ",".join(map(str, full_steps))
+    return model.memo(key, lambda: _unprofiled_step_us(model, full_steps))
+
+
+def _unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
     measured = measured_unprofiled_us(model)
     if measured is not None:
         return measured
@@ -275,7 +281,12 @@ def _event_classes(model: TraceModel) -> list[tuple[str, np.ndarray, float]]:
 
 
 def event_cost_us(model: TraceModel) -> np.ndarray:
-    """Per cpu row: what recording it cost the CPU (us), by the cost model that fits the trace."""
+    """Per cpu row: what recording it cost the CPU (us), by the cost model that fits the trace (computed
+    once per trace: read-only)."""
+    return model.memo("event_cost_us", lambda: _event_cost_us(model))
+
+
+def _event_cost_us(model: TraceModel) -> np.ndarray:
     cost = np.zeros(len(model.cpu))
     for _k, rows, us in event_classes(model):
         cost[rows] += us
