@@ -228,46 +228,6 @@ BUILTIN_CALL_SHARE = 0.35
 INDUCTOR_RANGE = r"^triton_"
 
 
-# with_stack's cost per Python call, read from the trace itself: from one call's exit to the next call's entry
-# under the same caller (two leaf calls in a row: len(x) then d.get(k)) the tracer runs its exit and entry work
-# with little of the program's between, so the fast end of those gaps tracks what this host's tracer takes
-# per call. A frame costs PY_GAP_RATIO times it (the rest of the tracer's work lies inside the recorded
-# calls). Chosen on the clean runs' 743 with_stack before and healthy traces (2026-11-30; the whole with_stack
-# matrix replayed for each): the un-profiled step within 15% on 551 of them at 4.5 (545 at 5.0, 548 at 5.7,
-# 531 at 4.0; 517 at 4.5 from the 5th percentile), against 529 with the op factor times the fitted frame cost,
-# which it replaces where a trace has PY_GAP_MIN such gaps; the pair rows within 25% 770 at 4.5 (770 before).
-# Compiled steps under with_stack, whose tracer costs 3-5 us a call (Inductor's generated code), read it too.
-PY_GAP_RATIO = 4.5
-PY_GAP_QUANTILE = 10
-PY_GAP_MIN = 200
-
-
-def python_call_gap_us(model: TraceModel) -> float | None:
-    """The fast end (PY_GAP_QUANTILE) of the gaps between consecutive leaf Python calls of one caller (us);
-    None with fewer than PY_GAP_MIN of them (default options record no Python calls)."""
-    return model.memo("python_call_gap_us", lambda: _python_call_gap_us(model))
-
-
-def _python_call_gap_us(model: TraceModel) -> float | None:
-    cpu = model.cpu
-    if cpu.empty:
-        return None
-    py = (cpu["kind"] == "python").to_numpy()
-    if py.sum() < 2 * PY_GAP_MIN:
-        return None
-    parent = cpu["parent"].to_numpy()
-    pos = cpu.index.get_indexer(parent[parent >= 0])
-    called = np.zeros(len(cpu), dtype=bool)
-    called[pos[pos >= 0]] = True            # rows that have a nested event: not leaves
-    leaf = np.flatnonzero(py & ~called)
-    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-    order = leaf[np.lexsort((ts[leaf], parent[leaf]))]
-    p = parent[order]
-    gap = ts[order][1:] - end[order][:-1]
-    gap = gap[(p[1:] == p[:-1]) & (p[1:] >= 0) & (gap >= 0)]
-    return float(np.percentile(gap, PY_GAP_QUANTILE)) if len(gap) >= PY_GAP_MIN else None
-
-
 # CUPTI records an activity for every kernel node of a replayed CUDA graph, inside cudaGraphLaunch: 1-3 us
 # per node in the matrix's graph traces (reduce-overhead and torch.cuda.graph steps of 28-59 kernels on
 # H100 and H200), on top of the call's own cost.
@@ -313,9 +273,7 @@ def _event_classes(model: TraceModel) -> list[tuple[str, np.ndarray, float]]:
     # A call of a C built-in (len, dict.get, list.append) costs the tracer less than a Python frame.
     py = (cpu["kind"] == "python").to_numpy() & ~step
     builtin = py & model.cpu_match(BUILTIN_CALL)
-    gap = python_call_gap_us(model)
-    frame = g * coef["python"] if gap is None else PY_GAP_RATIO * gap
-    out += [("python", py & ~builtin, frame), ("python_c", builtin, frame * BUILTIN_CALL_SHARE)]
+    out += [("python", py & ~builtin, g * coef["python"]), ("python_c", builtin, g * coef["python"] * BUILTIN_CALL_SHARE)]
     inductor = (cpu["kind"] == "op").to_numpy() & model.cpu_match(INDUCTOR_RANGE)
     if inductor.any():
         out.append(("inductor", inductor, f["runtime"] * INDUCTOR_RANGE_US[setting]))
