@@ -416,7 +416,7 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean27A": "h200", "h200_clean27B": "h200", "h200_clean27C": "h200",
         # The thirty-fourth held-out set (registered at 392e903 with the tool it tests, before it was recorded):
         # the whole matrix again on a fresh H200 host, one lease (2026-11-30 09:20Z-09:28Z), one process; the
-        # workloads past its 450 s deadline (the last eleven) were not recorded.
+        # workloads past its 450 s deadline (the last 18, from holdout23) were not recorded.
         "h200_clean34A": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
