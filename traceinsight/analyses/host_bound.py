@@ -155,13 +155,14 @@ def analyze(ctx: Context) -> list[Finding]:
     elif framework:
         names = _names(n for n, _ in _programs(top)[:3])
         said = [n for n, _ in top[:3]]
+        lookup = any(_LOOKUP.search(n) for n in said)
         # (a review: Dynamo's guard checks had been told to run every N steps, in a DataLoader worker)
         parts = (["the optimizer's loop over its parameter tensors shrinks with fewer, larger parameter tensors (and, "
                   "for its step, with fused=True)"] if any(_OPTIMIZER.search(n) for n in said) else []) + \
             (["Dynamo's guard checks on each call into compiled code (TorchDynamo Cache Lookup) with fewer compiled "
-              "regions (no graph breaks) and fewer guards"] if any(_LOOKUP.search(n) for n in said) else [])
+              "regions (no graph breaks) and fewer guards"] if lookup else [])
         fix = (f"The idle CPU time is PyTorch's own work in the step ({names}): {'; '.join(parts)}; it goes away "
-               "when the whole step is captured in a CUDA graph.") if any(_LOOKUP.search(n) for n in said) else (
+               "when the whole step is captured in a CUDA graph.") if lookup else (
             f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
             "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes "
             "away when the whole step is captured in a CUDA graph.")

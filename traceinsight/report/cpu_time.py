@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import waiting_calls
-from ..trace.steps import cum_lengths, overlap_many
-from ..trace.steps import merged_intervals, step_at
+from ..trace.steps import cum_lengths, merged_intervals, overlap_many, step_at
 from .numbers import num
 
 TOP_OPS = 15
