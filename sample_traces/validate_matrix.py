@@ -413,12 +413,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The thirtieth held-out set (committed as 3211f90 before it was recorded, the tool at 887dd50): one H200
         # host, two leases (2026-11-29 19:48Z-19:53Z, 19:53Z-19:55Z), three processes, 27A with `traceinsight
         # record`.
-        "h200_clean27A": "h200", "h200_clean27B": "h200", "h200_clean27C": "h200"}
-# Not in RUNS yet: h200_clean34A, the thirty-fourth held-out set (registered at 392e903 with the tool it tested,
-# before it was recorded): the whole matrix again on a fresh H200 host, one lease (2026-11-30 09:20Z-09:28Z), one
-# process, the last 18 workloads (from holdout23) past its 450 s deadline. Adding it here moves the likely
-# ranges' fit (fit_likely.py) and the per-workload row counts tests/test_estimates.py pins; scored on its own
-# with RUNS = {"h200_clean34A": "h200"} (VALIDATION_LOG.md, 2026-11-30).
+        "h200_clean27A": "h200", "h200_clean27B": "h200", "h200_clean27C": "h200",
+        # The thirty-fourth held-out set (registered at 392e903 with the tool it tested, before it was recorded; that
+        # tool failed it and was reverted): the whole matrix again on a fresh H200 host, one lease (2026-11-30
+        # 09:20Z-09:28Z), one process, the last 18 workloads (from holdout23) past its 450 s deadline. Scored on its
+        # own first (VALIDATION_LOG.md, 2026-11-30), then folded in here with the likely ranges refitted.
+        "h200_clean34A": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -410,7 +410,8 @@ def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows
     staged = [r for r in clean_rows if r["variant"] == "after" and not slow_staging(r) and r["workload"] in (
         "blocking_pageable_d2h", "holdout2_d2h_features", "holdout15_pageable_logits_slice")]
     errs = [r["err_pct"] for r in staged]
-    assert len(staged) == 54 and sum(abs(e) <= 25 for e in errs) >= 48 and sum(e > 0 for e in errs) >= 2, errs
+    # (With the thirty-fourth set's fresh H200 host, h200_clean34A: 53 of 60, its six rows -27..-0%.)
+    assert len(staged) == 60 and sum(abs(e) <= 25 for e in errs) >= 52 and sum(e > 0 for e in errs) >= 2, errs
     # Out of sample (*_clean10: two new pageable pairs, committed before they were recorded, and the five
     # pageable pairs on new hosts): within 25% on 36 of 48 rows, as with the point at 1.0x, but centred
     # (median error -16% at 1.0x). Within 50% on 47 until with_stack's built-in calls were costed apart
@@ -428,8 +429,9 @@ def test_pinned_copies_may_also_speed_up_the_dispatch_the_cpu_staged_around(rows
     assert all(abs(r["err_pct"]) <= 50 for r in held), [r["err_pct"] for r in held]
     # The pageable convolution's H200 hosts did not speed up (+12..+40% over): the range's low end, no
     # speed-up, is within 15% of what they measured.
+    # (h200_clean34A's host did: 2.59x measured, +12% and +8%.)
     conv = [r for r in clean_rows if r["workload"] == "holdout2_pageable_conv" and r["variant"] == "after"]
-    assert len(conv) == 22 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
+    assert len(conv) == 24 and all(abs(r["err_pct"]) <= 50 for r in conv), [r["err_pct"] for r in conv]
     assert all(r["pred_range"][0] <= 1.15 * r["meas_speedup"] for r in conv if r["gpu"] == "h200"), \
         [(r["pred_range"], r["meas_speedup"]) for r in conv]
     # The first held-out run (CUPTI attached while timing the fixed step: biased slow where CPU-bound) reads
@@ -1079,9 +1081,11 @@ def test_loading_moved_into_n_workers_is_estimated_for_n(clean_rows):
     loaders = {"dataloader_workers0", "holdout4_numpy_dataset_workers0", "holdout12_loader_workers0_resize"}
     got = [r for r in pairs(clean_rows) if r["workload"] in loaders and "_clean14" not in r["run"]]
     # (scored at the count measured, or at the fix as advised where the report finds that count the same)
-    assert len(got) == 62 and {r["option"] for r in got} == {"num_workers=4", "num_workers=8", "num_workers=12", None}
-    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 47, sorted(r["err_pct"] for r in got)
-    assert sum(abs(r["err_pct"]) <= 50 for r in got) >= 56
+    # (With h200_clean34A, the thirty-fourth set's fresh H200 host, 72 rows: its ten 8 within 25%, the two
+    # as-advised rows of holdout4 -33% and -36%.)
+    assert len(got) == 72 and {r["option"] for r in got} == {"num_workers=4", "num_workers=8", "num_workers=12", None}
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 55, sorted(r["err_pct"] for r in got)
+    assert sum(abs(r["err_pct"]) <= 50 for r in got) >= 66
 
 
 def test_the_seventeenth_set_held_out_for_the_workers_hand_off(clean_rows):
@@ -1143,7 +1147,8 @@ def test_removing_a_sync_alone_is_measured_as_the_tool_says_once_cupti_is_detach
     # said 1.12x: its un-profiled step with the masked_select was 3.1 ms, 2.4-2.7 ms on the others. And
     # *_clean8A measured 0.87x where the tool said 1.16-1.18x: its fixed step's blocks ran 1.77-2.47 ms.)
     # (*_clean13A, the record path's first host: 0.89x and 1.00x measured, the tool 1.00x and 1.18x.)
-    assert len(got) == 42
+    # (h200_clean34A, a fresh H200 host: 1.02x and 1.24x measured, the tool -2% and -12..-13% off.)
+    assert len(got) == 46
     assert all(0.85 <= r["meas_speedup"] <= 1.6 for r in got), [r["meas_speedup"] for r in got]
     off = [(r["run"], r["err_pct"]) for r in got if abs(r["err_pct"]) > 25]
     assert all(run in ("h100_clean5A", "h100_clean8A") and abs(e) <= 40 for run, e in off) and len(off) <= 4, off
@@ -1161,8 +1166,9 @@ def test_a_pinned_copy_off_the_critical_path_still_takes_its_copy_engine_time(cl
     # H100 hosts of *_clean4/5, and 3.9x on *_clean8A): 0.62 ms, and the estimate within 15%.
     serial = [r for r in got if r["variant"] == "after" and not slow_staging(r)]
     overlap = [r for r in got if r["variant"] == "after_overlap" and not slow_staging(r)]
-    assert len(serial) == 24 and all(r["err_pct"] <= 75 for r in serial), [r["err_pct"] for r in serial]
-    assert len(overlap) == 10 and all(abs(r["err_pct"]) <= 15 for r in overlap), [r["err_pct"] for r in overlap]
+    # (h200_clean34A, a fresh H200 host: the serial fix -1%, as advised -10% and -7%.)
+    assert len(serial) == 26 and all(r["err_pct"] <= 75 for r in serial), [r["err_pct"] for r in serial]
+    assert len(overlap) == 12 and all(abs(r["err_pct"]) <= 15 for r in overlap), [r["err_pct"] for r in overlap]
     assert all(r["meas_speedup"] > 1.5 * s["meas_speedup"] for r in overlap for s in serial if s["run"] == r["run"])
     # Four more H100 runs (*_clean10 and *_clean12A, after the staged dispatch point moved to 1.25x): -15..+25%.
     later = [r for r in got if r["variant"] == "after_overlap" and slow_staging(r)]
@@ -1344,7 +1350,8 @@ def test_a_builtin_call_costs_the_profiler_less_than_a_python_frame(clean_rows):
     # 1 of the 13 recorded then; 11 of 15 until the first profiled step's tokenizing counted as host work).
     tok = [r for r in pairs(clean_rows) if r["setting"] == "stack" and r["variant"] == "after" and r["workload"] in (
         "holdout2_tokenize_main", "holdout17_loader_text_python")]
-    assert len(tok) == 15 and sum(r["top"] == "host_bound" for r in tok) >= 12, [(r["run"], r["top"]) for r in tok]
+    # (17 and 14 with h200_clean34A, a fresh H200 host, which ranks the loading first on both.)
+    assert len(tok) == 17 and sum(r["top"] == "host_bound" for r in tok) >= 14, [(r["run"], r["top"]) for r in tok]
     # Held out (the eighteenth set, pre-registered at f3fdb7e, and the tokenizer on two fresh leases, 20 rows):
     # top finding right on 17 (15 with one cost), within 25% on 9 (8), within 50% on 13 (13) as committed;
     # 19, 10 and 14 once a thread's stretch without launches before its first one counted as host work.
