@@ -171,6 +171,10 @@ ALL = [
     # "all finished?" check on a small model, each token read with .tolist() on a larger one
     "holdout30_decode_eos_check",
     "holdout30_decode_tolist",
+    # thirty-first held-out set: a compiled training step whose forward branches on .item() (a graph break and a
+    # sync), and a GPU-bound conv net fed by a side-stream prefetcher from pinned memory (healthy)
+    "holdout31_compiled_item_branch",
+    "holdout31_healthy_prefetch_convnet",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
