@@ -223,6 +223,19 @@ class DropCalls:
 
 
 @dataclass(frozen=True)
+class MergeRegions:
+    """A graph break goes (analyses/graph_break.py): the CPU time inside these spans (thread, start, end), the
+    extra compiled regions' wrappers and the eager Python between them, is no longer spent; their graph calls,
+    which launch the kernels, stay."""
+    spans: tuple[tuple[str, float, float], ...]
+
+    def __post_init__(self):
+        if not self.spans:
+            raise ValueError("MergeRegions needs at least one span")
+        object.__setattr__(self, "spans", tuple((str(t), float(a), float(b)) for t, a, b in self.spans))
+
+
+@dataclass(frozen=True)
 class PinCopies:
     """Pageable copies become pinned, asynchronous, and prefetched on a stream of their own.
 

@@ -256,6 +256,10 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
         s.feed[cpu] = s.feed[cpu] / f
 
 
+def _merge_regions(c: Compiled, s: State, fx: fixes.MergeRegions, _bw: float) -> None:
+    s.feed = s.feed * (1.0 - c.span_share(fx.spans))
+
+
 def _drop_calls(c: Compiled, s: State, fx: fixes.DropCalls, _bw: float) -> None:
     s.dur[c.cpu_positions(fx.rows)] = 0.0
 
@@ -342,6 +346,7 @@ _APPLY = {
     fixes.PinCopies: _pin_copies,
     fixes.DropKernels: _drop_kernels,
     fixes.DropCalls: _drop_calls,
+    fixes.MergeRegions: _merge_regions,
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,
     fixes.FuseChains: _fuse_chains,

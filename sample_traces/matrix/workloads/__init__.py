@@ -175,6 +175,11 @@ ALL = [
     # sync), and a GPU-bound conv net fed by a side-stream prefetcher from pinned memory (healthy)
     "holdout31_compiled_item_branch",
     "holdout31_healthy_prefetch_convnet",
+    # thirty-second held-out set: after the sync fix learned to merge the compiled regions a graph break splits: a
+    # break once, outside any loop (`if pad.any():` in a compiled training step), and one per block in compiled
+    # inference (a finite check after every block)
+    "holdout32_compiled_mask_any",
+    "holdout32_compiled_nan_assert",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
