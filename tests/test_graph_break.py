@@ -1,7 +1,8 @@
 """A sync inside torch.compile'd code breaks its graph: the sync's fix also merges the compiled regions it split
 (analyses/graph_break.py). Checked against the thirty-first held-out set (sample_traces/matrix/h200_clean35A-D:
 a compiled training step whose forward guards with `.item()` after its third block, on one H200, four
-processes), whose fix (the guard as torch.where) measured 1.16-1.74x."""
+processes), whose fix (the guard as torch.where) measured 1.16-1.74x, and the thirty-second (h200_clean36A-D: a
+padding mask built only `if pad.any():`, and a finite check after every block of compiled inference)."""
 from __future__ import annotations
 
 import json
@@ -67,3 +68,25 @@ def test_a_sync_outside_the_compiled_code_merges_nothing():
                                     None))
     syncs = [f for f in doc["findings"] + doc["minor"] if f["kind"] == "sync_stall"]
     assert syncs and all("breaks_the_compiled_graph" not in f["evidence"] for f in syncs)
+
+
+def _before(run: str, wl: str, setting: str) -> dict:
+    import validate_matrix
+    return validate_matrix._analyze((MATRIX / run / f"{wl}__before__{setting}.json.gz", None))
+
+
+@pytest.mark.parametrize("run", ["h200_clean36A", "h200_clean36D"])
+def test_a_break_in_a_frame_dynamo_gave_up_on_is_seen_with_stacks_and_said_without(run):
+    # The finite check inside the loop over blocks: Dynamo runs the model's forward eagerly and compiles each
+    # block apart (8 regions of one frame, nothing enclosing them but the compiled callable's Python frame).
+    wl = "holdout32_compiled_nan_assert"
+    with_stack = _sync(_before(run, wl, "stack"))
+    assert with_stack["evidence"]["breaks_the_compiled_graph"]["compiled_regions_per_step"] == 8
+    plain = _sync(_before(run, wl, "default"))
+    assert "breaks_the_compiled_graph" not in plain["evidence"]
+    assert plain["evidence"]["between_compiled_regions"] == 8
+    assert "with_stack=True" in plain["fix"] and "counts the wait only" in plain["fix"]
+    # The break early in the forward, outside any loop, is inside the loss function's region in both settings.
+    for setting in ("default", "stack"):
+        got = _sync(_before(run, "holdout32_compiled_mask_any", setting))["evidence"]["breaks_the_compiled_graph"]
+        assert got["compiled_regions_per_step"] == 4 and got["compiled_backward_nodes_merged_per_step"] == 2

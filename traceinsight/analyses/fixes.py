@@ -228,11 +228,18 @@ class MergeRegions:
     extra compiled regions' wrappers and the eager Python between them, is no longer spent; their graph calls,
     which launch the kernels, stay."""
     spans: tuple[tuple[str, float, float], ...]
+    # The runtime calls (cpu rows) made in those spans: the eager ops between the regions (the ops that compute the
+    # value read, its copy and the sync) launch nothing of their own once they are in the graph or gone.
+    calls: tuple[int, ...] = ()
+    # torch.compile's wrapper time in the spans per step, un-profiled: a CUDA graph of the merged step (mode=
+    # "reduce-overhead", replayed after this fix) keeps one region's wrapper, not the split step's.
+    wrapper_us: float = 0.0
 
     def __post_init__(self):
         if not self.spans:
             raise ValueError("MergeRegions needs at least one span")
         object.__setattr__(self, "spans", tuple((str(t), float(a), float(b)) for t, a, b in self.spans))
+        object.__setattr__(self, "calls", tuple(int(r) for r in self.calls))
 
 
 @dataclass(frozen=True)

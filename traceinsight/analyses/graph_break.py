@@ -2,27 +2,50 @@
 
 Dynamo cannot trace a value read on the host (`.item()`, `if tensor:`, `.tolist()`): it ends the graph
 there, runs the read eagerly, and goes on in a new frame of its own. In the trace that is a blocking call
-inside a `Torch-Compiled Region` but outside the compiled graph calls (`## Call CompiledFxGraph`), with
-further regions nested in it. Inside a loop (a model's blocks) Dynamo falls back to running the rest of the
-caller eagerly and compiles each callee apart: the thirty-first held-out set's guard after the third of six
-blocks ran eight forward regions and seven backward nodes a step where the fixed model ran one of each.
+inside compiled code but outside its graph calls (`## Call CompiledFxGraph`), with two compiled regions or more
+where the break split one: inside a `Torch-Compiled Region` (the caller's frame compiled up to the break), or,
+recorded with stacks, inside a compiled callable's frame (`eval_frame.py: compile_wrapper`) where Dynamo gave up
+on the frame (a break inside a loop) and compiled each callee apart. The thirty-first held-out set's guard after
+the third of six blocks ran eight forward regions and seven backward nodes a step where the fixed model ran one
+of each; the thirty-second's finite check after each of eight blocks ran the blocks as eight regions.
 
-Each region costs the CPU its own guards, AOTAutograd wrapper and autograd node, and the eager Python between
-regions runs too; with the value kept on the GPU the regions merge into one. What goes, per step: the CPU time
-from the end of the first region nested in the breaking one to the end of the last, outside the graph calls
-(which launch the kernels: they stay), and in the backward the compiled backward nodes but the first, outside
-their graph calls, where every compiled forward of the step ran inside a breaking region.
+Each region costs the CPU its own guards, wrapper, graph call and autograd node, and the eager Python between
+regions runs too; with the value kept on the GPU the regions merge into one. What goes, per step: the CPU time of
+the breaking frame from its first graph call to the end of its last, outside the graph calls (which launch the
+kernels: they stay), and in the backward the compiled backward nodes but the first, outside their graph calls,
+where every compiled forward of the step ran inside a breaking frame. Without stacks a frame Dynamo gave up on
+leaves no trace of being compiled code (the regions look like callees compiled one by one, as regional
+compilation does): the finding then says what stacks would settle.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..trace.facts import COMPILE_REGION, COMPILED_CALL
+from ..trace.facts import COMPILE_REGION, COMPILE_WRAPPER, COMPILED_CALL
+from ..trace.profiler_cost import event_cost_us
 from ..trace.steps import interval_of, merged_intervals
 from .base import Context
+from .fixes import MergeRegions
 
 COMPILED_FORWARD = r"^CompiledFunction$"
+# The Python frame of a torch.compile'd callable (recorded with with_stack): its compile_wrapper (_fn before torch 2.6).
+COMPILED_ENTRY = r"torch/_dynamo/eval_frame\.py\(\d+\): (?:compile_wrapper|_fn)$"
 COMPILED_BACKWARD = r"^autograd::engine::evaluate_function: CompiledFunctionBackward"
+
+
+def merge(ctx: Context, blockers: list[int], ev: dict) -> tuple[tuple, str]:
+    """What the sync's fix adds where its calls break a compiled graph (sync_stall): (fixes, advice), the
+    evidence put into ev; ((), "") where they do not."""
+    found = merge_spans(ctx, blockers)
+    if found:
+        ev["breaks_the_compiled_graph"] = found[1]
+        spans = found[0]
+        return (MergeRegions(spans, calls=_calls_in(ctx, spans), wrapper_us=_wrapper_in(ctx, spans)),), advice(found[1])
+    regions = unseen_break(ctx, blockers)
+    if regions:
+        ev["between_compiled_regions"] = regions
+        return (), unseen_advice(regions)
+    return (), ""
 
 
 def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, float, float], ...], dict] | None:
@@ -37,32 +60,31 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     call = ranges & m.cpu_match(COMPILED_CALL)
     if not region.any() or not call.any():
         return None
+    # Where compiled code was entered: a region, or (with stacks) the compiled callable's own frame, which holds the
+    # regions where Dynamo gave up on the caller's frame and compiled its callees apart.
+    entry = region | ((cpu["kind"] == "python").to_numpy() & m.cpu_match(COMPILED_ENTRY))
     ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
     thread = cpu["thread"].to_numpy()
     rows = np.asarray(blockers, dtype=np.int64)
     spans: list[tuple[str, float, float]] = []
-    outers: list[tuple[str, float, float]] = []      # the breaking regions, outermost
+    outers: list[tuple[str, float, float]] = []      # the breaking entries, outermost
     for th in np.unique(thread[rows]):
         on = thread == th
-        r = np.flatnonzero(region & on)
-        c = np.flatnonzero(call & on)
-        if not len(r):
-            continue
+        r, e, c = (np.flatnonzero(x & on) for x in (region, entry, call))
         cs, ce = merged_intervals(ts[c], end[c])
         t = ts[rows[thread[rows] == th]]
         t = t[interval_of(t, cs, ce) < 0]               # outside every graph call
-        # The outermost region each such call runs in (regions nest: a resumed frame inside its caller's).
-        outer_s, outer_e = merged_intervals(ts[r], end[r])
+        outer_s, outer_e = merged_intervals(ts[e], end[e])
         for k in np.unique(interval_of(t, outer_s, outer_e)):
-            if k < 0 or ctx.cpu_step_of(np.array([outer_s[k]]))[0] not in ctx.full_steps:
+            lo, hi = (float(outer_s[k]), float(outer_e[k])) if k >= 0 else (0.0, 0.0)
+            in_r = (ts[r] >= lo) & (end[r] <= hi)
+            in_c = (cs >= lo) & (ce <= hi)
+            # A break leaves at least two regions; one unbroken region with a sync in its Python is not one.
+            if k < 0 or in_r.sum() < 2 or not in_c.any() or ctx.cpu_step_of(np.array([lo]))[0] not in ctx.full_steps:
                 continue
-            inner = r[(ts[r] > outer_s[k]) & (end[r] <= outer_e[k])]
-            if not len(inner):
-                continue
-            inner = inner[np.argsort(ts[inner], kind="stable")]
-            # (The first nested region's wrapper stays: the merged graph has one.)
-            spans += _outside(str(th), float(end[inner[0]]), float(end[inner].max()), cs, ce)
-            outers.append((str(th), float(outer_s[k]), float(outer_e[k])))
+            # The merged frame keeps its entry up to its first graph call and its exit after its last one.
+            spans += _outside(str(th), float(cs[in_c].min()), float(ce[in_c].max()), cs, ce)
+            outers.append((str(th), lo, hi))
     if not spans:
         return None
     # The compiled backward nodes merge in a step whose compiled forwards all ran inside breaking regions (then no
@@ -94,12 +116,76 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     return tuple(spans), ev
 
 
+def unseen_break(ctx: Context, blockers: list[int]) -> float:
+    """Compiled regions per step where, in a trace without Python stacks, a blocking call runs between two of them
+    on one thread in one step (outside both): a break in a frame Dynamo gave up on looks so, and so do callees
+    compiled one by one with a sync between their calls; 0 where there is none or stacks can tell."""
+    m = ctx.model
+    cpu = m.cpu
+    if cpu.empty or not blockers or (cpu["kind"] == "python").any():
+        return 0.0
+    region = cpu["kind"].isin(("op", "annotation")).to_numpy() & m.cpu_match(COMPILE_REGION)
+    if region.sum() < 2:
+        return 0.0
+    ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
+    for b in blockers:
+        r = np.flatnonzero(region & (thread == thread[b]))
+        if not len(r) or ((ts[r] <= ts[b]) & (end[r] > ts[b])).any():
+            continue
+        step = ctx.cpu_step_of(np.array([ts[b]]))[0]
+        before, after = r[end[r] <= ts[b]], r[ts[r] > ts[b]]
+        if (step in ctx.full_steps and len(before) and len(after)
+                and ctx.cpu_step_of(end[before[-1:]])[0] == step == ctx.cpu_step_of(ts[after[:1]])[0]):
+            steps = ctx.cpu_step_of(ts[region])
+            return float(np.median([int((steps == s).sum()) for s in ctx.full_steps]))
+    return 0.0
+
+
+def unseen_advice(regions: float) -> str:
+    return (f" The sync runs between two of the step's {regions:g} compiled regions: if it is inside a torch.compile'd "
+            "callable, it is a graph break that split one graph into them (each with its own guards, wrapper and graph "
+            "call), and keeping the value on the GPU also merges them; if the regions are callees compiled one by one, "
+            "it is not. The trace has no Python stacks to tell, so the estimate counts the wait only; record with "
+            "with_stack=True to settle it (torch._dynamo.explain lists the breaks).")
+
+
 def advice(ev: dict) -> str:
     """What the sync's fix says of the break (ev: merge_spans' evidence)."""
     return (f" The sync is inside torch.compile'd code, where it breaks the graph: the step runs "
             f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards, wrapper and autograd "
             "node, and the Python between them runs eagerly; with the value kept on the GPU (torch.where instead of a "
             "Python `if`) they merge into one graph (counted in the estimate; torch._dynamo.explain lists the breaks).")
+
+
+def _wrapper_in(ctx: Context, spans) -> float:
+    """torch.compile's wrapper time (cache lookups and regions outside their graph calls, as
+    trace.facts.compiled_wrapper_us counts it) inside the spans, per full step (mean), less the profiler's cost of
+    the events recorded there: what a CUDA graph of the merged regions no longer pays again (estimate/replay.py)."""
+    m = ctx.model
+    cpu = m.cpu
+    wrap = cpu["kind"].isin(("op", "annotation")).to_numpy() & m.cpu_match(COMPILE_WRAPPER)
+    ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
+    cost = event_cost_us(m)
+    total = 0.0
+    for th, lo, hi in spans:
+        w = np.flatnonzero(wrap & (thread == th))
+        ws, we = merged_intervals(ts[w], end[w])
+        total += float(np.clip(np.minimum(we, hi) - np.maximum(ws, lo), 0.0, None).sum())
+        inside = (thread == th) & (ts >= lo) & (ts < hi)
+        inside[np.flatnonzero(inside)[interval_of(ts[inside], ws, we) < 0]] = False
+        total -= float(cost[inside].sum())
+    return max(0.0, total / ctx.n_full)
+
+
+def _calls_in(ctx: Context, spans) -> tuple[int, ...]:
+    """The runtime calls (cpu rows) that start inside the spans on their thread."""
+    cpu = ctx.model.cpu
+    rt = np.flatnonzero((cpu["kind"] == "runtime").to_numpy())
+    ts, thread = cpu["ts"].to_numpy()[rt], cpu["thread"].to_numpy()[rt]
+    hit = np.zeros(len(rt), dtype=bool)
+    for th, lo, hi in spans:
+        hit |= (thread == th) & (ts >= lo) & (ts < hi)
+    return tuple(int(r) for r in rt[hit])
 
 
 def _outside(thread: str, lo: float, hi: float, cs: np.ndarray, ce: np.ndarray) -> list[tuple[str, float, float]]:

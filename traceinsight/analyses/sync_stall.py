@@ -13,8 +13,8 @@ import numpy as np
 from ..trace.model import DEVICE_FREE, FREE_CALL
 from ..trace.compiles import while_compiling
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
-from .fixes import WARM_AFTER_HOST_US, DropCalls, MergeRegions, Unblock
-from .graph_break import advice, merge_spans
+from . import graph_break
+from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
@@ -181,9 +181,9 @@ def analyze(ctx: Context) -> list[Finding]:
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
-    merge = merge_spans(ctx, blockers) if plan else None
-    if merge:       # a read inside compiled code breaks its graph: kept on the GPU, the regions merge
-        plan, ev["breaks_the_compiled_graph"], fix = plan + (MergeRegions(merge[0]),), merge[1], fix + advice(merge[1])
+    if plan:        # a read inside compiled code breaks its graph: kept on the GPU, the regions merge
+        more, said = graph_break.merge(ctx, blockers, ev)
+        plan, fix = plan + more, fix + said
     inner = [s for s in ev_sites if not s["at_step_edge"]]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
     repeated = _repeated_between_syncs(ctx, blockers) if inner else None

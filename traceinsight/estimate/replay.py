@@ -122,7 +122,7 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
         s.dur[idx] = s.dur[idx] * factor
     warm = _graph_warm(cpu, s, cold)
     # (As CPU time before the step's first launch: a launch call's own cost is capped, see launch_cap.)
-    tree = fx.wrapper_us * (1.0 + TREE_CALL_PER_WRAPPER) * fx.python_share * warm
+    tree = max(0.0, fx.wrapper_us - s.wrapper_merged_us) * (1.0 + TREE_CALL_PER_WRAPPER) * fx.python_share * warm
     for i in c.first_gpu_of_step:
         if c.lpred[i] >= 0:
             s.dur[c.lpred[i]] = GRAPH_STEP_US
@@ -258,6 +258,8 @@ def _pin_copies(c: Compiled, s: State, fx: fixes.PinCopies, pinned_gbps: float) 
 
 def _merge_regions(c: Compiled, s: State, fx: fixes.MergeRegions, _bw: float) -> None:
     s.feed = s.feed * (1.0 - c.span_share(fx.spans))
+    s.dur[c.cpu_positions(fx.calls)] = 0.0
+    s.wrapper_merged_us += fx.wrapper_us
 
 
 def _drop_calls(c: Compiled, s: State, fx: fixes.DropCalls, _bw: float) -> None:

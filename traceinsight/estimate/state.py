@@ -41,6 +41,7 @@ class State:
         self.staged = c.staged_tail.copy()
         self.peer = c.peer_wait.copy()
         self.optimizer_fused = False
+        self.wrapper_merged_us = 0.0   # torch.compile wrapper time per step a merge of split regions took away
 
     def unblock(self, i: int) -> None:
         self.syncs[i] = []

@@ -180,6 +180,10 @@ ALL = [
     # inference (a finite check after every block)
     "holdout32_compiled_mask_any",
     "holdout32_compiled_nan_assert",
+    # thirty-third held-out set: after the merge was refined on those two: a break once in compiled inference (a
+    # clamp decided on the host), and one at the end of a compiled loss that branches on loss.item()
+    "holdout33_compiled_clamp_item",
+    "holdout33_compiled_loss_spike_guard",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
