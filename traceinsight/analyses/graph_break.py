@@ -152,9 +152,10 @@ def unseen_advice(regions: float) -> str:
 def advice(ev: dict) -> str:
     """What the sync's fix says of the break (ev: merge_spans' evidence)."""
     return (f" The sync is inside torch.compile'd code, where it breaks the graph: the step runs "
-            f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards, wrapper and autograd "
-            "node, and the Python between them runs eagerly; with the value kept on the GPU (torch.where instead of a "
-            "Python `if`) they merge into one graph (counted in the estimate; torch._dynamo.explain lists the breaks).")
+            f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards, wrapper and graph call "
+            "(and autograd node, in training), and the Python between them runs eagerly; with the value kept on the "
+            "GPU (torch.where instead of a Python `if`, or a check made rarely outside the compiled code) they merge "
+            "into one graph (counted in the estimate; torch._dynamo.explain lists the breaks).")
 
 
 def _wrapper_in(ctx: Context, spans) -> float:
