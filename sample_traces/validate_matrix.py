@@ -418,7 +418,13 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # tool failed it and was reverted): the whole matrix again on a fresh H200 host, one lease (2026-11-30
         # 09:20Z-09:28Z), one process, the last 18 workloads (from holdout23) past its 450 s deadline. Scored on its
         # own first (VALIDATION_LOG.md, 2026-11-30), then folded in here with the likely ranges refitted.
-        "h200_clean34A": "h200"}
+        "h200_clean34A": "h200",
+        # The thirty-first to thirty-third held-out sets (graph breaks in compiled code; registered at 7fd94b0, 33813b5
+        # and 202c548 before each was recorded): one H200 host each time, four processes a set (2026-11-30
+        # 13:21Z-13:24Z, 13:29Z-13:31Z, 13:49Z-13:51Z); scored as registered in the matrix README first.
+        "h200_clean35A": "h200", "h200_clean35B": "h200", "h200_clean35C": "h200", "h200_clean35D": "h200",
+        "h200_clean36A": "h200", "h200_clean36B": "h200", "h200_clean36C": "h200", "h200_clean36D": "h200",
+        "h200_clean37A": "h200", "h200_clean37B": "h200", "h200_clean37C": "h200", "h200_clean37D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
