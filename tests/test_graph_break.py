@@ -80,8 +80,13 @@ def test_a_break_in_a_frame_dynamo_gave_up_on_is_seen_with_stacks_and_said_witho
     # The finite check inside the loop over blocks: Dynamo runs the model's forward eagerly and compiles each
     # block apart (8 regions of one frame, nothing enclosing them but the compiled callable's Python frame).
     wl = "holdout32_compiled_nan_assert"
-    with_stack = _sync(_before(run, wl, "stack"))
-    assert with_stack["evidence"]["breaks_the_compiled_graph"]["compiled_regions_per_step"] == 8
+    doc = _before(run, wl, "stack")
+    with_stack = _sync(doc)
+    got = with_stack["evidence"]["breaks_the_compiled_graph"]
+    assert got["compiled_regions_per_step"] == 8
+    # Its stalls are short (0.03 ms a step); the regions' wrappers are its cost too, so the fix (0.5-1.7 ms of a
+    # 1.2-3.6 ms step) is ranked, not listed below the bar.
+    assert got["wrapper_ms_per_step_profiled"] > 0.3 and with_stack in doc["findings"]
     plain = _sync(_before(run, wl, "default"))
     assert "breaks_the_compiled_graph" not in plain["evidence"]
     assert plain["evidence"]["between_compiled_regions"] == 8

@@ -181,9 +181,9 @@ def analyze(ctx: Context) -> list[Finding]:
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
-    if plan:        # a read inside compiled code breaks its graph: kept on the GPU, the regions merge
-        more, said = graph_break.merge(ctx, blockers, ev)
-        plan, fix = plan + more, fix + said
+    # A read inside compiled code breaks its graph: kept on the GPU, the regions merge (their wrappers are its cost too).
+    more, said, broke = graph_break.merge(ctx, blockers, ev) if plan else ((), "", 0.0)
+    plan, fix = plan + more, fix + said
     inner = [s for s in ev_sites if not s["at_step_edge"]]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
     repeated = _repeated_between_syncs(ctx, blockers) if inner else None
@@ -192,8 +192,8 @@ def analyze(ctx: Context) -> list[Finding]:
         needed = ((needed or title) + "; to graph the whole step, that is: a graph of only the sequence repeated "
                   f"between them ({repeated['launches_each']} launches, {repeated['repeats_per_step']:g} times a "
                   "step, as a generate loop's per-token forward) can leave them in place")
-    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us,
-                    lost_total_us=float(ctx.gaps[cause].sum()) + kernel_us * ctx.n_full, fix=fix,
+    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us + broke,
+                    lost_total_us=float(ctx.gaps[cause].sum()) + (kernel_us + broke) * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us,
                     is_prerequisite=bool(inner) or not ev_sites, as_prerequisite=needed)]
 
