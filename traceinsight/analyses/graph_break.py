@@ -15,7 +15,9 @@ the breaking frame from its first graph call to the end of its last, outside the
 kernels: they stay), and in the backward the compiled backward nodes but the first, outside their graph calls,
 where every compiled forward of the step ran inside a breaking frame. Without stacks a frame Dynamo gave up on
 leaves no trace of being compiled code (the regions look like callees compiled one by one, as regional
-compilation does): the finding then says what stacks would settle.
+compilation does): the finding then says what stacks would settle. Either way sync_stall gives no advice to graph
+only the sequence repeated between the syncs (a generate loop's): here the eager ops between the regions are part
+of that sequence, and a graph of the compiled regions would leave them out (an expert review, 2026-11-30).
 """
 from __future__ import annotations
 
@@ -158,8 +160,8 @@ def unseen_advice(regions: float) -> str:
 def advice(ev: dict) -> str:
     """What the sync's fix says of the break (ev: merge_spans' evidence)."""
     return (f" The sync is inside torch.compile'd code, where it breaks the graph: the step runs "
-            f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards, wrapper and graph call "
-            "(and autograd node, in training), and the Python between them runs eagerly; with the value kept on the "
+            f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards and wrapper (and autograd "
+            "node, in training), and the Python between them runs eagerly; with the value kept on the "
             "GPU (torch.where instead of a Python `if`, or a check made rarely outside the compiled code) they merge "
             "into one graph (counted in the estimate; torch._dynamo.explain lists the breaks).")
 

@@ -186,7 +186,7 @@ def analyze(ctx: Context) -> list[Finding]:
     plan, fix = plan + more, fix + said
     inner = [s for s in ev_sites if not s["at_step_edge"]]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
-    repeated = _repeated_between_syncs(ctx, blockers) if inner else None
+    repeated = _repeated_between_syncs(ctx, blockers) if inner and not broke and not ev.get("between_compiled_regions") else None
     if repeated:
         ev["repeated_between_syncs"] = repeated
         needed = ((needed or title) + "; to graph the whole step, that is: a graph of only the sequence repeated "
