@@ -116,12 +116,20 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
             spans += _outside(str(thread[i]), float(ts[i]), float(end[i]), cs, ce)
             merged_backward += 1
     n = ctx.n_full
-    steps = ctx.cpu_step_of(ts[region])
-    ev = {"compiled_regions_per_step": float(np.median([int((steps == s).sum()) for s in ctx.full_steps])),
+    ev = {"compiled_regions_per_step": regions_per_step(ctx),
           "compiled_backward_nodes_merged_per_step": round(merged_backward / n, 1),
           # (profiled: the replay takes the profiler's cost out of it)
           "profiled_cpu_ms_per_step_the_merge_removes": round(sum(b - a for _t, a, b in spans) / n / 1000, 3)}
     return tuple(spans), ev
+
+
+def regions_per_step(ctx: Context) -> float:
+    """Compiled regions (Dynamo frames: graph breaks split a step into several) per full step, median."""
+    rows = ctx.model.cpu_match(COMPILE_REGION)
+    if not rows.any():
+        return 0.0
+    steps = ctx.cpu_step_of(ctx.model.cpu["ts"].to_numpy()[rows])
+    return float(np.median([int((steps == s).sum()) for s in ctx.full_steps])) if len(ctx.full_steps) else 0.0
 
 
 def unseen_break(ctx: Context, blockers: list[int]) -> float:
@@ -144,8 +152,7 @@ def unseen_break(ctx: Context, blockers: list[int]) -> float:
         before, after = r[end[r] <= ts[b]], r[ts[r] > ts[b]]
         if (step in ctx.full_steps and len(before) and len(after)
                 and ctx.cpu_step_of(end[before[-1:]])[0] == step == ctx.cpu_step_of(ts[after[:1]])[0]):
-            steps = ctx.cpu_step_of(ts[region])
-            return float(np.median([int((steps == s).sum()) for s in ctx.full_steps]))
+            return regions_per_step(ctx)
     return 0.0
 
 

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from ..trace.compiles import shapes_vary, while_compiling
-from ..trace.facts import (COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
+from ..trace.facts import (PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
                            waiting_calls)
 from .fixes import CudaGraph
+from .graph_break import regions_per_step
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
 
@@ -83,7 +84,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
         fix = ("The step is already compiled (Triton kernels): compile it with "
                "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
     if kind == "compiled":
-        regions = _regions_per_step(ctx)
+        regions = regions_per_step(ctx)
         if regions > 1:
             fix += (f" The step runs {regions:.0f} compiled regions: remove the graph breaks between them "
                     "(torch._dynamo.explain) so one graph covers more of it.")
@@ -156,15 +157,6 @@ def _ops_between(ctx: Context, limit: int = 3) -> list[tuple[str, float]]:
     work = (ops["dur"] - blocked.reindex(ops.index, fill_value=0.0)).clip(lower=0.0)
     per = work.groupby(ops["name"]).sum().sort_values(ascending=False) / ctx.n_full / 1000
     return [(str(n), float(v)) for n, v in per.head(limit).items()]
-
-
-def _regions_per_step(ctx: Context) -> float:
-    """Compiled regions (Dynamo frames: graph breaks split a step into several) per full step, median."""
-    rows = ctx.model.cpu_match(COMPILE_REGION)
-    if not rows.any():
-        return 0.0
-    steps = ctx.cpu_step_of(ctx.model.cpu["ts"].to_numpy()[rows])
-    return float(np.median([int((steps == s).sum()) for s in ctx.full_steps])) if len(ctx.full_steps) else 0.0
 
 
 def _host_copies(ctx: Context) -> bool:
