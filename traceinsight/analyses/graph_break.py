@@ -74,6 +74,9 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
     thread = cpu["thread"].to_numpy()
     rows = np.asarray(blockers, dtype=np.int64)
+    hulls = _given_up_callers(ctx, rows, region)
+    # What a graph call does inside: the ops and launches its generated code runs (the rest is its entry and exit).
+    inner = cpu["kind"].isin(("op", "runtime")).to_numpy() & ~call & ~region
     spans: list[tuple[str, float, float]] = []
     outers: list[tuple[str, float, float]] = []      # the breaking entries, outermost
     for th in np.unique(thread[rows]):
@@ -82,7 +85,8 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
         cs, ce = merged_intervals(ts[c], end[c])
         t = ts[rows[thread[rows] == th]]
         t = t[interval_of(t, cs, ce) < 0]               # outside every graph call
-        outer_s, outer_e = merged_intervals(ts[e], end[e])
+        hs, he = (np.array([h[k] for h in hulls if h[0] == th], dtype=float) for k in (1, 2))
+        outer_s, outer_e = merged_intervals(np.concatenate([ts[e], hs]), np.concatenate([end[e], he]))
         for k in np.unique(interval_of(t, outer_s, outer_e)):
             lo, hi = (float(outer_s[k]), float(outer_e[k])) if k >= 0 else (0.0, 0.0)
             in_r = (ts[r] >= lo) & (end[r] <= hi)
@@ -92,6 +96,9 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
                 continue
             # The merged frame keeps its entry up to its first graph call and its exit after its last one.
             spans += _outside(str(th), float(cs[in_c].min()), float(ce[in_c].max()), cs, ce)
+            ii = np.flatnonzero(inner & on)
+            ii = ii[np.argsort(ts[ii], kind="stable")]
+            spans += _call_entries(str(th), cs[in_c][1:], ce[in_c][1:], ts[ii], end[ii])
             outers.append((str(th), lo, hi))
     if not spans:
         return None
@@ -117,10 +124,52 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
             merged_backward += 1
     n = ctx.n_full
     ev = {"compiled_regions_per_step": regions_per_step(ctx),
+          **({"seen_by": "compile ids: the regions are of Dynamo's frame " + ", ".join(map(str, sorted(set(
+              _frame_ids(m)[region])))) + " and no frame numbered lower ran in the trace (the caller, which Dynamo "
+              "compiled first and gave up on); with_stack=True would show its frame"} if hulls else {}),
           "compiled_backward_nodes_merged_per_step": round(merged_backward / n, 1),
           # (profiled: the replay takes the profiler's cost out of it)
           "profiled_cpu_ms_per_step_the_merge_removes": round(sum(b - a for _t, a, b in spans) / n / 1000, 3)}
     return tuple(spans), ev
+
+
+def _frame_ids(m) -> np.ndarray:
+    """Each cpu row's Dynamo frame id ("Torch-Compiled Region: 1/0" is frame 1, its first compile), -1 elsewhere."""
+    ids = m.cpu["name"].str.extract(r"^Torch-Compiled Region: \D*(\d+)/", expand=False)
+    return ids.fillna(-1).astype(np.int64).to_numpy()
+
+
+def _given_up_callers(ctx: Context, rows: np.ndarray, region: np.ndarray) -> list[tuple[str, float, float]]:
+    """Without stacks, the stretches (thread, start, end) of a caller's frame that Dynamo gave up on, read from
+    compile ids: top-level regions of one step linked by blocking calls between them, where every region in the
+    trace is of a frame numbered above 0 (Dynamo numbers frames as it first compiles them: the lowest, which never
+    ran a graph, was the caller, which it compiled first and gave up on). Callees compiled one by one (regional
+    compilation) start at frame 0. The thirty-second set's finite check after every block: eight regions of frame
+    1 a step, a sync between each two. [] where stacks can tell (merge_spans reads the caller's frame) or the ids
+    do not say so."""
+    m = ctx.model
+    cpu = m.cpu
+    if (cpu["kind"] == "python").any():
+        return []
+    ids = _frame_ids(m)
+    if not region.any() or ids[region].min() <= 0:
+        return []
+    ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
+    hulls = []
+    for th in np.unique(thread[rows]):
+        r = np.flatnonzero(region & (thread == th))
+        s_, e_ = merged_intervals(ts[r], end[r])        # top-level regions, in order
+        b = np.sort(ts[rows[thread[rows] == th]])
+        step = ctx.cpu_step_of(s_)
+        lo = 0
+        for k in range(1, len(s_) + 1):
+            linked = (k < len(s_) and step[k] == step[k - 1]
+                      and ((b >= e_[k - 1]) & (b < s_[k])).any())
+            if not linked:
+                if k - lo >= 2:
+                    hulls.append((str(th), float(s_[lo]), float(e_[k - 1])))
+                lo = k
+    return hulls
 
 
 def regions_per_step(ctx: Context) -> float:
@@ -170,7 +219,10 @@ def advice(ev: dict) -> str:
             f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards and wrapper (and autograd "
             "node, in training), and the Python between them runs eagerly; with the value kept on the "
             "GPU (torch.where instead of a Python `if`, or a check made rarely outside the compiled code) they merge "
-            "into one graph (counted in the estimate; torch._dynamo.explain lists the breaks).")
+            "into one graph (counted in the estimate; torch._dynamo.explain lists the breaks)."
+            + (" The trace has no Python stacks: the break is read from the regions' compile ids (they start above "
+               "frame 0, the caller Dynamo compiled first and gave up on at a break inside a loop; callees compiled "
+               "one by one would start at 0); with_stack=True would show it." if "seen_by" in ev else ""))
 
 
 def _wrapper_in(ctx: Context, spans) -> tuple[float, float]:
@@ -203,6 +255,19 @@ def _calls_in(ctx: Context, spans) -> tuple[int, ...]:
     for th, lo, hi in spans:
         hit |= (thread == th) & (ts >= lo) & (ts < hi)
     return tuple(int(r) for r in rt[hit])
+
+
+def _call_entries(thread: str, cs: np.ndarray, ce: np.ndarray, ts: np.ndarray, end: np.ndarray
+                  ) -> list[tuple[str, float, float]]:
+    """The graph calls' entries and exits (from the call's start to its first op or launch, from its last one's end
+    to the call's end: argument checks, buffer allocation, the return), as spans: the merged graph enters once (ts, end: the thread's ops and launches, by start). (The
+    thirty-second set's eight graph calls spent 30-35 us profiled each so, outside their five launches.)"""
+    out = []
+    for a, b in zip(cs, ce):
+        k = np.flatnonzero((ts >= a) & (end <= b))
+        if len(k):
+            out += [(thread, float(a), float(ts[k[0]])), (thread, float(end[k].max()), float(b))]
+    return out
 
 
 def _outside(thread: str, lo: float, hi: float, cs: np.ndarray, ce: np.ndarray) -> list[tuple[str, float, float]]:
