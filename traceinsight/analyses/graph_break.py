@@ -75,8 +75,6 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     thread = cpu["thread"].to_numpy()
     rows = np.asarray(blockers, dtype=np.int64)
     hulls = _given_up_callers(ctx, rows, region)
-    # What a graph call does inside: the ops and launches its generated code runs (the rest is its entry and exit).
-    inner = cpu["kind"].isin(("op", "runtime")).to_numpy() & ~call & ~region
     spans: list[tuple[str, float, float]] = []
     outers: list[tuple[str, float, float]] = []      # the breaking entries, outermost
     for th in np.unique(thread[rows]):
@@ -96,9 +94,6 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
                 continue
             # The merged frame keeps its entry up to its first graph call and its exit after its last one.
             spans += _outside(str(th), float(cs[in_c].min()), float(ce[in_c].max()), cs, ce)
-            ii = np.flatnonzero(inner & on)
-            ii = ii[np.argsort(ts[ii], kind="stable")]
-            spans += _call_entries(str(th), cs[in_c][1:], ce[in_c][1:], ts[ii], end[ii])
             outers.append((str(th), lo, hi))
     if not spans:
         return None
@@ -255,19 +250,6 @@ def _calls_in(ctx: Context, spans) -> tuple[int, ...]:
     for th, lo, hi in spans:
         hit |= (thread == th) & (ts >= lo) & (ts < hi)
     return tuple(int(r) for r in rt[hit])
-
-
-def _call_entries(thread: str, cs: np.ndarray, ce: np.ndarray, ts: np.ndarray, end: np.ndarray
-                  ) -> list[tuple[str, float, float]]:
-    """The graph calls' entries and exits (from the call's start to its first op or launch, from its last one's end
-    to the call's end: argument checks, buffer allocation, the return), as spans: the merged graph enters once (ts, end: the thread's ops and launches, by start). (The
-    thirty-second set's eight graph calls spent 30-35 us profiled each so, outside their five launches.)"""
-    out = []
-    for a, b in zip(cs, ce):
-        k = np.flatnonzero((ts >= a) & (end <= b))
-        if len(k):
-            out += [(thread, float(a), float(ts[k[0]])), (thread, float(end[k].max()), float(b))]
-    return out
 
 
 def _outside(thread: str, lo: float, hi: float, cs: np.ndarray, ce: np.ndarray) -> list[tuple[str, float, float]]:
