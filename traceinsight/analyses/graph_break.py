@@ -14,10 +14,13 @@ regions runs too; with the value kept on the GPU the regions merge into one. Wha
 the breaking frame from its first graph call to the end of its last, outside the graph calls (which launch the
 kernels: they stay), and in the backward the compiled backward nodes but the first, outside their graph calls,
 where every compiled forward of the step ran inside a breaking frame. Without stacks a frame Dynamo gave up on
-leaves no trace of being compiled code (the regions look like callees compiled one by one, as regional
-compilation does): the finding then says what stacks would settle. Either way sync_stall gives no advice to graph
-only the sequence repeated between the syncs (a generate loop's): here the eager ops between the regions are part
-of that sequence, and a graph of the compiled regions would leave them out (an expert review, 2026-11-30).
+leaves no frame of its own, but its number: Dynamo numbers frames as it first compiles them, so where every region
+is of a frame above 0 and a sync links them, frame 0 was the caller it gave up on (the thirty-second set's finite
+checks; the thirty-fifth's per-block `.item()` logging, which regional compilation, each block compiled apart, ran
+as regions of frame 0 and measured no merge). Otherwise the finding says what stacks would settle. Either way
+sync_stall gives no advice to graph only the sequence repeated between the syncs (a generate loop's): here the
+eager ops between the regions are part of that sequence, and a graph of the compiled regions would leave them out
+(an expert review, 2026-11-30).
 """
 from __future__ import annotations
 
