@@ -14,7 +14,7 @@ from ..trace.compiles import shapes_vary, while_compiling
 from ..trace.facts import (PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
                            waiting_calls)
 from .fixes import CudaGraph
-from .graph_break import regions_per_step
+from .graph_break import one_function, regions_per_step
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
 
@@ -85,7 +85,11 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
                "torch.compile(model, mode=\"reduce-overhead\") so the compiled regions replay as CUDA graphs.")
     if kind == "compiled":
         regions = regions_per_step(ctx)
-        if regions > 1:
+        if regions > 1 and one_function(ctx):
+            fix += (f" The step runs {regions:.0f} compiled regions, all of Dynamo's first frame: one function compiled "
+                    f"once and called {regions:.0f} times (as regional compilation calls each block), not graph breaks; "
+                    "each replays as its own CUDA graph.")
+        elif regions > 1:
             fix += (f" The step runs {regions:.0f} compiled regions: remove the graph breaks between them "
                     "(torch._dynamo.explain) so one graph covers more of it.")
         return ("compiled", fix,

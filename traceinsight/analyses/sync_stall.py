@@ -183,7 +183,7 @@ def analyze(ctx: Context) -> list[Finding]:
     plan += (DropCalls(refills),) if refills else ()
     # A read inside compiled code breaks its graph: kept on the GPU, the regions merge (their wrappers are its cost too).
     more, said, broke = graph_break.merge(ctx, blockers, ev) if plan else ((), "", 0.0)
-    plan, fix = plan + more, fix + said
+    plan, fix, apart = plan + more, fix + said, graph_break.graphed_apart(ctx, blockers)
     inner = [s for s in ev_sites if not s["at_step_edge"]]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
     repeated = _repeated_between_syncs(ctx, blockers) if inner and not broke and not ev.get("between_compiled_regions") else None
@@ -195,7 +195,7 @@ def analyze(ctx: Context) -> list[Finding]:
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us + broke,
                     lost_total_us=float(ctx.gaps[cause].sum()) + (kernel_us + broke) * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us,
-                    is_prerequisite=bool(inner) or not ev_sites, as_prerequisite=needed)]
+                    is_prerequisite=(bool(inner) or not ev_sites) and not apart, as_prerequisite=needed)]
 
 
 # A step that runs one sequence of launches again and again between its syncs (a generate loop: a forward a
