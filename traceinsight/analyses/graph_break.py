@@ -123,8 +123,8 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     n = ctx.n_full
     ev = {"compiled_regions_per_step": regions_per_step(ctx),
           **({"seen_by": "compile ids: the regions are of Dynamo's frame " + ", ".join(map(str, sorted(set(
-              _frame_ids(m)[region])))) + " and no frame numbered lower ran in the trace (the caller, which Dynamo "
-              "compiled first and gave up on); with_stack=True would show its frame"} if hulls else {}),
+              _frame_ids(m)[region])))) + " and no frame numbered lower ran in the trace (most likely the caller, "
+              "which Dynamo compiled first and gave up on); with_stack=True would show its frame"} if hulls else {}),
           "compiled_backward_nodes_merged_per_step": round(merged_backward / n, 1),
           # (profiled: the replay takes the profiler's cost out of it)
           "profiled_cpu_ms_per_step_the_merge_removes": round(sum(b - a for _t, a, b in spans) / n / 1000, 3)}
@@ -190,11 +190,16 @@ def graphed_apart(ctx: Context, blockers: list[int]) -> bool:
     return True
 
 
-def one_function(ctx: Context) -> bool:
-    """Whether every compiled region is of Dynamo's frame 0: one function compiled once (recompiles aside) and called
-    several times, as regional compilation calls each block; a graph break would have left regions of later frames."""
-    region = ctx.model.cpu_match(COMPILE_REGION)
-    return bool(region.any()) and bool((_frame_ids(ctx.model)[region] == 0).all())
+def one_function(ctx: Context) -> str:
+    """The compile ids ("0/0, 0/1") where every compiled region is of Dynamo's frame 0: one function (recompiled
+    perhaps) called several times, as regional compilation calls each block; a graph break would have left regions of
+    later frames. "" otherwise."""
+    m = ctx.model
+    region = m.cpu_match(COMPILE_REGION)
+    if not region.any() or not (_frame_ids(m)[region] == 0).all():
+        return ""
+    ids = m.cpu["name"][region].str.extract(r"(\d+/\d+)", expand=False).dropna().unique()
+    return ", ".join(sorted(ids, key=lambda i: int(i.split("/")[1])))
 
 
 def regions_per_step(ctx: Context) -> float:
@@ -230,11 +235,12 @@ def unseen_break(ctx: Context, blockers: list[int]) -> float:
     return 0.0
 
 
-def unseen_advice(regions: float, one: bool) -> str:
+def unseen_advice(regions: float, one: str) -> str:
     if one:
         return (f" The sync runs between two of the step's {regions:g} compiled regions, all calls of one compiled "
-                "function (Dynamo's first frame; as regional compilation calls each block): no graph break, so keeping "
-                "the value on the GPU removes the wait, not the regions (the estimate counts the wait).")
+                f"function (Dynamo's first frame, compile ids {one}; as regional compilation calls each block): no graph "
+                "break, so keeping the value on the GPU removes the wait, not the regions (the estimate counts the "
+                "wait).")
     return (f" The sync runs between two of the step's {regions:g} compiled regions: if it is inside a torch.compile'd "
             "callable, it is a graph break that split one graph into them (each with its own guards, wrapper and graph "
             "call), and keeping the value on the GPU also merges them; if the regions are callees compiled one by one, "
@@ -249,9 +255,11 @@ def advice(ev: dict) -> str:
             "node, in training), and the Python between them runs eagerly; with the value kept on the "
             "GPU (torch.where instead of a Python `if`, or a check made rarely outside the compiled code) they merge "
             "into one graph (counted in the estimate; torch._dynamo.explain lists the breaks)."
-            + (" The trace has no Python stacks: the break is read from the regions' compile ids (they start above "
-               "frame 0, the caller Dynamo compiled first and gave up on at a break inside a loop; callees compiled "
-               "one by one would start at 0); with_stack=True would show it." if "seen_by" in ev else ""))
+            + (" The trace has no Python stacks: the break is read from the regions' compile ids, all above frame 0, "
+               "none of which runs here: most likely the caller, which Dynamo compiled first and gave up on at a break "
+               "inside a loop (callees compiled one by one start at 0). A function compiled earlier that does not run "
+               "in these steps (an eval step) would also number them so: with_stack=True would settle it."
+               if "seen_by" in ev else ""))
 
 
 def _wrapper_in(ctx: Context, spans) -> tuple[float, float]:
