@@ -238,9 +238,9 @@ def unseen_break(ctx: Context, blockers: list[int]) -> float:
 def unseen_advice(regions: float, one: str) -> str:
     if one:
         return (f" The sync runs between two of the step's {regions:g} compiled regions, all calls of one compiled "
-                f"function (Dynamo's first frame, compile ids {one}; as regional compilation calls each block): no graph "
-                "break, so keeping the value on the GPU removes the wait, not the regions (the estimate counts the "
-                "wait).")
+                f"function (Dynamo's first frame, compile ids {one}; as regional compilation calls each block): no "
+                "graph break, so keeping the value on the GPU removes the wait, not the regions (the estimate counts "
+                "the wait).")
     return (f" The sync runs between two of the step's {regions:g} compiled regions: if it is inside a torch.compile'd "
             "callable, it is a graph break that split one graph into them (each with its own guards, wrapper and graph "
             "call), and keeping the value on the GPU also merges them; if the regions are callees compiled one by one, "
@@ -253,7 +253,8 @@ def advice(ev: dict) -> str:
     return (f" The sync is inside torch.compile'd code, where it breaks the graph: the step runs "
             f"{ev['compiled_regions_per_step']:g} compiled regions, each with its own guards and wrapper (and autograd "
             "node, in training), and the Python between them runs eagerly; with the value kept on the "
-            "GPU (torch.where instead of a Python `if`, or a check made rarely outside the compiled code) they merge "
+            "GPU (torch.where instead of a Python `if`, torch._assert_async for a check that raises, or a check made "
+            "rarely outside the compiled code) they merge "
             "into one graph (counted in the estimate; torch._dynamo.explain lists the breaks)."
             + (" The trace has no Python stacks: the break is read from the regions' compile ids, all above frame 0, "
                "none of which runs here: most likely the caller, which Dynamo compiled first and gave up on at a break "

@@ -86,11 +86,11 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
     if kind == "compiled":
         regions, one = regions_per_step(ctx), one_function(ctx)
         if regions > 1 and one:
-            fix = (f"The step is already compiled (Triton kernels), as {regions:.0f} regions, all of Dynamo's first frame "
-                   f"(compile ids {one}): one compiled function called {regions:.0f} times a step (as regional "
-                   "compilation calls each block, or a loop over micro-batches), not graph breaks. Compile that function with mode=\"reduce-overhead\" "
-                   "(torch.compile(block, mode=\"reduce-overhead\"), or block.compile(mode=\"reduce-overhead\") on each "
-                   "block) so each call replays as its own CUDA graph.")
+            fix = (f"The step is already compiled (Triton kernels), as {regions:.0f} regions, all of Dynamo's first "
+                   f"frame (compile ids {one}): one compiled function called {regions:.0f} times a step (as regional "
+                   "compilation calls each block, or a loop over micro-batches), not graph breaks. Compile that "
+                   "function with mode=\"reduce-overhead\" (torch.compile(block, mode=\"reduce-overhead\"), or "
+                   "block.compile(mode=\"reduce-overhead\") on each block) so each call replays as its own CUDA graph.")
         elif regions > 1:
             fix += (f" The step runs {regions:.0f} compiled regions: remove the graph breaks between them "
                     "(torch._dynamo.explain) so one graph covers more of it.")

@@ -33,8 +33,6 @@ SYNC_FIXES = {
     "aten::masked_select": "masked_select has a data-dependent size: use torch.where or a float mask",
     "aten::unique": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
                     "move it off the hot path",
-    "aten::_unique2": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
-                      "move it off the hot path",
     "aten::to": "a device-to-host .to('cpu')/.cpu()/.numpy() blocks: compute what you need from it on "
                 "the GPU (argmax, top-k, accuracy, sums) and copy only that small result, or copy into "
                 "pinned memory with non_blocking=True and read it a step later",
@@ -42,8 +40,10 @@ SYNC_FIXES = {
                    "top-k, accuracy) and copy only the small result, or use pinned memory + "
                    "non_blocking=True and an event",
     "aten::repeat_interleave": "repeat_interleave without output_size syncs: pass output_size=",
-    "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely",
+    "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely; a check "
+                        "that raises can assert on the GPU: torch._assert_async(cond), no sync (or `assert` compiled)",
 }
+SYNC_FIXES["aten::_unique2"] = SYNC_FIXES["aten::unique"]
 # Blocking calls made outside any op (the site is the runtime call itself).
 CALL_FIXES = (
     (re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize"),
