@@ -185,3 +185,28 @@ def test_a_compiled_programs_graphs_do_not_wait_for_the_syncs_between_them():
     doc = _before("h200_clean2A", "sync_and_small_kernels", "default")
     launch = next(f for f in doc["findings"] if f["kind"] == "launch_overhead")
     assert launch["needs_first"] == ["sync_stall"]
+
+
+def test_compile_ids_under_compiled_autograd_are_read_by_their_frame(tmp_path):
+    import validate_matrix
+    # Under compiled autograd a region's id leads with its graph's own ("!0/1/0": frame 1, first compile): the frame is
+    # still what says a caller was given up on, not the leading 0.
+    src = MATRIX / "h200_clean36A" / "holdout32_compiled_nan_assert__before__default.json.gz"
+    raw = gzip.decompress(src.read_bytes()).replace(b"Torch-Compiled Region: 1/", b"Torch-Compiled Region: !0/1/")
+    path = tmp_path / "compiled_autograd.json.gz"
+    path.write_bytes(gzip.compress(raw))
+    got = _sync(validate_matrix._analyze((path, None)))["evidence"]["breaks_the_compiled_graph"]
+    assert got["compiled_regions_per_step"] == 8 and "frame 1 " in got["seen_by"]
+
+
+def test_regions_without_a_frame_id_are_analyzed_without_a_claim(tmp_path):
+    import validate_matrix
+    # A compiled autograd graph's region carries only its own id ("!0"): no frame to read, so no break is claimed from
+    # ids, and Dynamo's cache lookups with no region of a known id are counted as eager calls (this used to raise).
+    src = MATRIX / "h200_clean36A" / "holdout32_compiled_nan_assert__before__default.json.gz"
+    raw = gzip.decompress(src.read_bytes()).replace(b"Torch-Compiled Region: 1/0", b"Torch-Compiled Region: !0")
+    path = tmp_path / "no_frame.json.gz"
+    path.write_bytes(gzip.compress(raw))
+    f = _sync(validate_matrix._analyze((path, None)))
+    assert "breaks_the_compiled_graph" not in f["evidence"]
+    assert f["evidence"]["between_compiled_regions"] == 8 and "with_stack=True" in f["fix"]

@@ -25,7 +25,9 @@ eager ops between the regions are part of that sequence, and a graph of the comp
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
+from ..trace.compiles import REGION
 from ..trace.facts import COMPILE_REGION, COMPILE_WRAPPER, COMPILED_CALL, program_facts, program_kind
 from ..trace.profiler_cost import event_cost_us
 from ..trace.steps import interval_of, merged_intervals
@@ -123,7 +125,7 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     n = ctx.n_full
     ev = {"compiled_regions_per_step": regions_per_step(ctx),
           **({"seen_by": "compile ids: the regions are of Dynamo's frame " + ", ".join(map(str, sorted(set(
-              _frame_ids(m)[region])))) + " and no frame numbered lower ran in the trace (most likely the caller, "
+              _frame_ids(m, region))))) + " and no frame numbered lower ran in the trace (most likely the caller, "
               "which Dynamo compiled first and gave up on); with_stack=True would show its frame"} if hulls else {}),
           "compiled_backward_nodes_merged_per_step": round(merged_backward / n, 1),
           # (profiled: the replay takes the profiler's cost out of it)
@@ -131,10 +133,11 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     return tuple(spans), ev
 
 
-def _frame_ids(m) -> np.ndarray:
-    """Each cpu row's Dynamo frame id ("Torch-Compiled Region: 1/0" is frame 1, its first compile), -1 elsewhere."""
-    ids = m.cpu["name"].str.extract(r"^Torch-Compiled Region: \D*(\d+)/", expand=False)
-    return ids.fillna(-1).astype(np.int64).to_numpy()
+def _frame_ids(m, region: np.ndarray) -> np.ndarray:
+    """The region rows' Dynamo frame ids ("Torch-Compiled Region: 1/0" is frame 1, its first compile), -1 where the
+    name has none (read from those rows only: a trace has millions of others)."""
+    ids = m.cpu["name"][region].astype(str).str.extract(REGION.pattern, expand=False)[0]
+    return pd.to_numeric(ids, errors="coerce").fillna(-1).astype(np.int64).to_numpy()
 
 
 def _given_up_callers(ctx: Context, rows: np.ndarray, region: np.ndarray) -> list[tuple[str, float, float]]:
@@ -149,8 +152,7 @@ def _given_up_callers(ctx: Context, rows: np.ndarray, region: np.ndarray) -> lis
     cpu = m.cpu
     if (cpu["kind"] == "python").any():
         return []
-    ids = _frame_ids(m)
-    if not region.any() or ids[region].min() <= 0:
+    if not region.any() or _frame_ids(m, region).min() <= 0:
         return []
     ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
     hulls = []
@@ -196,9 +198,10 @@ def one_function(ctx: Context) -> str:
     later frames. "" otherwise."""
     m = ctx.model
     region = m.cpu_match(COMPILE_REGION)
-    if not region.any() or not (_frame_ids(m)[region] == 0).all():
+    if not region.any() or not (_frame_ids(m, region) == 0).all():
         return ""
-    ids = m.cpu["name"][region].str.extract(r"(\d+/\d+)", expand=False).dropna().unique()
+    got = m.cpu["name"][region].astype(str).str.extract(REGION.pattern, expand=False).dropna()
+    ids = (got[0] + "/" + got[1]).unique()
     return ", ".join(sorted(ids, key=lambda i: int(i.split("/")[1])))
 
 

@@ -24,7 +24,8 @@ from .steps import cum_lengths, merged_intervals, overlap_many, step_at
 COMPILING = (r"^(dynamo|entire_frame_compile|entire_backward_compile|backend_compile|inductor_compile)$"
              r"|^(?!CUDAGraphNode|cudagraphify).*\(dynamo_timed\)$")
 # "Torch-Compiled Region: 0/7": frame 0's eighth compiled version (its seventh recompile).
-REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+# A compiled region's id, frame/compile ("1/0"); under compiled autograd its graph's own id leads ("!0/1/0").
+REGION = re.compile(r"^Torch-Compiled Region: (?:!\d+/)?(\d+)/(\d+)$")
 
 
 def compile_spans(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,6 +108,9 @@ def eager_calls(model) -> tuple[int, int]:
         mine = reg[reg["thread"] == th]
         rs, re_ = merged_intervals(mine["ts"].to_numpy(dtype=float), mine["end"].to_numpy(dtype=float))
         ts = np.sort(g["ts"].to_numpy(dtype=float))
+        if not len(rs):             # (no region of a known id on this thread: every lookup ran eagerly)
+            calls, eager = calls + len(ts), eager + len(ts)
+            continue
         # A lookup inside a region is an inner frame's, made while compiled code ran (a first run's): not a call.
         k = np.searchsorted(rs, ts, side="right") - 1
         ts = ts[~((k >= 0) & (ts < re_[np.maximum(k, 0)]))]
