@@ -25,9 +25,8 @@ eager ops between the regions are part of that sequence, and a graph of the comp
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from ..trace.compiles import REGION
+from ..trace.compiles import REGION, compiled_versions
 from ..trace.facts import COMPILE_REGION, COMPILE_WRAPPER, COMPILED_CALL, program_facts, program_kind
 from ..trace.profiler_cost import event_cost_us
 from ..trace.steps import interval_of, merged_intervals
@@ -124,8 +123,8 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
             merged_backward += 1
     n = ctx.n_full
     ev = {"compiled_regions_per_step": regions_per_step(ctx),
-          **({"seen_by": "compile ids: the regions are of Dynamo's frame " + ", ".join(map(str, sorted(set(
-              _frame_ids(m, region))))) + " and no frame numbered lower ran in the trace (most likely the caller, "
+          **({"seen_by": "compile ids: the regions are of Dynamo's frame " + ", ".join(map(str, _frames(m)))
+              + " and no frame numbered lower ran in the trace (most likely the caller, "
               "which Dynamo compiled first and gave up on); with_stack=True would show its frame"} if hulls else {}),
           "compiled_backward_nodes_merged_per_step": round(merged_backward / n, 1),
           # (profiled: the replay takes the profiler's cost out of it)
@@ -133,11 +132,11 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple[tuple[str, flo
     return tuple(spans), ev
 
 
-def _frame_ids(m, region: np.ndarray) -> np.ndarray:
-    """The region rows' Dynamo frame ids ("Torch-Compiled Region: 1/0" is frame 1, its first compile), -1 where the
-    name has none (read from those rows only: a trace has millions of others)."""
-    ids = m.cpu["name"][region].astype(str).str.extract(REGION.pattern, expand=False)[0]
-    return pd.to_numeric(ids, errors="coerce").fillna(-1).astype(np.int64).to_numpy()
+def _frames(m) -> dict[int, list[int]]:
+    """Dynamo's frames -> compiled versions of the trace's regions (trace.compiles.compiled_versions), {} where a region
+    has no id to read (a compiled autograd graph's own "!0"): then the ids say nothing."""
+    everyone = m.cpu_match(COMPILE_REGION).sum() == m.cpu_match(REGION.pattern).sum()
+    return compiled_versions(m) if everyone else {}
 
 
 def _given_up_callers(ctx: Context, rows: np.ndarray, region: np.ndarray) -> list[tuple[str, float, float]]:
@@ -152,7 +151,8 @@ def _given_up_callers(ctx: Context, rows: np.ndarray, region: np.ndarray) -> lis
     cpu = m.cpu
     if (cpu["kind"] == "python").any():
         return []
-    if not region.any() or _frame_ids(m, region).min() <= 0:
+    frames = _frames(m)
+    if not region.any() or not frames or min(frames) <= 0:
         return []
     ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
     hulls = []
@@ -196,13 +196,8 @@ def one_function(ctx: Context) -> str:
     """The compile ids ("0/0, 0/1") where every compiled region is of Dynamo's frame 0: one function (recompiled
     perhaps) called several times, as regional compilation calls each block; a graph break would have left regions of
     later frames. "" otherwise."""
-    m = ctx.model
-    region = m.cpu_match(COMPILE_REGION)
-    if not region.any() or not (_frame_ids(m, region) == 0).all():
-        return ""
-    got = m.cpu["name"][region].astype(str).str.extract(REGION.pattern, expand=False).dropna()
-    ids = (got[0] + "/" + got[1]).unique()
-    return ", ".join(sorted(ids, key=lambda i: int(i.split("/")[1])))
+    frames = _frames(ctx.model)
+    return ", ".join(f"0/{v}" for v in frames[0]) if list(frames) == [0] else ""
 
 
 def regions_per_step(ctx: Context) -> float:
