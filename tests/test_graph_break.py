@@ -19,9 +19,14 @@ RUNS = [MATRIX / f"h200_clean35{k}" for k in "ABCD"]
 WL = "holdout31_compiled_item_branch"
 
 
+def _medians(run: Path) -> dict:
+    """{(workload, variant): the un-profiled step's median, ms} of a recorded run."""
+    return {(e["workload"], e["variant"]): e["step_ms"]["median"]
+            for e in json.loads((run / "manifest.json").read_text())["entries"]}
+
+
 def _measured(run: Path) -> float:
-    by = {(e["workload"], e["variant"]): e["step_ms"]["median"]
-          for e in json.loads((run / "manifest.json").read_text())["entries"]}
+    by = _medians(run)
     return by[(WL, "before")] / by[(WL, "after")]
 
 
@@ -104,8 +109,7 @@ def test_the_merge_read_from_compile_ids_prices_what_the_fix_measured():
     wl = "holdout32_compiled_nan_assert"
     errs = []
     for run in (MATRIX / f"h200_clean36{k}" for k in "ABCD"):
-        by = {(e["workload"], e["variant"]): e["step_ms"]["median"]
-              for e in json.loads((run / "manifest.json").read_text())["entries"]}
+        by = _medians(run)
         doc = _before(run.name, wl, "default")
         u = doc["summary"]["unprofiled_step_ms"]
         for variant, kinds in (("after", ("sync_stall",)), ("after_graph", ("sync_stall", "launch_overhead"))):
@@ -144,8 +148,7 @@ def test_one_model_compiled_whole_or_block_by_block_is_told_apart_and_priced():
     import validate_matrix
     errs = []
     for run in (MATRIX / f"h200_clean38{k}" for k in "ABCD"):
-        by = {(e["workload"], e["variant"]): e["step_ms"]["median"]
-              for e in json.loads((run / "manifest.json").read_text())["entries"]}
+        by = _medians(run)
         for wl in ("holdout35_compiled_norm_log", "holdout35_regional_norm_log"):
             meas = by[(wl, "before")] / by[(wl, "after")]
             for setting in ("default", "stack"):
@@ -173,8 +176,7 @@ def test_a_compiled_programs_graphs_do_not_wait_for_the_syncs_between_them():
     # fix is ranked on its own, not after the syncs, and the advice says the regions are one function, not breaks.
     wl = "holdout35_regional_norm_log"
     for run in (MATRIX / f"h200_clean39{k}" for k in "ABCD"):
-        by = {(e["workload"], e["variant"]): e["step_ms"]["median"]
-              for e in json.loads((run / "manifest.json").read_text())["entries"]}
+        by = _medians(run)
         assert by[(wl, "before")] / by[(wl, "after_graph_only")] >= 1.7 >= by[(wl, "before")] / by[(wl, "after")] + 0.4
         for setting in ("default", "stack"):
             doc = _before(run.name, wl, setting)
