@@ -184,6 +184,9 @@ ALL = [
     # clamp decided on the host), and one at the end of a compiled loss that branches on loss.item()
     "holdout33_compiled_clamp_item",
     "holdout33_compiled_loss_spike_guard",
+    # thirty-sixth held-out set: fusion chains of slow (generic 16-bit) kernels, calls through a helper
+    "holdout36_fusion_affine_nchw_bf16",
+    "holdout36_fusion_qk_rmsnorm_calls",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
