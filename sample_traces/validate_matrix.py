@@ -430,7 +430,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean38A": "h200", "h200_clean38B": "h200", "h200_clean38C": "h200", "h200_clean38D": "h200",
         # Its regional model's unmeasured top finding measured (registered at ec530e7): four more processes on one H200
         # host (2026-11-30 16:47Z-16:49Z), the regional model's three variants.
-        "h200_clean39A": "h200", "h200_clean39B": "h200", "h200_clean39C": "h200", "h200_clean39D": "h200"}
+        "h200_clean39A": "h200", "h200_clean39B": "h200", "h200_clean39C": "h200", "h200_clean39D": "h200",
+        # The thirty-sixth held-out set (registered at eb52de9): four processes on one H200 host (2026-11-30
+        # 19:41Z-19:43Z), two fusion chains of slow kernels (a frozen BatchNorm, RMSNorm on q and k).
+        "h200_clean40A": "h200", "h200_clean40B": "h200", "h200_clean40C": "h200", "h200_clean40D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
