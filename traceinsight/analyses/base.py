@@ -157,13 +157,8 @@ def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
 
 def user_frame_row(cpu: pd.DataFrame, row: int) -> int | None:
     """The cpu row of that frame (one row per call), or None."""
-    return next(iter(user_frames(cpu, row)), None)
-
-
-def user_frames(cpu: pd.DataFrame, row: int) -> list[int]:
-    """The cpu rows of every frame of the user's code the row runs under, innermost first."""
     names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
-    return [q for q in _callers(cpu, row, kinds) if kinds[q] == "python" and is_user_frame(names[q])]
+    return next((q for q in _callers(cpu, row, kinds) if kinds[q] == "python" and is_user_frame(names[q])), None)
 
 
 def _callers(cpu: pd.DataFrame, row: int, kinds: np.ndarray):

@@ -15,13 +15,6 @@ A fused chain costs the longer of two things, in the chain's mean kernels:
   Fitted on twelve fused Triton kernels (six chains of 30-58 ops, fp32, bf16 and fp16, H100 and H200):
   within 11% of each, where one pass would have been 1.0-1.5 mean kernels and they took 1.5-5.0; the
   first two chains (3.3-5.0) had shown that the arithmetic is not free (sample_traces/matrix README).
-The mean kernel stands for one pass at memory speed, which holds for vectorized kernels. Some eager kernels
-run slower, held back by their index arithmetic rather than by memory (medians over the committed traces'
-shapes, bytes moved per us): the generic elementwise kernel on 16-bit data (broadcast or strided operands)
-1.5-1.6 TB/s on both GPUs, the generic cat 1.0 TB/s, the generic one on fp32 3.0 TB/s, where vectorized
-kernels reach 2.9 TB/s on an H100 and 4.1 on an H200. A fused kernel reads such operands at memory speed,
-so each of them counts in the chain's mean at the time a vectorized kernel would take (SLOW: its share of
-the time on an H100; on a GPU with more bandwidth the same ceiling is a smaller share).
 The range goes from one mean kernel (all arithmetic hidden) to 3 mean kernels or 1.5x the arithmetic; a
 chain that is k exact repeats of one kernel sequence (a function called on k tensors, or a loop over one:
 the trace cannot tell) pays k passes at that end. Measured on held-out chains (H100): a hand-written
@@ -39,11 +32,11 @@ from collections import Counter
 import numpy as np
 
 from ..trace.facts import host_copies, program_facts, program_kind
-from ..trace.gpu_specs import bandwidth_to_compute, bandwidth_to_h100
+from ..trace.gpu_specs import bandwidth_to_compute
 from ..trace.kernel_names import normalize_kernel
 from ..trace.profiler_cost import unprofiled_step_us
 from . import attention
-from .base import KERNELS_GO, Context, Finding, KindSpec, user_frames
+from .base import KERNELS_GO, Context, Finding, KindSpec, user_frame_row
 from .fixes import FuseChains
 from .unfused_optimizer import update_loop_rows
 
@@ -67,10 +60,6 @@ OP_COSTS = (
 )
 ARITH_COST = 0.024         # per other op (an add, a multiply, a clamp per element)
 HALF = r"BFloat16|Half|bfloat16|half|bf16|fp16"   # a 16-bit chain: x2 (half the bytes, same arithmetic)
-# Eager kernels that run below memory speed: (pattern, time at a vectorized kernel's speed / its time, on an
-# H100). Generic (non-vectorized) elementwise kernels are matched by "::elementwise_kernel<"; the 16-bit
-# ones are the first pattern, the rest (fp32) the third. Measured: 1.53 and 0.99 TB/s against 2.88 (H100).
-SLOW = ((rf"::elementwise_kernel<.*(?:{HALF})", 0.53), (r"CatArrayBatchedCopy<", 0.34), (r"::elementwise_kernel<", 1.0))
 PASS_COST = 1.0           # each pass of a chain that several calls make (measured 0.9-1.1 mean kernels;
                           # the range: 0.75-1.5)
 # (memory pass, arithmetic scale, a pass per repeat, cost per pass, a library kernel's scale) at the best and
@@ -162,7 +151,7 @@ def analyze(ctx: Context) -> list[Finding]:
     passes = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
     repeats = tuple(1 if c == 0 else k for k, c in zip(repeats, calls))
     fx = FuseChains(tuple(tuple(int(r) for r in c) for c in chains) + tuple(c.rows for c in cores), FUSED_COST,
-                    arith + (0.0,) * len(cores), unit=_units(m, chains) + (1.0,) * len(cores), repeats=repeats + (1,) * len(cores),
+                    arith + (0.0,) * len(cores), repeats=repeats + (1,) * len(cores),
                     passes=passes + (1,) * len(cores), pass_cost=PASS_COST,
                     library=(0.0,) * len(chains) + tuple(c.fused_us for c in cores), bounds=COST_RANGE)
     saved, step = [], []
@@ -247,40 +236,23 @@ def _arithmetic(m, chains: list[np.ndarray]) -> tuple[float, ...]:
     return tuple(float(cost[c].sum()) for c in chains)
 
 
-def _units(m, chains: list[np.ndarray]) -> tuple[float, ...]:
-    """Each chain's mean kernel at vectorized speed, as a share of its measured mean (SLOW)."""
-    speed = np.ones(len(m.gpu))
-    seen = np.zeros(len(m.gpu), dtype=bool)
-    more = bandwidth_to_h100(m.device_name()) or 1.0
-    for pattern, share in SLOW:
-        hit = m.gpu_match(pattern) & ~seen
-        speed[hit] = min(1.0, share / more)
-        seen |= hit
-    dur = m.gpu["dur"].to_numpy()
-    return tuple(float((dur[c] * speed[c]).sum() / dur[c].sum()) if dur[c].sum() > 0 else 1.0 for c in chains)
-
-
 def _calls(m, chain: np.ndarray, k: int) -> int:
     """Of a chain that is k repeats of one sequence: k when Python stacks show each repeat launched from
     its own call of one user function (a pass each), 0 when they show one call throughout (a loop over
-    one tensor: one pass), 1 when the trace has no stacks to tell (or they show neither).
-    Each kernel's call is its outermost user frame that the whole chain does not share, so a function that
-    calls a helper counts once (rope(q) and rope(k), each calling rotate_half: two calls, not four)."""
+    one tensor: one pass), 1 when the trace has no stacks to tell (or they show neither)."""
     cpu = m.cpu
     if not (cpu["kind"] == "python").any():
         return 1
     launchers = m.gpu["launcher"].to_numpy()[chain]
-    stacks = [user_frames(cpu, int(r)) if r >= 0 else [] for r in launchers]
-    if not all(stacks):
+    frames = [user_frame_row(cpu, int(r)) if r >= 0 else None for r in launchers]
+    if any(f is None for f in frames):
         return 1
-    shared = set.intersection(*(set(s) for s in stacks))
-    own = [next((q for q in reversed(s) if q not in shared), None) for s in stacks]
-    if all(o is None for o in own):
-        return 0
     seg = len(chain) // k
-    calls = [set(own[i * seg:(i + 1) * seg]) for i in range(k)]
-    if None not in own and all(len(c) == 1 for c in calls):
+    calls = [set(frames[i * seg:(i + 1) * seg]) for i in range(k)]
+    if all(len(c) == 1 for c in calls):
         rows = [next(iter(c)) for c in calls]
+        if len(set(rows)) == 1:
+            return 0
         names = cpu["name"].to_numpy()
         if len(set(rows)) == k and len({names[r] for r in rows}) == 1:
             return k
