@@ -562,6 +562,14 @@ def test_fuse_chains_range_ends_pay_one_pass_and_a_pass_per_repeat():
     assert "loop or several calls" in fx.RANGE_NOTE
     with pytest.raises(ValueError):
         FuseChains(((1, 2),), passes=(0,))
+    # Slow kernels counted at a vectorized kernel's time (unit 0.5) at the end that says so, not at the point.
+    fx = FuseChains(((1, 2),), 1.5, (0.0,), unit=(0.5,),
+                    bounds=((1.0, 0.0, False, 0.75, 0.75, True), (3.0, 1.5, True, 1.5, 2.0, False)))
+    assert fx.fused_us(0, 1000.0, 100.0) == 150.0
+    assert fx.at(fx.bounds[0]).fused_us(0, 1000.0, 100.0) == 50.0
+    assert fx.at(fx.bounds[1]).fused_us(0, 1000.0, 100.0) == 300.0
+    with pytest.raises(ValueError):
+        FuseChains(((1, 2),), unit=(0.0,))
 
 
 def test_the_unprofiled_band_holds_most_measured_steps(rows):

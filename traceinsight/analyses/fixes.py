@@ -358,7 +358,10 @@ class FuseChains:
     most it may need (1 where the stacks show a loop). With `split` the repeats are paid instead.
     A chain a library kernel replaces (written-out attention -> F.scaled_dot_product_attention) costs
     that kernel instead: `library` per chain, in us (0: not such a chain), times `library_scale`.
-    `bounds`, two (cost, arith_scale, split, pass_cost, library_scale) ends, makes the estimate a range."""
+    `bounds`, two (cost, arith_scale, split, pass_cost, library_scale, slow_fixed) ends, makes the estimate a
+    range. `unit` per chain (default 1): the chain's mean kernel were its slow kernels as fast as vectorized ones,
+    as a share of its measured mean; paid instead of the measured mean where `slow_fixed` (the range's best end:
+    whether fusing takes their slowness away is not in the trace, see fusion_candidates)."""
     chains: tuple[tuple[int, ...], ...]
     cost: float = 1.5
     arith: tuple[float, ...] = ()
@@ -369,7 +372,9 @@ class FuseChains:
     split: bool = False
     library: tuple[float, ...] = ()
     library_scale: float = 1.0
-    bounds: tuple[tuple[float, float, bool, float, float], tuple[float, float, bool, float, float]] | None = None
+    unit: tuple[float, ...] = ()
+    slow_fixed: bool = False
+    bounds: tuple[tuple, tuple] | None = None
 
     @property
     def RANGE_NOTE(self) -> str:
@@ -382,7 +387,7 @@ class FuseChains:
         if not self.chains or any(len(c) < 2 for c in self.chains):
             raise ValueError("FuseChains needs chains of at least two kernels")
         n = len(self.chains)
-        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes, self.library)):
+        if any(v and len(v) != n for v in (self.arith, self.repeats, self.passes, self.library, self.unit)):
             raise ValueError("FuseChains needs one arithmetic cost, repeat and pass count per chain")
         for f in (self.cost, self.pass_cost, self.library_scale,
                   *(b[i] for b in self.bounds or () for i in (0, 3, 4))):
@@ -392,21 +397,25 @@ class FuseChains:
             raise ValueError("FuseChains arithmetic and library costs must be >= 0")
         if any(r < 1 for r in (*self.repeats, *self.passes)):
             raise ValueError("FuseChains repeat and pass counts must be >= 1")
+        if any(not 0 < u <= 1 for u in self.unit):
+            raise ValueError("FuseChains units must be in (0, 1]")
         object.__setattr__(self, "chains", tuple(tuple(int(r) for r in c) for c in self.chains))
         object.__setattr__(self, "arith", tuple(float(a) for a in self.arith) or (0.0,) * n)
         object.__setattr__(self, "passes", tuple(int(r) for r in self.passes) or (1,) * n)
         object.__setattr__(self, "library", tuple(float(a) for a in self.library) or (0.0,) * n)
+        object.__setattr__(self, "unit", tuple(float(u) for u in self.unit) or (1.0,) * n)
         object.__setattr__(self, "repeats", tuple(max(int(r), p) for r, p in
                                                   zip(self.repeats or (1,) * n, self.passes)))
 
     def at(self, end: tuple[float, float, bool, float, float]) -> "FuseChains":
         """The same fix at one end of its range."""
         return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3],
-                       library_scale=end[4], bounds=None)
+                       library_scale=end[4], slow_fixed=bool(end[5]) if len(end) > 5 else False, bounds=None)
 
     def fused_us(self, k: int, total_us: float, mean_us: float) -> float:
         """Chain k's fused kernel(s) in us, given its kernels' total and mean time: never more than the total."""
-        fused = self.library[k] * self.library_scale if self.library[k] else self.fused_cost(k) * mean_us
+        unit = self.unit[k] if self.slow_fixed else 1.0
+        fused = self.library[k] * self.library_scale if self.library[k] else self.fused_cost(k) * mean_us * unit
         return min(total_us, fused)
 
     def fused_cost(self, k: int) -> float:

@@ -2,7 +2,7 @@
 
 A trace says which GPU ran it but not how fast its memory or its cores are; an estimate that weighs
 memory traffic against arithmetic needs both. Only the ratio is used: HBM bandwidth (TB/s) per dense
-FP32 non-tensor TFLOP/s, relative to an H100 SXM.
+FP32 non-tensor TFLOP/s, relative to an H100 SXM; and the bandwidth alone, relative to an H100 SXM.
 """
 from __future__ import annotations
 
@@ -24,3 +24,8 @@ def bandwidth_to_compute(name: str | None) -> float | None:
         if name and key in name:
             return (tbs / tflops) / _H100
     return None
+
+
+def bandwidth_to_h100(name: str | None) -> float | None:
+    """This GPU's HBM bandwidth relative to an H100 SXM's (H200: 1.43), or None for a GPU not in the table."""
+    return next((tbs / 3.35 for key, tbs, _ in PEAKS if name and key in name), None)
