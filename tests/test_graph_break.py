@@ -41,6 +41,16 @@ def _sync(doc: dict) -> dict:
     return next(f for f in doc["findings"] + doc["minor"] if f["kind"] == "sync_stall")
 
 
+def _renamed_sync(tmp_path, old: bytes, new: bytes) -> dict:
+    """The sync finding of the thirty-second set's finite checks (h200_clean36A, no stacks: regions of frame 1) with
+    its region names rewritten, as other ways of compiling name them."""
+    import validate_matrix
+    src = MATRIX / "h200_clean36A" / "holdout32_compiled_nan_assert__before__default.json.gz"
+    path = tmp_path / "renamed.json.gz"
+    path.write_bytes(gzip.compress(gzip.decompress(src.read_bytes()).replace(old, new)))
+    return _sync(validate_matrix._analyze((path, None)))
+
+
 def test_the_sync_that_breaks_the_compiled_graph_is_named_with_the_regions_it_split(docs):
     for doc in docs.values():
         f = _sync(doc)
@@ -127,14 +137,9 @@ def test_the_merge_read_from_compile_ids_prices_what_the_fix_measured():
 
 
 def test_callees_compiled_one_by_one_with_a_sync_between_are_not_merged(tmp_path):
-    import validate_matrix
     # The same trace with its regions renumbered from frame 0, as regional compilation (torch.compile on each block,
     # called from eager code) numbers them: one function called 8 times, no caller compiled, so only the wait is priced.
-    src = MATRIX / "h200_clean36A" / "holdout32_compiled_nan_assert__before__default.json.gz"
-    raw = gzip.decompress(src.read_bytes()).replace(b"Torch-Compiled Region: 1/", b"Torch-Compiled Region: 0/")
-    path = tmp_path / "regional.json.gz"
-    path.write_bytes(gzip.compress(raw))
-    plain = _sync(validate_matrix._analyze((path, None)))
+    plain = _renamed_sync(tmp_path, b"Torch-Compiled Region: 1/", b"Torch-Compiled Region: 0/")
     assert "breaks_the_compiled_graph" not in plain["evidence"]
     assert plain["evidence"]["between_compiled_regions"] == 8
     assert "no graph break" in plain["fix"] and "counts the wait" in plain["fix"]
@@ -190,25 +195,16 @@ def test_a_compiled_programs_graphs_do_not_wait_for_the_syncs_between_them():
 
 
 def test_compile_ids_under_compiled_autograd_are_read_by_their_frame(tmp_path):
-    import validate_matrix
     # Under compiled autograd a region's id leads with its graph's own ("!0/1/0": frame 1, first compile): the frame is
     # still what says a caller was given up on, not the leading 0.
-    src = MATRIX / "h200_clean36A" / "holdout32_compiled_nan_assert__before__default.json.gz"
-    raw = gzip.decompress(src.read_bytes()).replace(b"Torch-Compiled Region: 1/", b"Torch-Compiled Region: !0/1/")
-    path = tmp_path / "compiled_autograd.json.gz"
-    path.write_bytes(gzip.compress(raw))
-    got = _sync(validate_matrix._analyze((path, None)))["evidence"]["breaks_the_compiled_graph"]
+    got = _renamed_sync(tmp_path, b"Torch-Compiled Region: 1/", b"Torch-Compiled Region: !0/1/")
+    got = got["evidence"]["breaks_the_compiled_graph"]
     assert got["compiled_regions_per_step"] == 8 and "frame 1 " in got["seen_by"]
 
 
 def test_regions_without_a_frame_id_are_analyzed_without_a_claim(tmp_path):
-    import validate_matrix
     # A compiled autograd graph's region carries only its own id ("!0"): no frame to read, so no break is claimed from
     # ids, and Dynamo's cache lookups with no region of a known id are counted as eager calls (this used to raise).
-    src = MATRIX / "h200_clean36A" / "holdout32_compiled_nan_assert__before__default.json.gz"
-    raw = gzip.decompress(src.read_bytes()).replace(b"Torch-Compiled Region: 1/0", b"Torch-Compiled Region: !0")
-    path = tmp_path / "no_frame.json.gz"
-    path.write_bytes(gzip.compress(raw))
-    f = _sync(validate_matrix._analyze((path, None)))
+    f = _renamed_sync(tmp_path, b"Torch-Compiled Region: 1/0", b"Torch-Compiled Region: !0")
     assert "breaks_the_compiled_graph" not in f["evidence"]
     assert f["evidence"]["between_compiled_regions"] == 8 and "with_stack=True" in f["fix"]

@@ -407,7 +407,7 @@ class FuseChains:
         object.__setattr__(self, "repeats", tuple(max(int(r), p) for r, p in
                                                   zip(self.repeats or (1,) * n, self.passes)))
 
-    def at(self, end: tuple[float, float, bool, float, float]) -> "FuseChains":
+    def at(self, end: tuple) -> "FuseChains":
         """The same fix at one end of its range."""
         return replace(self, cost=end[0], arith_scale=end[1], split=bool(end[2]), pass_cost=end[3],
                        library_scale=end[4], slow_fixed=bool(end[5]) if len(end) > 5 else False, bounds=None)

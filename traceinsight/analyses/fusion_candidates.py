@@ -34,6 +34,7 @@ CPU is, launch_overhead already says so.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -68,10 +69,10 @@ OP_COSTS = (
 ARITH_COST = 0.024         # per other op (an add, a multiply, a clamp per element)
 HALF = r"BFloat16|Half|bfloat16|half|bf16|fp16"   # a 16-bit chain: x2 (half the bytes, same arithmetic)
 # Eager kernels that run below memory speed: (pattern, time at a vectorized kernel's speed / its time, on an
-# H100; None: as it is). Generic (non-vectorized) elementwise kernels match "::elementwise_kernel<": 16-bit the
+# H100; inf: no ceiling, as it is on any GPU). Generic (non-vectorized) elementwise kernels match "::elementwise_kernel<": 16-bit the
 # second pattern, fp32 the fourth (slow only where the GPU has more bandwidth than an H100). A generic copy is
 # generic for a strided operand (a transpose made contiguous), whose access pattern a fused kernel keeps.
-SLOW = ((r"direct_copy_kernel", None), (rf"::elementwise_kernel<.*(?:{HALF})", 0.53), (r"CatArrayBatchedCopy<", 0.34),
+SLOW = ((r"direct_copy_kernel", math.inf), (rf"::elementwise_kernel<.*(?:{HALF})", 0.53), (r"CatArrayBatchedCopy<", 0.34),
         (r"::elementwise_kernel<", 1.0))
 PASS_COST = 1.0           # each pass of a chain that several calls make (measured 0.9-1.1 mean kernels;
                           # the range: 0.75-1.5)
@@ -240,12 +241,7 @@ def _attention_evidence(ev: dict, cores: list, names, ctx: Context) -> None:
 
 def _arithmetic(m, chains: list[np.ndarray]) -> tuple[float, ...]:
     """Each chain's arithmetic in its fused kernel, in the chain's mean kernels (OP_COSTS)."""
-    cost = np.full(len(m.gpu), ARITH_COST)
-    seen = np.zeros(len(m.gpu), dtype=bool)
-    for pattern, c in OP_COSTS:
-        hit = m.gpu_match(pattern) & ~seen
-        cost[hit] = c
-        seen |= hit
+    cost = _first_match(m, OP_COSTS, ARITH_COST)
     cost = np.where(m.gpu_match(HALF), 2.0 * cost, cost) * (bandwidth_to_compute(m.device_name()) or 1.0)
     return tuple(float(cost[c].sum()) for c in chains)
 
@@ -253,15 +249,20 @@ def _arithmetic(m, chains: list[np.ndarray]) -> tuple[float, ...]:
 def _units(m, chains: list[np.ndarray]) -> tuple[float, ...]:
     """Each chain's mean kernel were its slow kernels as fast as vectorized ones, as a share of its measured mean
     (SLOW: an H100's share, less on a GPU with more bandwidth for the same ceilings)."""
-    speed = np.ones(len(m.gpu))
-    seen = np.zeros(len(m.gpu), dtype=bool)
-    more = bandwidth_to_h100(m.device_name()) or 1.0
-    for pattern, share in SLOW:
-        hit = m.gpu_match(pattern) & ~seen
-        speed[hit] = 1.0 if share is None else min(1.0, share / more)
-        seen |= hit
+    speed = np.minimum(1.0, _first_match(m, SLOW, math.inf) / (bandwidth_to_h100(m.device_name()) or 1.0))
     dur = m.gpu["dur"].to_numpy()
     return tuple(float((dur[c] * speed[c]).sum() / dur[c].sum()) if dur[c].sum() > 0 else 1.0 for c in chains)
+
+
+def _first_match(m, table: tuple, default: float) -> np.ndarray:
+    """Per GPU row: the value of the first (pattern, value) in the table whose pattern finds its name, else default."""
+    out = np.full(len(m.gpu), default, dtype=float)
+    seen = np.zeros(len(m.gpu), dtype=bool)
+    for pattern, value in table:
+        hit = m.gpu_match(pattern) & ~seen
+        out[hit] = value
+        seen |= hit
+    return out
 
 
 def _calls(m, chain: np.ndarray, k: int) -> int:

@@ -14,18 +14,22 @@ PEAKS = (
     ("V100", 0.9, 15.7), ("A10G", 0.6, 31.2), ("A10", 0.6, 31.2), ("L40S", 0.86, 91.6), ("L4", 0.3, 30.3),
     ("MI300X", 5.3, 163.4), ("MI250", 3.2, 47.9), ("MI210", 1.6, 22.6),
 )
-_H100 = 3.35 / 67.0
+_H100 = (3.35, 67.0)
+
+
+def _peak(name: str | None) -> tuple[float, float] | None:
+    """(HBM TB/s, FP32 TFLOP/s) of the first PEAKS entry the name holds, or None."""
+    return next(((tbs, tflops) for key, tbs, tflops in PEAKS if name and key in name), None)
 
 
 def bandwidth_to_compute(name: str | None) -> float | None:
     """This GPU's bandwidth per FP32 FLOP relative to an H100's (H200: 1.43; A100 80GB: 2.1), or None
     for a GPU not in the table."""
-    for key, tbs, tflops in PEAKS:
-        if name and key in name:
-            return (tbs / tflops) / _H100
-    return None
+    p = _peak(name)
+    return (p[0] / p[1]) / (_H100[0] / _H100[1]) if p else None
 
 
 def bandwidth_to_h100(name: str | None) -> float | None:
     """This GPU's HBM bandwidth relative to an H100 SXM's (H200: 1.43), or None for a GPU not in the table."""
-    return next((tbs / 3.35 for key, tbs, _ in PEAKS if name and key in name), None)
+    p = _peak(name)
+    return p[0] / _H100[0] if p else None
