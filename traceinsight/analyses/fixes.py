@@ -225,8 +225,8 @@ class DropCalls:
 @dataclass(frozen=True)
 class MergeRegions:
     """A graph break goes (analyses/graph_break.py): the CPU time inside these spans (thread, start, end), the
-    extra compiled regions' wrappers and the eager Python between them, is no longer spent; their graph calls,
-    which launch the kernels, stay."""
+    extra compiled regions' wrappers and the eager Python between them, and the setup of each forward graph call but
+    the first, is no longer spent; the graph calls' launches stay."""
     spans: tuple[tuple[str, float, float], ...]
     # The runtime calls (cpu rows) made in those spans: the eager ops between the regions (the ops that compute the
     # value read, its copy and the sync) launch nothing of their own once they are in the graph or gone.
