@@ -13,15 +13,15 @@ Each region costs the CPU its own guards, wrapper, graph call and autograd node,
 regions runs too; with the value kept on the GPU the regions merge into one. What goes, per step: the CPU time of
 the breaking frame from its first graph call to the end of its last, outside the graph calls (which launch the
 kernels: they stay), the setup inside each of those graph calls but the first (its inputs' checks before its first
-launch: the merged forward makes one call), and in the backward the compiled backward nodes but the first, outside their graph calls,
-where every compiled forward of the step ran inside a breaking frame. Without stacks a frame Dynamo gave up on
-leaves no frame of its own, but its number: Dynamo numbers frames as it first compiles them, so where every region
-is of a frame above 0 and a sync links them, frame 0 was the caller it gave up on (the thirty-second set's finite
-checks; the thirty-fifth's per-block `.item()` logging, which regional compilation, each block compiled apart, ran
-as regions of frame 0 and measured no merge). Otherwise the finding says what stacks would settle. Either way
-sync_stall gives no advice to graph only the sequence repeated between the syncs (a generate loop's): here the
-eager ops between the regions are part of that sequence, and a graph of the compiled regions would leave them out
-(an expert review, 2026-11-30).
+launch: the merged forward makes one call), and in the backward the compiled backward nodes but the first, outside
+their graph calls, where every compiled forward of the step ran inside a breaking frame. Without stacks a frame
+Dynamo gave up on leaves no frame of its own, but its number: Dynamo numbers frames as it first compiles them, so
+where every region is of a frame above 0 and a sync links them, frame 0 was the caller it gave up on (the
+thirty-second set's finite checks; the thirty-fifth's per-block `.item()` logging, which regional compilation, each
+block compiled apart, ran as regions of frame 0 and measured no merge). Otherwise the finding says what stacks would
+settle. Either way sync_stall gives no advice to graph only the sequence repeated between the syncs (a generate
+loop's): here the eager ops between the regions are part of that sequence, and a graph of the compiled regions would
+leave them out (an expert review, 2026-11-30).
 """
 from __future__ import annotations
 
@@ -304,9 +304,9 @@ def _calls_in(ctx: Context, spans) -> tuple[int, ...]:
 def _setups(thread: str, cs: np.ndarray, ce: np.ndarray, op_ts: np.ndarray) -> list[tuple[str, float, float]]:
     """Each graph call's setup (cs, ce: the calls; op_ts: the thread's op starts, sorted): from its start to its
     first op, the compiled code's Python before it launches (its inputs' size and stride checks, the stream), which
-    a merged forward graph runs once. Measured, the five compiled programs with a break (h200_clean35A-38D, default
-    options): what the split steps' graph calls spent so less what the fixed step's did was 0.67-1.05 times what the
-    merged forward's calls but the first spent (20 trace pairs). A merged backward node's call keeps its setup: the
+    a merged forward graph runs once. Measured on the five compiled programs with a break (h200_clean35A-38D, default
+    options, 20 before/after trace pairs): the split step's graph-call setups less the fixed step's came to 0.67-1.05
+    times what this removes (the forward's calls but the first). A merged backward node's call keeps its setup: the
     fixed step's backward call checks the saved tensors of all of them (counted too, the setups read 1.4-1.9x)."""
     first = op_ts[np.minimum(np.searchsorted(op_ts, cs, side="right"), len(op_ts) - 1)] if len(op_ts) else ce
     return [(thread, float(a), float(f)) for a, b, f in zip(cs, ce, first) if a < f < b]
