@@ -84,10 +84,10 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple, tuple, dict] 
     spans: list[tuple[str, float, float]] = []
     setups: list[tuple[str, float, float]] = []
     outers: list[tuple[str, float, float]] = []      # the breaking entries, outermost
-    inner = (cpu["kind"] == "op").to_numpy() & ~call & ~region
-    op_ts = {th: np.sort(ts[inner & (thread == th)]) for th in np.unique(thread)}
+    inner = (cpu["kind"] == "op").to_numpy() & ~call & ~region      # ops inside the graph calls (for _setups)
     for th in np.unique(thread[rows]):
         on = thread == th
+        op_ts = np.sort(ts[inner & on])
         r, e, c = (np.flatnonzero(x & on) for x in (region, entry, call))
         cs, ce = merged_intervals(ts[c], end[c])
         t = ts[rows[thread[rows] == th]]
@@ -104,7 +104,7 @@ def merge_spans(ctx: Context, blockers: list[int]) -> tuple[tuple, tuple, dict] 
             # The merged frame keeps its entry up to its first graph call and its exit after its last one, and
             # one graph call's setup.
             spans += _outside(str(th), float(cs[in_c].min()), float(ce[in_c].max()), cs, ce)
-            setups += _setups(str(th), cs[in_c][1:], ce[in_c][1:], op_ts[th])
+            setups += _setups(str(th), cs[in_c][1:], ce[in_c][1:], op_ts)
             outers.append((str(th), lo, hi))
     if not spans:
         return None
