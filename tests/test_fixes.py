@@ -116,3 +116,26 @@ def test_workers_pace_a_loop_by_their_share_of_the_loading_and_each_batch_hand_o
     fx = fixes.RemoveHostWork(loading_us=8000.0, batch_mb=5.0, workers=4, bounds=fixes.LOADER_MS_PER_MB_RANGE)
     assert fx.at(fx.bounds[0]).pace_us() > fx.pace_us() > fx.at(fx.bounds[1]).pace_us()
     assert fixes.RemoveHostWork().pace_us() == 0.0
+
+
+def test_a_helper_thread_is_woken_only_by_a_loop_call_after_its_own_last_one():
+    # A compiled training step (the thirty-second held-out set's padding-mask branch, h200_clean36A): the loop thread
+    # sits in loss.backward() while autograd's thread runs its nodes, with over 100 us between two of its calls spent
+    # in the engine outside any op. Hung off the loop's last call (before backward began), the stretch had carried
+    # the helper's whole backward (5.9 ms) as a fixed feed no fix could shorten: the graph-broken step's merge and
+    # CUDA graph read 2.06x where 2.91x was measured; hung off the helper's own last call, 3.0x.
+    path = SAMPLES / "matrix" / "h200_clean36A" / "holdout32_compiled_mask_any__before__default.json.gz"
+    m = build_model(load_trace(path))
+    G = build_graph(m, HostActivity(m), step_window(m))
+    wakes = [(a, b) for a, b, d in G.edges(data=True) if d.get("wake") and not d.get("join")]
+    assert wakes
+    by_thread: dict = {}
+    for n, d in G.nodes(data=True):
+        if n[0] == "cpu":
+            by_thread.setdefault(d["thread"], []).append((d["ts"], d["end"]))
+    for a, b in wakes:
+        woken = G.nodes[b]
+        before = [end for ts, end in by_thread[woken["thread"]] if ts < woken["ts"]]
+        # The waking call ended after the helper's previous call (or the helper had none in the window).
+        assert not before or G.nodes[a]["end"] > max(before)
+        assert G.edges[a, b]["feed_us"] < 2000.0

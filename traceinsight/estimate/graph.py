@@ -129,7 +129,9 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
             gap = max(0.0, r[1] - p[2])
             if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):
                 j = int(np.searchsorted(loop_ts, r[1], side="right")) - 1
-                if j >= 0 and loop[j][3] != r[3]:
+                # (Only a loop call after the helper's previous one can have woken it: a loop thread blocked since
+                # before it, in loss.backward(), did not, and the stretch is the helper's own engine work.)
+                if j >= 0 and loop[j][3] != r[3] and loop[j][2] > p[2]:
                     src = loop[j]
                     G.add_edge(src[3], r[3], kind="cpu_order", host_us=0.0, input_us=0.0,
                                feed_us=max(0.0, r[1] - src[2]), wake=True)

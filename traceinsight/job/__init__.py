@@ -234,18 +234,28 @@ def _job_unprofiled(block: dict) -> None:
 
 
 def _straggler_cost(block: dict) -> None:
-    """What the straggler costs the rank that waits for it, replayed: the median rank's collective_wait estimate,
-    its step with the straggler in time. The lag at the collectives bounds it but can be far above it: a waiting
-    rank that runs a step ahead spins in every collective (52 ms a step on set 33's unfused-Adam job) while its
-    own work would still take most of that time (a review put the two ranks' paces 14 ms apart; replayed, 19 ms)."""
+    """What the straggler costs the rank that waits for it: the share of the median rank's step that its
+    collective_wait what-if frees (its step replayed with the straggler in time), taken of the job's un-profiled
+    step. The waiting rank's own estimate keeps the profiler's cost of the straggler's steps in its waits
+    (trace/peer_waits.py), so its saving in its own ms can exceed the job's whole step (set 31's fused-Adam jobs:
+    14.8-17.1 ms of a 12-13 ms step). Against the measured fixes of a straggler (the planted 6 ms of Python,
+    10.16 -> 5.14 ms; rank 0's logging, sets 31-32; set 32's one-rank loader): 5.5 for 5.0 ms, 1.0-3.3 for
+    0.9-1.2, 8.3 for 8.9, where the rank's own saving read 6.9, 1.1-4.9 and 12.3. The lag at the collectives
+    bounds it and can be far above it: a rank a step ahead spins in every collective (52 ms a step on set 33's
+    unfused-Adam job) while its own work would fill most of that time."""
     st = block["straggler"]
     if st.get("rank") is None or st.get("median_rank") is None or st["median_rank"] == st["rank"]:
         return
     rep = block["rank_reports"].get(str(st["median_rank"])) or {}
     wait = next((f for f in (rep.get("findings") or []) + (rep.get("minor_findings") or [])
                  if f["kind"] == "collective_wait"), None)
-    if wait and wait.get("estimated_savings_ms") is not None:
-        st["median_rank_saves_ms"] = wait["estimated_savings_ms"]
+    own = (rep.get("summary") or {}).get("unprofiled_step_ms")
+    job = block.get("unprofiled_step_ms")
+    if not wait or wait.get("estimated_savings_ms") is None or not own or not job:
+        return
+    share = min(1.0, wait["estimated_savings_ms"] / own)
+    st["median_rank_saves_ms"] = round(min(share * job, st.get("lag_ms_per_step") or share * job), 3)
+    st["median_rank_saves_share"] = round(share, 4)
 
 
 def _parse_ints(spec, option: str):

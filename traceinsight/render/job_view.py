@@ -52,7 +52,8 @@ def headline(block: dict) -> list[str]:
                      "of a step, profiled): the others wait that long for it; fixing that rank saves at most that, "
                      "less where the others' own work or the profiler's cost fills part of it"
                      + (f"; replayed with it in time, rank {st['median_rank']}'s step is about "
-                        f"{_f(st['median_rank_saves_ms'])} ms shorter (an estimate, un-profiled)"
+                        f"{_f(st['median_rank_saves_ms'])} ms shorter (an estimate, un-profiled: the share of its "
+                        "step the replay frees, of the job's step)"
                         if st.get("median_rank_saves_ms") is not None else ""))
         lines.append(f"  why: {st.get('cause_text')}")
         for d in (st.get("evidence") or {}).get("top_differences", [])[:3]:
