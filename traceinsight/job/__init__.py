@@ -254,7 +254,10 @@ def _straggler_cost(block: dict) -> None:
     if not wait or wait.get("estimated_savings_ms") is None or not own or not job:
         return
     share = min(1.0, wait["estimated_savings_ms"] / own)
-    st["median_rank_saves_ms"] = round(min(share * job, st.get("lag_ms_per_step") or share * job), 3)
+    saves = share * job
+    if st.get("lag_ms_per_step"):
+        saves = min(saves, st["lag_ms_per_step"])
+    st["median_rank_saves_ms"] = round(saves, 3)
     st["median_rank_saves_share"] = round(share, 4)
 
 

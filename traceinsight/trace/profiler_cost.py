@@ -280,13 +280,14 @@ def _event_classes(model: TraceModel) -> list[tuple[str, np.ndarray, float]]:
     py = (cpu["kind"] == "python").to_numpy() & ~step
     builtin = py & model.cpu_match(BUILTIN_CALL)
     inductor = (cpu["kind"] == "op").to_numpy() & model.cpu_match(INDUCTOR_RANGE)
+    compiled = bool(inductor.any())
     # In a compiled step the Python frames scale with the host's launches, not with op_factor: the ops left
     # outside torch.compile's ranges are a few kinds (the optimizer's, the loss's) whose own work sets the offsets
     # op_factor reads (COMPILED_PYTHON_NOTE).
-    gp = f["runtime"] if inductor.any() else g
+    gp = f["runtime"] if compiled else g
     out += [("python", py & ~builtin, gp * coef["python"]),
             ("python_c", builtin, gp * coef["python"] * BUILTIN_CALL_SHARE)]
-    if inductor.any():
+    if compiled:
         out.append(("inductor", inductor, f["runtime"] * INDUCTOR_RANGE_US[setting]))
     return out
 
