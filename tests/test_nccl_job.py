@@ -288,3 +288,20 @@ def test_the_straggler_line_says_what_it_costs_the_rank_that_waits(jobs):
     wait = next(f for f in rep["findings"] + rep.get("minor_findings", []) if f["kind"] == "collective_wait")
     assert wait["estimated_savings_ms"] > block["unprofiled_step_ms"], (wait, block["unprofiled_step_ms"])
     assert 0 < st["median_rank_saves_ms"] < 0.9 * block["unprofiled_step_ms"], st
+
+
+def test_a_waiting_ranks_own_report_says_the_job_runs_at_the_pacing_ranks_step():
+    # Set 33's unfused-Adam job (measured 25.8 ms a step un-profiled): rank 0 runs a step ahead and its own estimate
+    # keeps rank 1's profiled pace in its waits (56.4 ms, its collective_wait 28.2 ms). Its report in the JSON must
+    # carry the job's step and say why its own figure is not the job's; the pacing rank's report says nothing.
+    block = analyze_job([JOBS.parent / "h200x2_set33A" / "unfused_adam"], workers=1)
+    measured = json.loads((JOBS.parent / "h200x2_set33A" / "manifest.json").read_text())["variants"]["unfused_adam"]
+    job = block["unprofiled_step_ms"]
+    assert abs(job - measured["step_ms"]["median"]) <= 0.15 * measured["step_ms"]["median"], job
+    waiting, pacing = block["rank_reports"]["0"], block["rank_reports"]["1"]
+    assert waiting["summary"]["unprofiled_step_ms"] > 1.5 * job, waiting["summary"]
+    assert waiting["summary"]["job_unprofiled_step_ms"] == job
+    line = next(x for x in waiting["trace"]["limits"] if "lockstep" in x)
+    assert f"about {job:.2f} ms a step" in line and f"{block['straggler']['median_rank_saves_ms']:.2f} ms" in line, line
+    assert "job_unprofiled_step_ms" not in pacing["summary"]
+    assert not any("lockstep" in x for x in pacing["trace"].get("limits", []))
