@@ -433,7 +433,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean39A": "h200", "h200_clean39B": "h200", "h200_clean39C": "h200", "h200_clean39D": "h200",
         # The thirty-sixth held-out set (registered at eb52de9): four processes on one H200 host (2026-11-30
         # 19:41Z-19:43Z), two fusion chains of slow kernels (a frozen BatchNorm, RMSNorm on q and k).
-        "h200_clean40A": "h200", "h200_clean40B": "h200", "h200_clean40C": "h200", "h200_clean40D": "h200"}
+        "h200_clean40A": "h200", "h200_clean40B": "h200", "h200_clean40C": "h200", "h200_clean40D": "h200",
+        # The thirty-seventh held-out set (registered before it was recorded): a GPT training step with three faults at
+        # two sizes, each fault fixed alone and the plan (all three, then a CUDA graph); four processes, one H200 host.
+        "h200_clean41A": "h200", "h200_clean41B": "h200", "h200_clean41C": "h200", "h200_clean41D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -566,7 +569,11 @@ MEASURED_PLAN = {("amp_scaler_unfused", "after_graph"): ("unfused_optimizer", "l
                  ("holdout16_pageable_h2d_train", "after_graph"): ("pageable_memcpy", "launch_overhead"),
                  ("holdout16_pageable_feature_cache", "after_graph"): ("pageable_memcpy", "launch_overhead"),
                  # The nineteenth set's features pinned as advised, then the training step graphed.
-                 ("holdout19_pageable_feature_upload", "after_graph"): ("pageable_memcpy", "launch_overhead")}
+                 ("holdout19_pageable_feature_upload", "after_graph"): ("pageable_memcpy", "launch_overhead"),
+                 # The thirty-seventh set's GPT steps: the fused optimizer and foreach clipping, the loss kept on the
+                 # GPU, then the whole step graphed (the three fixes of the plan together).
+                 ("holdout37_gpt_small_plan", "after_graph"): ("unfused_optimizer", "sync_stall", "launch_overhead"),
+                 ("holdout37_gpt_medium_plan", "after_graph"): ("unfused_optimizer", "sync_stall", "launch_overhead")}
 
 
 def table(rs: list[dict]) -> str:

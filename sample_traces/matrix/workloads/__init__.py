@@ -187,6 +187,9 @@ ALL = [
     # thirty-sixth held-out set: fusion chains of slow (generic 16-bit) kernels, calls through a helper
     "holdout36_fusion_affine_nchw_bf16",
     "holdout36_fusion_qk_rmsnorm_calls",
+    # thirty-seventh held-out set: a GPT training step with three faults, each fixed, then the plan with a graph
+    "holdout37_gpt_small_plan",
+    "holdout37_gpt_medium_plan",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
