@@ -6,9 +6,10 @@ step near GPU-bound, so the sync and the graph should measure little on top: a c
 claim for them what the small model's step has.
 """
 
-from .holdout37_gpt_small_plan import DESCRIPTION as _SMALL, VARIANTS, build  # noqa: F401
+from .holdout37_gpt_small_plan import DESCRIPTION as _SMALL, VARIANTS as _VARIANTS, build
 
 NAME = "holdout37_gpt_medium_plan"
+VARIANTS = _VARIANTS
 EXPECTED_KIND = "unfused_optimizer"
 ROLE = "pair"
 FIX = "AdamW(fused=True) and clip_grad_norm_(foreach=True); the loss kept on the GPU; then the step in a CUDA graph"
