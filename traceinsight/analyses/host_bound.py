@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -52,7 +53,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # (the call the user's code made that the idle CPU time ran inside: code in it that launched nothing,
     # not the call as a whole, which may launch all the step's kernels)
     what = f"most of it inside {_programs(top)[0][0]}" if top else "Python code outside any profiled op"
-    where = f" between {bare[1][:70]} and {bare[2][:70]}" if not top and bare is not None else ""
+    where = f" between {bare.before[:70]} and {bare.after[:70]}" if not top and bare is not None else ""
     # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
     # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
     # work from a stall of the host (a page fault, another process), so it is named by where it is.
@@ -69,7 +70,7 @@ def analyze(ctx: Context) -> list[Finding]:
             (f"a Python loop over existing tensors (a detach each, as state_dict() makes): {bare[3] / ctx.n_full:.0f} "
              f"stretches per step {where.strip()}") if views else \
             (f"a Python loop that builds tensors item by item: {bare[3] / ctx.n_full:.0f} stretches per step "
-             f"{where.strip()}") if per_item else f"Python outside any recorded op{where}"
+             f"{where.strip()}") if per_item else f"Python outside any recorded op{(', the most' + where) if where else ''}"
     # Idle that a few steps hold is a stall in those steps, not work every step does.
     per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
@@ -93,8 +94,19 @@ def analyze(ctx: Context) -> list[Finding]:
     else:
         hint = "" if engine else " (record with with_stack=True to see the function)"
         on_thread = "on the backward pass's thread"
-        work = [{"name": f"no op recorded: {on_thread if engine else 'plain Python'}{where}{hint}",
-                 "ms": round((bare[0] if bare else float(gaps["host_bound"].sum())) / 1000, 3)}]
+        if bare is None:
+            work = [{"name": f"no op recorded: {on_thread if engine else 'plain Python'}{hint}",
+                     "ms": round(float(gaps["host_bound"].sum()) / 1000, 3)}]
+        else:
+            # Each place with its own time (the first had been given the whole bare time), and the recorded
+            # range most of it ran in, where one holds it.
+            work = [{"name": f"no op recorded: {on_thread if engine else 'plain Python'} between {b[:70]} and "
+                             f"{a[:70]}" + (f", {r_us / 1000:.3f} ms of it inside {r[:80]}" if r else "")
+                             + (hint if k == 0 else ""),
+                     "ms": round(us / 1000, 3)} for k, (b, a, us, r, r_us) in enumerate(bare.places)]
+            rest = bare.total - sum(p[2] for p in bare.places)
+            if rest > 0.05 * bare.total:
+                work.append({"name": "no op recorded: elsewhere in the step", "ms": round(rest / 1000, 3)})
     n_gaps = min(50, len(gaps))
     ev = {"cpu_work_during_idle": work,
           # The ms above are CPU time summed over these gaps (all steps), not per step.
@@ -149,9 +161,17 @@ def analyze(ctx: Context) -> list[Finding]:
                "torch.from_numpy on the whole list or array, one .to(device)), or prepare items in "
                "DataLoader workers (num_workers > 0) so the training loop gets ready batches.")
     elif not top:
+        ranged = sorted(((r_us, r) for _b, _a, _us, r, r_us in (bare.places if bare else ()) if r), reverse=True)
+        in_range = ""
+        if ranged:
+            said = " and ".join(f"{r_us / ctx.n_full / 1000:.3f} ms per step inside {r[:80]}" for r_us, r in ranged)
+            in_range = (f" Of this Python, {said} (recorded ranges with no op in them)"
+                        + (": the optimizer's own Python, a loop over its parameter tensors, which fewer, larger "
+                           "tensors shrink and a CUDA graph of the whole step removes." if all(
+                               _OPTIMIZER.search(r) for _, r in ranged) else "."))
         fix = (f"The CPU runs Python that the trace does not name (no op covers it{where}): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
-               "to a background thread or a DataLoader worker if it prepares data, or onto the GPU.")
+               "to a background thread or a DataLoader worker if it prepares data, or onto the GPU." + in_range)
     elif framework:
         names = _names(n for n, _ in _programs(top)[:3])
         said = [n for n, _ in top[:3]]
@@ -271,23 +291,53 @@ _VIEW = re.compile(r"^aten::(detach|alias)$")
 _ENDS = ("the step's start", "the next op")
 
 
-def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
-    """(us covered by no recorded op or runtime call on the CPU thread, over the 50 largest host-bound
-    gaps; the ops either side of the stretches that add up to most of it; how many such stretches there
-    were), or None when nothing is uncovered. Stretches are summed per (before, after) pair: a loop of
-    many short Python stretches between the same two ops outweighs one longer stretch elsewhere."""
+class Bare(NamedTuple):
+    """What no recorded op or runtime call covers on the CPU thread over the longest host-bound gaps: `total` us;
+    `before`, `after`: the ops either side of the stretches that add up to most of it, `n` how many stretches;
+    `places`: the largest (before, after, us, annotation, us inside it) pairs; the annotation is the recorded
+    range (record_function, Optimizer.zero_grad#...) that holds most of a pair's time, when it holds at least
+    ANNOTATED_SHARE of it."""
+    total: float
+    before: str
+    after: str
+    n: int
+    places: list
+
+
+ANNOTATED_SHARE = 0.3
+
+
+def _bare_stretch(ctx: Context, gaps) -> Bare | None:
+    """The bare CPU time of the 50 largest host-bound gaps (Bare), or None when nothing is uncovered.
+    Stretches are summed per (before, after) pair: a loop of many short Python stretches between the same two
+    ops outweighs one longer stretch elsewhere."""
     if gaps.empty:
         return None
     m = ctx.model
     kind = m.cpu["kind"].to_numpy()
     frames = m.thread_frames((kind == "op") | (kind == "runtime"), ["ts", "end", "top_op"])
+    # A recorded range with no op in it (Optimizer.zero_grad's loop setting grads to None) names the Python
+    # that ran there: the step markers are the window, not a place.
+    ranges = m.thread_frames((kind == "annotation") & ~m.cpu["is_step"].to_numpy(), ["ts", "end", "name"])
     names = m.cpu["name"]
 
     def name(g, k: int) -> str:
         """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
         top = int(g["top_op"].iat[k])
         return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
-    total, pairs, op_step = 0.0, {}, {}        # pairs: (before, after) -> [us, stretches]
+
+    def inside(thread, a: float, b: float) -> dict:
+        """us of [a, b) inside each recorded range of the thread (the innermost where they nest)."""
+        r = ranges.get(thread)
+        if r is None:
+            return {}
+        rs, re_, rn = r["ts"].to_numpy(), r["end"].to_numpy(), r["name"].to_numpy()
+        hit = np.flatnonzero((rs < b) & (re_ > a))
+        out: dict = {}
+        for j in hit[np.argsort(-rs[hit], kind="stable")][:1]:      # the latest to open: the innermost
+            out[str(rn[j])] = min(b, re_[j]) - max(a, rs[j])
+        return out
+    total, pairs, op_step = 0.0, {}, {}        # pairs: (before, after) -> [us, stretches, {range: us}]
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = frames.get(row.thread)
         if g is None:
@@ -296,27 +346,34 @@ def _bare_stretch(ctx: Context, gaps) -> tuple[float, str, str, int] | None:
         if row.thread not in op_step:
             op_step[row.thread] = ctx.cpu_step_of(ts)
         gap_step = ctx.cpu_step_of(np.array([row.start]))[0]
-        inside = np.flatnonzero((end > row.start) & (ts < row.end))
+        inside_gap = np.flatnonzero((end > row.start) & (ts < row.end))
         # Walk the ops overlapping the gap in start order; what no op covers is bare.
         cur, prev = row.start, int(np.searchsorted(ts, row.start) - 1)
-        for i in (*inside, None):
+        for i in (*inside_gap, None):
             nxt = row.end if i is None else max(ts[i], row.start)
             if nxt > cur:
                 total += nxt - cur
                 # An op of the previous step (its optimizer) is not where this step's Python runs.
                 same = prev >= 0 and op_step[row.thread][prev] == gap_step
                 before = name(g, prev) if same else "the step's start"
-                k = i if i is not None else (inside[-1] + 1 if len(inside) else int(np.searchsorted(ts, row.end)))
+                k = i if i is not None else (inside_gap[-1] + 1 if len(inside_gap) else int(np.searchsorted(ts, row.end)))
                 after = name(g, k) if k < len(g) else "the next op"
-                p = pairs.setdefault((before, after), [0.0, 0])
+                p = pairs.setdefault((before, after), [0.0, 0, {}])
                 p[0] += nxt - cur
                 p[1] += 1
+                for rname, us in inside(row.thread, cur, nxt).items():
+                    p[2][rname] = p[2].get(rname, 0.0) + us
             if i is not None and end[i] > cur:
                 cur, prev = end[i], i
     if total <= 0:
         return None
-    (before, after), (_, n) = max(pairs.items(), key=lambda kv: kv[1][0])
-    return total, before, after, n
+    ranked = sorted(pairs.items(), key=lambda kv: -kv[1][0])
+    places = []
+    for (before, after), (us, _n, held) in ranked[:3]:
+        rname, rus = max(held.items(), key=lambda kv: kv[1]) if held else (None, 0.0)
+        places.append((before, after, us) + ((rname, rus) if rus >= ANNOTATED_SHARE * us else (None, 0.0)))
+    (before, after), (_, n, _held) = ranked[0]
+    return Bare(total, before, after, n, places)
 
 
 def _programs(top: list[tuple[str, float]]) -> list[tuple[str, float]]:

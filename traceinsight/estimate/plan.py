@@ -87,11 +87,14 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         # next fix is then on the host's side (TF32 in an fp32 step that was GPU-bound; an expert review).
         gpu = replay.gpu_work_us(state)
         cpu_now = gpu_before >= GPU_BOUND * prev and gpu < CPU_BOUND * t
-        gpu_before = gpu
+        gpu_was, gpu_before = gpu_before, gpu
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      # (summed over streams a copy beside the kernels would count twice: never above the
                      # step it works in, which a review read as the step shorter than its GPU work)
                      "gpu_work_after_ms": round(min(gpu, t) / 1000, 3), "cpu_bound_after": bool(cpu_now),
+                     # (a fix that replaces kernels leaves the step shorter than the trace's GPU work: said, as a
+                     # review read a plan's last step below the GPU busy time as breaking physics)
+                     "gpu_work_before_ms": round(min(gpu_was, prev) / 1000, 3),
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],

@@ -128,6 +128,9 @@ def plan_rows(doc) -> list[dict]:
     return list(((doc.get("whatif") or {}).get("plan")) or ())
 
 
+GPU_WORK_FALLS = 0.9     # a fix that leaves less than this share of the GPU work before it says so
+
+
 def plan_note(row: dict) -> str:
     """A fix-plan row's note: what it is needed for, and how many DataLoader workers its step needs."""
     parts = []
@@ -142,6 +145,9 @@ def plan_note(row: dict) -> str:
         parts.append(f"needs >= {row['loader_workers_needed']} DataLoader workers")
     if row.get("cpu_bound_after"):
         parts.append(f"then the CPU sets the step: the GPU works about {row['gpu_work_after_ms']} ms of it")
+    elif (row.get("gpu_work_before_ms") or 0.0) * GPU_WORK_FALLS > (row.get("gpu_work_after_ms") or 0.0):
+        parts.append(f"its kernels replace others: the GPU works about {row['gpu_work_after_ms']} ms a step after it "
+                     f"({row['gpu_work_before_ms']} before it, as the fixes above left it)")
     if not parts and (row.get("saves_ms") or 0.0) < 0.005:
         # (ranked for what it saves alone: after the fixes above it, what it removed is gone or off the path)
         parts.append("saves nothing more once the fixes above it are in")
