@@ -92,9 +92,10 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
                      # (summed over streams a copy beside the kernels would count twice: never above the
                      # step it works in, which a review read as the step shorter than its GPU work)
                      "gpu_work_after_ms": round(min(gpu, t) / 1000, 3), "cpu_bound_after": bool(cpu_now),
-                     # (a fix that replaces kernels leaves the step shorter than the trace's GPU work: said, as a
-                     # review read a plan's last step below the GPU busy time as breaking physics)
-                     "gpu_work_before_ms": round(min(gpu_was, prev) / 1000, 3),
+                     # (a later fix that changes the kernels leaves the step shorter than the trace's GPU work: said,
+                     # as a review read a plan's last step below the GPU busy time as breaking physics; the first
+                     # fix's own point, TF32 or a fused kernel, is its saving)
+                     "gpu_work_before_ms": round(min(gpu_was, prev) / 1000, 3) if rows else None,
                      "saves_ms": round(max(0.0, prev - t) / 1000, 3),
                      "cumulative_saves_ms": round(max(0.0, step - t) / 1000, 3),
                      "prerequisite_for": [g.kind for g in everything if needs(g, f)],

@@ -146,7 +146,7 @@ def plan_note(row: dict) -> str:
     if row.get("cpu_bound_after"):
         parts.append(f"then the CPU sets the step: the GPU works about {row['gpu_work_after_ms']} ms of it")
     elif (row.get("gpu_work_before_ms") or 0.0) * GPU_WORK_FALLS > (row.get("gpu_work_after_ms") or 0.0):
-        parts.append(f"its kernels replace others: the GPU works about {row['gpu_work_after_ms']} ms a step after it "
+        parts.append(f"it changes the kernels: the GPU works about {row['gpu_work_after_ms']} ms a step after it "
                      f"({row['gpu_work_before_ms']} before it, as the fixes above left it)")
     if not parts and (row.get("saves_ms") or 0.0) < 0.005:
         # (ranked for what it saves alone: after the fixes above it, what it removed is gone or off the path)
