@@ -47,7 +47,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # Ops that cover a small part of the idle are not its cause: the rest ran outside every recorded op
     # (Python calling numpy, no torch op). Say so, and where in the step it ran.
     bare = _bare_stretch(ctx, gaps)
-    if bare is not None and bare[0] > 2 * sum(v for _, v in top):
+    if bare is not None and bare.total > 2 * sum(v for _, v in top):
         top = []
     loader = any(_is_loader(n) for n, _ in top)
     # (the call the user's code made that the idle CPU time ran inside: code in it that launched nothing,
@@ -57,20 +57,21 @@ def analyze(ctx: Context) -> list[Finding]:
     # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
     # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
     # work from a stall of the host (a page fault, another process), so it is named by where it is.
-    engine = bool(where) and all(_BACKWARD.search(n) for n in bare[1:3] if n not in _ENDS)
+    engine = bool(where) and all(_BACKWARD.search(n) for n in (bare.before, bare.after) if n not in _ENDS)
     # Many short stretches between the ops that make a tensor from Python data (torch.tensor per item):
     # a Python loop building the batch item by item.
-    per_item = bool(where) and not engine and bare[3] >= PER_ITEM_MIN * ctx.n_full and \
-        all(_MAKES_TENSOR.search(n) for n in bare[1:3])
+    per_item = bool(where) and not engine and bare.n >= PER_ITEM_MIN * ctx.n_full and \
+        all(_MAKES_TENSOR.search(n) for n in (bare.before, bare.after))
     # Between two detaches the loop walks tensors that exist (state_dict() detaches every parameter and buffer
     # on each call; an expert review read torch.tensor advice on a weight EMA's state_dict() as wrong).
-    views = per_item and all(_VIEW.search(n) for n in bare[1:3])
+    views = per_item and all(_VIEW.search(n) for n in (bare.before, bare.after))
     if not top:
         what = f"time on the backward pass's thread that no op covers{where}" if engine else \
-            (f"a Python loop over existing tensors (a detach each, as state_dict() makes): {bare[3] / ctx.n_full:.0f} "
+            (f"a Python loop over existing tensors (a detach each, as state_dict() makes): {bare.n / ctx.n_full:.0f} "
              f"stretches per step {where.strip()}") if views else \
-            (f"a Python loop that builds tensors item by item: {bare[3] / ctx.n_full:.0f} stretches per step "
-             f"{where.strip()}") if per_item else f"Python outside any recorded op{(', the most' + where) if where else ''}"
+            (f"a Python loop that builds tensors item by item: {bare.n / ctx.n_full:.0f} stretches per step "
+             f"{where.strip()}") if per_item else \
+            f"Python outside any recorded op{(', the most' + where) if where else ''}"
     # Idle that a few steps hold is a stall in those steps, not work every step does.
     per_step = ctx.per_step["host_bound"].reindex(ctx.full_steps).fillna(0.0).to_numpy()
     total = float(per_step.sum())
@@ -100,11 +101,12 @@ def analyze(ctx: Context) -> list[Finding]:
         else:
             # Each place with its own time (the first had been given the whole bare time), and the recorded
             # range most of it ran in, where one holds it.
-            work = [{"name": f"no op recorded: {on_thread if engine else 'plain Python'} between {b[:70]} and "
-                             f"{a[:70]}" + (f", {r_us / 1000:.3f} ms of it inside {r[:80]}" if r else "")
+            who = on_thread if engine else "plain Python"
+            work = [{"name": f"no op recorded: {who} between {p.before[:70]} and {p.after[:70]}"
+                             + (f", {p.range_us / 1000:.3f} ms of it inside {p.range[:80]}" if p.range else "")
                              + (hint if k == 0 else ""),
-                     "ms": round(us / 1000, 3)} for k, (b, a, us, r, r_us) in enumerate(bare.places)]
-            rest = bare.total - sum(p[2] for p in bare.places)
+                     "ms": round(p.us / 1000, 3)} for k, p in enumerate(bare.places)]
+            rest = bare.total - sum(p.us for p in bare.places)
             if rest > 0.05 * bare.total:
                 work.append({"name": "no op recorded: elsewhere in the step", "ms": round(rest / 1000, 3)})
     n_gaps = min(50, len(gaps))
@@ -151,17 +153,17 @@ def analyze(ctx: Context) -> list[Finding]:
                "(torch.compile of the model, which compiles its backward too) and goes away when the whole "
                "step is captured in a CUDA graph. Check the un-profiled step before acting on it.")
     elif views:
-        fix = (f"The CPU runs a Python loop over existing tensors ({where.strip()}, {bare[3] / ctx.n_full:.0f} times "
+        fix = (f"The CPU runs a Python loop over existing tensors ({where.strip()}, {bare.n / ctx.n_full:.0f} times "
                "per step), detaching each: state_dict() does so for every parameter and buffer on each call. Build "
                "the list of tensors once, outside the step, and reuse it (a weight EMA: keep the two lists and call "
                "torch._foreach_lerp_ on them).")
     elif per_item:
         fix = (f"The CPU runs a Python loop that makes small tensors one item at a time ({where.strip()}, "
-               f"{bare[3] / ctx.n_full:.0f} times per step): build the batch in one call (torch.tensor or "
+               f"{bare.n / ctx.n_full:.0f} times per step): build the batch in one call (torch.tensor or "
                "torch.from_numpy on the whole list or array, one .to(device)), or prepare items in "
                "DataLoader workers (num_workers > 0) so the training loop gets ready batches.")
     elif not top:
-        ranged = sorted(((r_us, r) for _b, _a, _us, r, r_us in (bare.places if bare else ()) if r), reverse=True)
+        ranged = sorted(((p.range_us, p.range) for p in (bare.places if bare else ()) if p.range), reverse=True)
         in_range = ""
         if ranged:
             said = " and ".join(f"{r_us / ctx.n_full / 1000:.3f} ms per step inside {r[:80]}" for r_us, r in ranged)
@@ -291,17 +293,25 @@ _VIEW = re.compile(r"^aten::(detach|alias)$")
 _ENDS = ("the step's start", "the next op")
 
 
+class Place(NamedTuple):
+    """Bare time between two ops (`us`), and the recorded range (record_function, Optimizer.zero_grad#...) that
+    holds most of it (`range_us` of it), when it holds at least ANNOTATED_SHARE of it (else None, 0)."""
+    before: str
+    after: str
+    us: float
+    range: str | None
+    range_us: float
+
+
 class Bare(NamedTuple):
     """What no recorded op or runtime call covers on the CPU thread over the longest host-bound gaps: `total` us;
     `before`, `after`: the ops either side of the stretches that add up to most of it, `n` how many stretches;
-    `places`: the largest (before, after, us, annotation, us inside it) pairs; the annotation is the recorded
-    range (record_function, Optimizer.zero_grad#...) that holds most of a pair's time, when it holds at least
-    ANNOTATED_SHARE of it."""
+    `places`: the three largest places."""
     total: float
     before: str
     after: str
     n: int
-    places: list
+    places: list[Place]
 
 
 ANNOTATED_SHARE = 0.3
@@ -318,7 +328,8 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
     frames = m.thread_frames((kind == "op") | (kind == "runtime"), ["ts", "end", "top_op"])
     # A recorded range with no op in it (Optimizer.zero_grad's loop setting grads to None) names the Python
     # that ran there: the step markers are the window, not a place.
-    ranges = m.thread_frames((kind == "annotation") & ~m.cpu["is_step"].to_numpy(), ["ts", "end", "name"])
+    ranges = {th: (r["ts"].to_numpy(), r["end"].to_numpy(), r["name"].to_numpy()) for th, r in
+              m.thread_frames((kind == "annotation") & ~m.cpu["is_step"].to_numpy(), ["ts", "end", "name"]).items()}
     names = m.cpu["name"]
 
     def name(g, k: int) -> str:
@@ -326,17 +337,17 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
         top = int(g["top_op"].iat[k])
         return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
 
-    def inside(thread, a: float, b: float) -> dict:
-        """us of [a, b) inside each recorded range of the thread (the innermost where they nest)."""
-        r = ranges.get(thread)
-        if r is None:
-            return {}
-        rs, re_, rn = r["ts"].to_numpy(), r["end"].to_numpy(), r["name"].to_numpy()
+    def inside(thread, a: float, b: float) -> tuple[str, float] | None:
+        """The innermost recorded range of the thread over [a, b) (of those overlapping it, the latest to open),
+        and how much of [a, b) it covers."""
+        if thread not in ranges:
+            return None
+        rs, re_, rn = ranges[thread]
         hit = np.flatnonzero((rs < b) & (re_ > a))
-        out: dict = {}
-        for j in hit[np.argsort(-rs[hit], kind="stable")][:1]:      # the latest to open: the innermost
-            out[str(rn[j])] = min(b, re_[j]) - max(a, rs[j])
-        return out
+        if not len(hit):
+            return None
+        j = hit[np.argmax(rs[hit])]      # (argmax takes the first of equal starts, as the stable sort did)
+        return str(rn[j]), min(b, re_[j]) - max(a, rs[j])
     total, pairs, op_step = 0.0, {}, {}        # pairs: (before, after) -> [us, stretches, {range: us}]
     for row in gaps.nlargest(50, "host_bound").itertuples():
         g = frames.get(row.thread)
@@ -356,13 +367,15 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
                 # An op of the previous step (its optimizer) is not where this step's Python runs.
                 same = prev >= 0 and op_step[row.thread][prev] == gap_step
                 before = name(g, prev) if same else "the step's start"
-                k = i if i is not None else (inside_gap[-1] + 1 if len(inside_gap) else int(np.searchsorted(ts, row.end)))
+                k = i if i is not None else \
+                    (inside_gap[-1] + 1 if len(inside_gap) else int(np.searchsorted(ts, row.end)))
                 after = name(g, k) if k < len(g) else "the next op"
                 p = pairs.setdefault((before, after), [0.0, 0, {}])
                 p[0] += nxt - cur
                 p[1] += 1
-                for rname, us in inside(row.thread, cur, nxt).items():
-                    p[2][rname] = p[2].get(rname, 0.0) + us
+                held = inside(row.thread, cur, nxt)
+                if held is not None:
+                    p[2][held[0]] = p[2].get(held[0], 0.0) + held[1]
             if i is not None and end[i] > cur:
                 cur, prev = end[i], i
     if total <= 0:
@@ -371,7 +384,7 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
     places = []
     for (before, after), (us, _n, held) in ranked[:3]:
         rname, rus = max(held.items(), key=lambda kv: kv[1]) if held else (None, 0.0)
-        places.append((before, after, us) + ((rname, rus) if rus >= ANNOTATED_SHARE * us else (None, 0.0)))
+        places.append(Place(before, after, us, *((rname, rus) if rus >= ANNOTATED_SHARE * us else (None, 0.0))))
     (before, after), (_, n, _held) = ranked[0]
     return Bare(total, before, after, n, places)
 
