@@ -436,7 +436,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean40A": "h200", "h200_clean40B": "h200", "h200_clean40C": "h200", "h200_clean40D": "h200",
         # The thirty-seventh held-out set (registered before it was recorded): a GPT training step with three faults at
         # two sizes, each fault fixed alone and the plan (all three, then a CUDA graph); four processes, one H200 host.
-        "h200_clean41A": "h200", "h200_clean41B": "h200", "h200_clean41C": "h200", "h200_clean41D": "h200"}
+        "h200_clean41A": "h200", "h200_clean41B": "h200", "h200_clean41C": "h200", "h200_clean41D": "h200",
+        # The thirty-eighth held-out set (pre-registered before it was recorded): a main-process loader and an fp32
+        # patch MLP, each fault fixed alone and both, four processes of one H200 host.
+        "h200_clean42A": "h200", "h200_clean42B": "h200", "h200_clean42C": "h200", "h200_clean42D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
@@ -573,7 +576,12 @@ MEASURED_PLAN = {("amp_scaler_unfused", "after_graph"): ("unfused_optimizer", "l
                  # The thirty-seventh set's GPT steps: the fused optimizer and foreach clipping, the loss kept on the
                  # GPU, then the whole step graphed (the three fixes of the plan together).
                  ("holdout37_gpt_small_plan", "after_graph"): ("unfused_optimizer", "sync_stall", "launch_overhead"),
-                 ("holdout37_gpt_medium_plan", "after_graph"): ("unfused_optimizer", "sync_stall", "launch_overhead")}
+                 ("holdout37_gpt_medium_plan", "after_graph"): ("unfused_optimizer", "sync_stall", "launch_overhead"),
+                 # The thirty-eighth set: each module's other fault fixed alone, then both (the plan).
+                 ("holdout38_patch_loader_host", "after_tf32"): ("fp32_matmul",),
+                 ("holdout38_patch_loader_host", "after_both"): ("host_bound", "fp32_matmul"),
+                 ("holdout38_patch_loader_gpu", "after_workers"): ("host_bound",),
+                 ("holdout38_patch_loader_gpu", "after_both"): ("fp32_matmul", "host_bound")}
 
 
 def table(rs: list[dict]) -> str:

@@ -190,6 +190,10 @@ ALL = [
     # thirty-seventh held-out set: a GPT training step with three faults, each fixed, then the plan with a graph
     "holdout37_gpt_small_plan",
     "holdout37_gpt_medium_plan",
+    # thirty-eighth held-out set: a main-process numpy loader in front of an fp32 patch MLP, two faults that hide
+    # each other: one block (the loader is the step) and eight (the fp32 GPU work is), each fix alone and both
+    "holdout38_patch_loader_host",
+    "holdout38_patch_loader_gpu",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
