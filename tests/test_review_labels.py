@@ -264,3 +264,19 @@ def test_a_plan_row_whose_kernels_replace_others_says_the_gpu_work_falls():
     assert not any("changes the kernels" in plan_note(r) for r in rows[:-1]) and rows[0]["gpu_work_before_ms"] is None
     u = next(f for f in _all(d) if f["kind"] == "unfused_optimizer")
     assert "121 small kernels and memsets per step" in u["title"], u["title"]
+
+
+def test_an_update_loop_is_named_by_the_library_call_the_user_made():
+    # The same review: the clipping loop's source read "linalg_vector_norm() in body()", the built-in four frames
+    # below the user's line (clip_grad_norm_ -> _no_grad_wrapper -> _get_total_norm -> linalg_vector_norm). The
+    # user called clip_grad_norm_; the decorator's wrapper and the private helper are no call of theirs.
+    d = _doc(SAMPLES / "matrix" / "h200_clean41A" / "holdout37_gpt_small_plan__before__stack.json.gz")
+    u = _find(d, "unfused_optimizer")
+    assert u["evidence"]["update_loop_source"].startswith("clip_grad_norm_() in body(), def at workloads/"), u["evidence"]
+    # A sync the user made with a built-in keeps the built-in's name.
+    s = _find(d, "sync_stall")
+    assert any(x["source"].startswith("Tensor.item() in body()") for x in s["evidence"]["sync_sites"]), s["evidence"]
+    # host_bound's places skip the optimizer's step wrapper too: the optimizer's own step() is named.
+    h = _find(d, "host_bound")
+    names = [w["name"] for w in h["evidence"]["cpu_work_during_idle"]]
+    assert not any(n.startswith("wrapper(), def at torch/optim/optimizer.py") for n in names), names

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
-from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame
+from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame, library_call
 from ..trace.steps import step_at
 
 
@@ -99,6 +99,10 @@ class Finding:
                                         tuple[float, float] | None], ...] = ()
     # The verdict's words where this finding says more than its kind's (KindSpec.label): "" for the kind's.
     label: str = ""
+    # Its work runs beside longer GPU work now, so alone it saves nothing (a loader in the training loop
+    # behind a step of fp32 matmuls): it is offered to the fix plan after the ranked fixes, and reported
+    # only where they shorten the GPU's work enough that it then pays (estimate/plan.py).
+    hidden: bool = False
 
 
 @dataclass
@@ -144,14 +148,18 @@ def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
     the stdlib), and the built-in method it called when the trace has it: "Tensor.cpu() in step(),
     train.py:64". The profiler records each frame's first line (the `def`), never the calling line."""
     names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
-    called = None
+    called = library = None
     for q in _callers(cpu, row, kinds):
         if kinds[q] != "python":
             continue
         if is_user_frame(names[q]):
+            called = library or called
             return f"{called} in {frame_label(names[q])}" if called else f"in {frame_label(names[q])}"
         if BUILTIN.match(names[q]):
             called = frame_label(names[q])      # the outermost built-in below the frame: the user's call
+        # ... unless the user called a library function that reaches it (clip_grad_norm_, not the
+        # linalg_vector_norm() inside it).
+        library = library_call(names[q]) or library
     return None
 
 

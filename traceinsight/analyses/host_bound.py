@@ -4,18 +4,17 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 
-from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, WORKER_COUNTS, RemoveHostWork
+from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, RemoveHostWork
 from ..trace.compiles import COMPILING
 from ..trace.facts import WORKER_WAIT
-from ..trace.profiler_cost import PY_CALL_FLOOR_US, recorded_in
 from ..trace.pycalls import calls_in
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
+from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_UNNAMED, fewer_workers, hidden_loader,
+                      loader_batch_mb, unprofiled_loading)
 
 COMPILING_RE = re.compile(COMPILING)
 SPEC = KindSpec("host_bound", "host-bound", idle_cause=True, color="#c9443c", estimate="idle_floor",
@@ -27,6 +26,10 @@ def analyze(ctx: Context) -> list[Finding]:
     # whose fix removes it with the copy, reads.py.)
     gaps = ctx.gaps[ctx.gaps["host_bound"] > 0]
     lost = median = ctx.per_step_median(ctx.per_step["host_bound"])
+    if lost < HIDDEN_IDLE_SHARE * ctx.median_step_us:
+        hidden = hidden_loader(ctx, lost, SPEC.kind)
+        if hidden:
+            return hidden
     busy_ops: dict[str, float] = {}
     for row in gaps.nlargest(50, "host_bound").itertuples():
         for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
@@ -81,10 +84,10 @@ def analyze(ctx: Context) -> list[Finding]:
     # DataLoader workers take turns: the loop waits long in some steps and not at all in others (two
     # workers: every other step). That is the pace, not a stall, and the mean per step is what it costs.
     workers = loader and any(re.search(WORKER_WAIT, n) for n, _ in top)
-    batch_mb = _batch_mb(ctx) if loader and not workers else 0.0
+    batch_mb = loader_batch_mb(ctx) if loader and not workers else 0.0
     # Workers run the loading un-profiled: without what recording its events cost (with_stack records
     # every Python call a tokenizer makes: 8.8 ms of loading read 33 ms).
-    loading = _unprofiled_loading(ctx, gaps) if loader and not workers else 0.0
+    loading = unprofiled_loading(ctx, gaps) if loader and not workers else 0.0
     if workers and stalls:
         stalls = False
         lost = total / len(per_step)
@@ -217,52 +220,7 @@ def analyze(ctx: Context) -> list[Finding]:
               f"{f'; mostly in {few} of {len(per_step)} steps' if stalls else ''})",
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["host_bound"].sum()), fix=fix,
         confidence="high" if loader else "medium", evidence=ev,
-        fixes=(fix_,), alternatives=_fewer_workers(fix_))]
-
-
-def _unprofiled_loading(ctx: Context, gaps) -> float:
-    """The loading per step without the profiler: each full step's host-bound idle less the share of its
-    gaps' time that recording their events cost the CPU (trace/profiler_cost.py; at most
-    MAX_RECORDED_SHARE), the median over full steps. Per step, not one share over the window: a step the
-    host disturbed is long without more events, and its low share taken off the median step had left the
-    loading above the un-profiled step (11.1 ms a batch in a 10.6 ms step, an expert review)."""
-    rows_of = ctx.model.thread_rows()
-    spent = pd.Series(0.0, index=ctx.full_steps)
-    span = pd.Series(0.0, index=ctx.full_steps)
-    for th, g in gaps.groupby("thread"):
-        rows = rows_of.get(th)
-        if rows is None or not len(rows):
-            continue
-        cost, calls = recorded_in(ctx.model, g["start"].to_numpy(), g["end"].to_numpy(), rows)
-        length = (g["end"] - g["start"]).to_numpy()
-        # Each Python call keeps its least un-profiled cost, as the replay's cuts do (PY_CALL_FLOOR_US).
-        cut = np.minimum(cost, np.maximum(0.0, length - PY_CALL_FLOOR_US * calls))
-        step = g["step"].to_numpy()
-        spent = spent.add(pd.Series(cut).groupby(step).sum(), fill_value=0.0)
-        span = span.add(pd.Series(length).groupby(step).sum(), fill_value=0.0)
-    share = (spent / span.where(span > 0)).fillna(0.0).clip(upper=MAX_RECORDED_SHARE)
-    return ctx.per_step_median(ctx.per_step["host_bound"] * (1.0 - share.reindex(ctx.per_step.index).fillna(0.0)))
-
-
-# The profiler's cost can be most of a gap, never all of it (the work it recorded ran too).
-MAX_RECORDED_SHARE = 0.9
-
-
-def _batch_mb(ctx: Context) -> float:
-    """The batch a DataLoader hands the loop, as the bytes it copies to the GPU per step (median over full
-    steps): what worker processes would pass back through shared memory."""
-    g = ctx.model.gpu
-    cp = g[(g["kind"] == "memcpy") & (g["copy_dir"] == "HtoD")]
-    return ctx.per_step_median(cp.groupby(ctx.step_of(cp["ts"].to_numpy()))["bytes"].sum()) / 1e6
-
-
-def _fewer_workers(fx: RemoveHostWork) -> tuple:
-    """Loading moved into DataLoader workers: the step with fewer of them than advised (fixes.WORKER_COUNTS),
-    each a range for the batch's hand-off. (The replay drops those that save what the advice does.)"""
-    if not fx.loading_us:
-        return ()
-    return tuple((f"num_workers={n}", f"DataLoader(num_workers={n})",
-                  (replace(fx, workers=n),)) for n in WORKER_COUNTS)
+        fixes=(fix_,), alternatives=fewer_workers(fix_))]
 
 
 # The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).
@@ -407,8 +365,6 @@ def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
 
 
 # Until the fix plan has found how many workers keep up (rank._name_workers puts the count in their place).
-WORKERS_UNNAMED = "num_workers=N,"
-PLAN_SAYS_WORKERS = ": the fix plan says how many workers keep up"
 
 
 def _names(names, limit: int = 200) -> str:

@@ -12,6 +12,7 @@ from ..analyses import needs, spec
 from ..analyses.base import Finding
 from ..analyses.fixes import combine, loader_fix, loader_pace, workers_to_keep_up
 from . import replay
+from .bounds import KERNEL_FIXES
 
 
 # A step whose GPU work is this share of it is GPU-bound; below CPU_BOUND after a fix, the CPU sets it.
@@ -27,6 +28,8 @@ def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Findi
     finding too (a sync inside the step costs little by itself but still breaks a CUDA-graph capture; one at
     the step's edge does not, but a graph saves more once the step's end no longer waits for the GPU)."""
     todo = [f for f in findings if _replayable(f)]
+    # (a hidden fix pays only once the others shorten the GPU's work: after all of them)
+    todo = [f for f in todo if not f.hidden] + [f for f in todo if f.hidden]
     pool = todo + [f for f in minor if _replayable(f)]
     out: list[Finding] = []
 
@@ -46,10 +49,11 @@ def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Findi
 
 def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Finding], bw: float,
              cuts=None, step_us: float | None = None, floor=lambda applied: 0.0, extra=lambda applied: 0.0,
-             minor: list[Finding] = ()) -> list[dict]:
+             minor: list[Finding] = (), hidden: list[Finding] = (), bar_us: float = 0.0) -> list[dict]:
     """Rows of the plan. Step times are of the un-profiled step (`step_us`): it less the replayed saving
     and `extra(fixes applied so far)` (what they save that the replay's baseline does not hold), and never
-    below `floor(fixes applied so far)` (the GPU work those fixes leave, in us)."""
+    below `floor(fixes applied so far)` (the GPU work those fixes leave, in us). `hidden` findings
+    (Finding.hidden) come last, each only where it then saves at least `bar_us`."""
     rows: list[dict] = []
     applied: tuple = ()
     step = base.median_us if step_us is None else step_us
@@ -58,23 +62,34 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
     saved_before, kinds = 0.0, set()
     need_before = None
     order = plan_order(findings, minor)
+    order += [f for f in hidden if f not in order]
     gpu_before = replay.gpu_work_us(replay.apply(compiled, (), bw, cuts))
     for f in order:
-        applied = combine([applied, f.fixes])
-        state = replay.apply(compiled, applied, bw, cuts)
+        trying = combine([applied, f.fixes])
+        state = replay.apply(compiled, trying, bw, cuts)
         saved = max(0.0, base.median_us - replay.simulate(state).median_us)
-        saved += extra(applied)
+        saved += extra(trying)
         # A fix adds no more than its own estimate allows at its upper end (its physics caps, the idle a
         # host-work fix measured): the plan and the findings tell one story. Unless a prerequisite went
-        # before it: a CUDA graph saves more once the syncs that broke it are gone.
-        if not kinds & set(spec(f.kind).prerequisites):
+        # before it: a CUDA graph saves more once the syncs that broke it are gone. A hidden fix saves
+        # nothing alone: no more than the loading it takes off the loop.
+        # Nor a fix of the kernels themselves after another fix: its own upper end was the replay with the
+        # step as it was (an fp32 step bound by its loader: TF32 saves 15 ms alone, 44 ms once the loading
+        # is in workers), and the replay on top of the fixes before it is the same replay.
+        if f.hidden:
+            saved = min(saved, saved_before + loader_fix(f.fixes).loading_us)
+        elif applied and all(isinstance(fx, KERNEL_FIXES) for fx in f.fixes):
+            pass
+        elif not kinds & set(spec(f.kind).prerequisites):
             saved = min(saved, saved_before + (f.savings_bound_us[1] if f.savings_bound_us
                                                else f.estimated_savings_us))
         # A later fix never takes back what the ones before it saved (a pinned copy after the result was
         # kept on the GPU): the plan's cumulative saving only grows.
         saved = max(saved, saved_before)
-        saved_before, kinds = saved, kinds | {f.kind}
-        t = max(step - saved, floor(applied), 0.0)
+        t = max(step - saved, floor(trying), 0.0)
+        if f.hidden and prev - t < bar_us:
+            continue
+        applied, saved_before, kinds = trying, saved, kinds | {f.kind}
         # Loading moved into DataLoader workers keeps up only with enough of them for the step it feeds
         # (and each batch is handed back to the loop: fixes.loader_pace).
         loader = loader_fix(applied)
@@ -102,6 +117,8 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
                      # placed before them as their kind's prerequisite, though they do not need it
                      "helps": [g.kind for g in order if f.kind in spec(g.kind).prerequisites and not needs(g, f)],
                      "loader_workers_needed": said,
+                     # (a hidden fix: alone it saves nothing, its work running beside the GPU's)
+                     "pays_after_fixes_above": f.hidden,
                      "loader_handoff_ms": round(loader_pace(0.0, loader.batch_mb) / 1000, 3) if said and bound else None})
         prev = min(prev, t)
     return rows

@@ -11,7 +11,7 @@ import math
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
-from ..analyses.host_bound import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
+from ..analyses.loading import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from . import replay
 from ..trace.coverage import startup_calls
 from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
@@ -30,6 +30,7 @@ MIN_US = 5.0
 # How a finding whose fix cannot be replayed is estimated: its measured cost, the most the fix can give.
 MEASURED_NOTE = "measured cost in the trace; the fix's effect cannot be replayed, so this is an upper bound"
 PROFILER_NOTE = "the profiled step less the un-profiled step: only the profiled run pays it"
+HIDDEN_LIKELY = "not given: it saves nothing alone; what it saves is its plan row's, after the fixes before it"
 # Why a replayed saving may exceed the finding's own cost, where its kind does not say (KindSpec.beyond_cost).
 BEYOND_COST = "the replay counts what the fix changes beyond the cost itself"
 
@@ -163,8 +164,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=_rank_key)
+    # (a hidden fix saves nothing alone: the plan decides whether it is reported)
+    hidden = [f for f in findings if f.hidden and not _significant(f, median_step)]
+    for f in hidden:
+        f.likely_range_us, f.likely_basis = None, HIDDEN_LIKELY
     minor = [f for f in findings if not _significant(f, median_step) and f.lost_per_step_us > 0
-             and not spec(f.kind).note]
+             and not spec(f.kind).note and not f.hidden]
     for f in minor:     # (below the bar, host noise makes most of a likely range: the replay's range is said)
         f.likely_range_us, f.likely_basis = None, ""
     findings = [f for f in findings if _significant(f, median_step)]
@@ -179,9 +184,12 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     if base is not None and base.step_us and replayable:
         def plan_of(ranked):
             return fix_plan(compiled, base, ranked, bw, cuts, step_us=median_step,
-                            floor=lambda applied: floor(applied, info), extra=extra, minor=minor)
+                            floor=lambda applied: floor(applied, info), extra=extra, minor=minor, hidden=hidden,
+                            bar_us=max(MIN_US, MIN_SHARE * median_step))
         info["plan"] = plan_of(findings)
-        ranked = _after_prerequisites(findings, info["plan"])
+        # A hidden fix the plan found to pay after the fixes before it is reported, ranked by what it adds.
+        paying = {r["kind"] for r in info["plan"] if r["pays_after_fixes_above"]}
+        ranked = _after_prerequisites(findings + [f for f in hidden if f.kind in paying], info["plan"])
         if ranked != findings:
             findings = ranked
             info["plan"] = plan_of(findings)
@@ -214,9 +222,10 @@ def _after_prerequisites(findings: list[Finding], plan: list[dict]) -> list[Find
 
 def _rank_key(f: Finding) -> tuple:
     """Notes after every fix; fixes by saving times confidence, a fix that needs others first by what it
-    adds after them (Finding.after_prerequisites, once the plan is known)."""
+    adds after them (Finding.after_prerequisites, once the plan is known); a hidden fix after every fix that
+    pays alone (the fixes it waits for come first, whatever it adds after them)."""
     own = f.estimated_savings_us if f.after_prerequisites is None else f.after_prerequisites[1]
-    return spec(f.kind).note, -own * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)
+    return spec(f.kind).note, f.hidden, -own * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)
 
 
 def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
@@ -226,6 +235,7 @@ def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
     for f in findings:
         first = tuple(dict.fromkeys(g.kind for g in findings if needs(f, g)))
         before = tuple(order[:order.index(f.kind)]) if f.kind in order else ()
+        first = before if f.hidden else first      # (it pays only after all of them)
         f.after_prerequisites = (first, adds[f.kind], before) if first and f.kind in adds else None
 
 

@@ -138,6 +138,8 @@ def plan_note(row: dict) -> str:
         parts.append("first: needed by " + ", ".join(row["prerequisite_for"]))
     if row.get("helps"):
         parts.append("first: " + ", ".join(row["helps"]) + " then saves more")
+    if row.get("pays_after_fixes_above"):
+        parts.append("alone it saves nothing: its work runs beside the GPU's until the fixes above shorten that")
     if row.get("loader_handoff_ms"):
         parts.append(f"{row['loader_workers_needed']} DataLoader workers, and more help little: each batch's "
                      f"hand-off to the loop (about {row['loader_handoff_ms']} ms) sets the step")

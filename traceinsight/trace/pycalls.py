@@ -67,6 +67,22 @@ def frame_label(name: str) -> str:
 
 
 STEP_NUMBER = re.compile(r"#\d+$")
+# Library frames that only pass a call on (decorators' wrappers, module dispatch) say nothing of it:
+# optimizer.zero_grad runs inside torch._disable_dynamo's inner(), clip_grad_norm_ inside _no_grad_wrapper(),
+# AdamW.step inside the optimizer's wrapper(), torch.unique inside boolean_dispatch's fn(). The call is named by
+# what the wrapper called.
+WRAPPER = re.compile(r"(\): (wrapper|inner|wrapped|wrapped_fn|fn|decorate_context|_fn|_no_grad_wrapper|_use_grad|"
+                     r"_call_impl|_wrapped_call_impl)|functools\.py\(\d+\): \w+)$")
+
+
+def library_call(name: str) -> str | None:
+    """"clip_grad_norm_()" for a frame of a library's public function (torch's, numpy's), the call a user
+    makes; None for a user frame, a built-in, a private helper, a module's forward or a wrapper."""
+    m = PY_FRAME.match(name)
+    if not m or is_user_frame(name) or PROFILER_OWN.search(name) or WRAPPER.search(name):
+        return None
+    func = m.group("func")
+    return None if func.startswith(("_", "<")) or func == "forward" else f"{func}()"
 
 
 def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
@@ -111,11 +127,6 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     return out
 
 
-# Decorators' wrappers say nothing of the call (optimizer.zero_grad runs inside torch._disable_dynamo's
-# inner()): the call is named by what the wrapper called.
-WRAPPER = re.compile(r"(torch/_compile\.py\(\d+\): inner|torch/_dynamo/eval_frame\.py\(\d+\): _fn|"
-                     r"torch/utils/_contextlib\.py\(\d+\): decorate_context|"
-                     r"functools\.py\(\d+\): \w+)$")
 
 
 def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray, ts: np.ndarray,
