@@ -41,14 +41,14 @@ def hidden_loader(ctx: Context, lost: float, kind: str) -> list[Finding]:
         return []
     th, per_step = best
     act, rows = ctx.host.input[th], model.thread_rows().get(th)
-    # Without the profiler's cost (as unprofiled_loading): the loading's intervals in each step.
+    # Without the profiler's cost (as unprofiled_loading): the loading's intervals in each step, all at once.
     cut = np.zeros(len(a))
     if rows is not None and len(rows):
-        for k in range(len(a)):
-            inside = (act.s < b[k]) & (act.e > a[k])
-            s_, e_ = np.maximum(act.s[inside], a[k]), np.minimum(act.e[inside], b[k])
-            cost, calls = recorded_in(model, s_, e_, rows)
-            cut[k] = float(np.minimum(cost, np.maximum(0.0, (e_ - s_) - PY_CALL_FLOOR_US * calls)).sum())
+        pairs = [(k, i) for k in range(len(a)) for i in np.flatnonzero((act.s < b[k]) & (act.e > a[k]))]
+        if pairs:
+            step, i = np.array(pairs).T
+            cut = np.bincount(step, weights=_recorded_cut(model, np.maximum(act.s[i], a[step]),
+                                                          np.minimum(act.e[i], b[step]), rows), minlength=len(a))
     loading = float(np.median(per_step - np.minimum(cut, MAX_RECORDED_SHARE * per_step)))
     mb = loader_batch_mb(ctx)
     fix_ = RemoveHostWork(loading_us=loading, batch_mb=mb, workers=ADVISED_WORKERS,
@@ -82,10 +82,8 @@ def unprofiled_loading(ctx: Context, gaps) -> float:
         rows = rows_of.get(th)
         if rows is None or not len(rows):
             continue
-        cost, calls = recorded_in(ctx.model, g["start"].to_numpy(), g["end"].to_numpy(), rows)
         length = (g["end"] - g["start"]).to_numpy()
-        # Each Python call keeps its least un-profiled cost, as the replay's cuts do (PY_CALL_FLOOR_US).
-        cut = np.minimum(cost, np.maximum(0.0, length - PY_CALL_FLOOR_US * calls))
+        cut = _recorded_cut(ctx.model, g["start"].to_numpy(), g["end"].to_numpy(), rows)
         step = g["step"].to_numpy()
         spent = spent.add(pd.Series(cut).groupby(step).sum(), fill_value=0.0)
         span = span.add(pd.Series(length).groupby(step).sum(), fill_value=0.0)
@@ -95,6 +93,13 @@ def unprofiled_loading(ctx: Context, gaps) -> float:
 
 # The profiler's cost can be most of a gap, never all of it (the work it recorded ran too).
 MAX_RECORDED_SHARE = 0.9
+
+
+def _recorded_cut(model, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """What recording cost the CPU inside each window of one thread, as much of it as comes off: each Python
+    call keeps its least un-profiled cost, as the replay's cuts do (PY_CALL_FLOOR_US)."""
+    cost, calls = recorded_in(model, starts, ends, rows)
+    return np.minimum(cost, np.maximum(0.0, (ends - starts) - PY_CALL_FLOOR_US * calls))
 
 
 def loader_batch_mb(ctx: Context) -> float:
