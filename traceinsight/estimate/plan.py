@@ -63,26 +63,15 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
     need_before = None
     order = plan_order(findings, minor)
     order += [f for f in hidden if f not in order]
-    gpu_before = replay.gpu_work_us(replay.apply(compiled, (), bw, cuts))
+    gpu_before = gpu_start = replay.gpu_work_us(replay.apply(compiled, (), bw, cuts))
     for f in order:
         trying = combine([applied, f.fixes])
         state = replay.apply(compiled, trying, bw, cuts)
         saved = max(0.0, base.median_us - replay.simulate(state).median_us)
         saved += extra(trying)
-        # A fix adds no more than its own estimate allows at its upper end (its physics caps, the idle a
-        # host-work fix measured): the plan and the findings tell one story. Unless a prerequisite went
-        # before it: a CUDA graph saves more once the syncs that broke it are gone. A hidden fix saves
-        # nothing alone: no more than the loading it takes off the loop.
-        # Nor a fix of the kernels themselves after another fix: its own upper end was the replay with the
-        # step as it was (an fp32 step bound by its loader: TF32 saves 15 ms alone, 44 ms once the loading
-        # is in workers), and the replay on top of the fixes before it is the same replay.
-        if f.hidden:
-            saved = min(saved, saved_before + loader_fix(f.fixes).loading_us)
-        elif applied and all(isinstance(fx, KERNEL_FIXES) for fx in f.fixes):
-            pass
-        elif not kinds & set(spec(f.kind).prerequisites):
-            saved = min(saved, saved_before + (f.savings_bound_us[1] if f.savings_bound_us
-                                               else f.estimated_savings_us))
+        cap = _own_cap(f, applied, kinds, gpu_start - gpu_before)
+        if cap is not None:
+            saved = min(saved, saved_before + cap)
         # A later fix never takes back what the ones before it saved (a pinned copy after the result was
         # kept on the GPU): the plan's cumulative saving only grows.
         saved = max(saved, saved_before)
@@ -122,3 +111,23 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
                      "loader_handoff_ms": round(loader_pace(0.0, loader.batch_mb) / 1000, 3) if said and bound else None})
         prev = min(prev, t)
     return rows
+
+
+def _own_cap(f: Finding, applied: tuple, kinds: set, gpu_cut_us: float) -> float | None:
+    """The most a fix adds on top of the fixes before it (None: the replay alone says). Its own estimate's upper
+    end (its physics caps, the idle a host-work fix measured): the plan and the findings tell one story. A
+    hidden fix saves nothing alone: no more than the loading it takes off the loop. Not capped: a CUDA graph
+    after the syncs that broke it (its prerequisites), and a fix of the kernels after another fix (its own
+    upper end was replayed on the step as it was: TF32 in an fp32 step bound by its loader saves 15 ms alone,
+    44 ms once the loading is in workers). A host-work fix after fixes that shortened the GPU's work
+    (`gpu_cut_us`) may add that much more: the loader that hid behind fp32 matmuls is exposed once TF32 runs
+    them (holdout38_patch_loader_gpu with stacks: TF32 ranked first, the loader's 15.5 ms idle had capped the
+    two fixes at 35 ms of a 76 ms replayed saving; measured 4.8x)."""
+    if f.hidden:
+        return loader_fix(f.fixes).loading_us
+    if applied and all(isinstance(fx, KERNEL_FIXES) for fx in f.fixes):
+        return None
+    if kinds & set(spec(f.kind).prerequisites):
+        return None
+    own = f.savings_bound_us[1] if f.savings_bound_us else f.estimated_savings_us
+    return own + max(0.0, gpu_cut_us)

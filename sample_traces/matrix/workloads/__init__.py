@@ -194,6 +194,10 @@ ALL = [
     # each other: one block (the loader is the step) and eight (the fp32 GPU work is), each fix alone and both
     "holdout38_patch_loader_host",
     "holdout38_patch_loader_gpu",
+    # thirty-ninth held-out set: fp32_matmul's per-GEMM TF32 law on GEMMs it was not fitted on: ~90 us ones in fp32
+    # inference of a residual MLP, and batched ones (torch.bmm over 8 experts) in fp32 MoE training
+    "holdout39_fp32_mlp_infer",
+    "holdout39_fp32_moe_bmm_train",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
