@@ -297,14 +297,11 @@ class ScaleKernels:
     """Kernels whose name matches `pattern` take `factor` times as long.
 
     `bounds` (factor at the best and at the worst end) makes the estimate a range: the new kernels'
-    speed is not in the trace. With `half_us`, `factor` is a long kernel's: a kernel of d us gains the
-    speed-up 1/factor only in the share d / (d + half_us) of it (a short kernel is bound by its launch,
-    its memory and its last wave, which faster arithmetic does not shorten).
+    speed is not in the trace.
     """
     pattern: str
     factor: float
     bounds: tuple[float, float] | None = None
-    half_us: float | None = None
 
     def __post_init__(self):
         if not self.pattern:
@@ -313,18 +310,10 @@ class ScaleKernels:
         for f in (self.factor, *(self.bounds or ())):
             if not f > 0:
                 raise ValueError(f"ScaleKernels factor must be > 0, got {f}")
-        if self.half_us is not None and not self.half_us > 0:
-            raise ValueError(f"ScaleKernels half_us must be > 0, got {self.half_us}")
-
-    def scaled(self, dur):
-        """The kernels' new durations (us) for their durations now (a float or a numpy array)."""
-        if self.half_us is None:
-            return dur * self.factor
-        return dur / (1.0 + (1.0 / self.factor - 1.0) * dur / (dur + self.half_us))
 
     def at(self, factor: float) -> "ScaleKernels":
-        """The same fix at one end of its range: every kernel at that factor."""
-        return replace(self, factor=factor, bounds=None, half_us=None)
+        """The same fix at one end of its range."""
+        return replace(self, factor=factor, bounds=None)
 
 
 @dataclass(frozen=True)

@@ -201,8 +201,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
 
 def _name_workers(findings: list[Finding], plan) -> None:
     """The loader fix's advice names the worker count its plan row found to keep up (a review found the
-    number in the plan only, the advice saying num_workers=N)."""
-    need = {r["kind"]: r.get("loader_workers_needed") for r in plan if r.get("loader_workers_needed")}
+    number in the plan only, the advice saying num_workers=N): the most any row needs, as the rows after the
+    loader fix's raise it where they shorten the step it feeds (a review read "num_workers=1" beside a plan
+    whose next row said ">= 2")."""
+    counts = [(r["kind"], r["loader_workers_needed"]) for r in plan if r.get("loader_workers_needed")]
+    need = {counts[0][0]: max(n for _, n in counts)} if counts else {}
     for f in findings:
         if need.get(f.kind) and WORKERS_UNNAMED in f.fix:
             f.fix = f.fix.replace(WORKERS_UNNAMED, f"num_workers={need[f.kind]} (the fewest that keep up with the "

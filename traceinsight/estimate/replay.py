@@ -293,7 +293,7 @@ def _drop_kernels(c: Compiled, s: State, fx: fixes.DropKernels, _bw: float) -> N
 def _scale_kernels(c: Compiled, s: State, fx: fixes.ScaleKernels, _bw: float) -> None:
     idx = c.gpu_named(fx.pattern, re.I)
     idx = idx[c.is_kernel[idx]]
-    s.dur[idx] = fx.scaled(c.dur[idx])
+    s.dur[idx] = c.dur[idx] * fx.factor
 
 
 def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float) -> None:

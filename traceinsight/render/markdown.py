@@ -121,8 +121,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             out.append(f"\n{_cell(S.window(d))}")
         plan = S.plan_rows(d)
         if S.plan_shown(d):
-            out.append("\n**Fix plan** (in this order, each replayed on top of the ones before; estimates per step):\n")
-            out.append("| # | fix | saves | step after |")
+            out.append("\n**Fix plan** (in this order, each replayed on top of the ones before; estimates per un-profiled step):\n")
+            out.append("| # | fix | saves | un-profiled step after |")
             out.append("|---|---|---|---|")
             for i, p in enumerate(plan, 1):
                 note = S.plan_note(p)

@@ -224,8 +224,10 @@ def saving(f: dict, sep: str) -> str:
     that needs others first, what it adds once they are fixed (what it is ranked by), then what it would
     save alone, which it cannot be applied as."""
     if f.get("needs_first"):
+        alone = (" (it runs beside the GPU's work until then)" if f.get("hidden") else
+                 f" ({r})" if (r := span(f)) else "")
         return (f"{f['saves_after_needs_first_ms']} ms {after_fixes(f)}{sep}"
-                f"{f['estimated_savings_ms']} ms alone" + (f" ({r})" if (r := span(f)) else ""))
+                f"{f['estimated_savings_ms']} ms alone" + alone)
     return f"{f['estimated_savings_ms']} ms ({f['estimated_savings_pct']}%)" + (f"{sep}{r}" if (r := span(f)) else "")
 
 

@@ -104,8 +104,8 @@ def _plan(console: Console, d) -> None:
     rows = S.plan_rows(d)
     if not S.plan_shown(d) or not S.fixes(d):
         return
-    tab = Table(title="Fix plan: in this order, each replayed on top of the ones before (estimates, per step)")
-    for c, j in (("#", "right"), ("fix", "left"), ("saves ms", "right"), ("step after, ms", "right"), ("note", "left")):
+    tab = Table(title="Fix plan: in this order, each replayed on top of the ones before (estimates, per un-profiled step)")
+    for c, j in (("#", "right"), ("fix", "left"), ("saves ms", "right"), ("un-profiled step after, ms", "right"), ("note", "left")):
         tab.add_column(c, justify=j)
     for i, r in enumerate(rows, 1):
         tab.add_row(str(i), r["kind"], str(r["saves_ms"]), str(r["estimated_step_ms"]), S.plan_note(r))

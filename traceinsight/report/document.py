@@ -80,6 +80,9 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
         # that; estimated_savings_ms is what it would save alone).
         "needs_first": list(f.after_prerequisites[0]) if f.after_prerequisites else [],
         "saves_after_needs_first_ms": num(f.after_prerequisites[1] / 1000) if f.after_prerequisites else None,
+        # A fix that can be applied alone but saves nothing until the fixes before it shorten the GPU's work
+        # (a loader beside longer GPU work: Finding.hidden); otherwise needs_first cannot be applied alone.
+        "hidden": bool(f.hidden),
         # The plan's row it was read from comes after all of these (those it needs among them).
         "saves_after_plan_fixes": list(f.after_prerequisites[2]) if f.after_prerequisites else [],
         # Other ways to apply the fix that users take, each estimated by the same replay.
