@@ -55,12 +55,12 @@ def op_times(path: Path) -> list[dict]:
     return out
 
 
-def pairs() -> list[tuple]:
+def pairs(settings: tuple = ("default", "stack")) -> list[tuple]:
     """(gpu, program, fp32 us, tf32 us) per distinct FP32 GEMM op (median over runs and steps)."""
     per = collections.defaultdict(list)
     for run in sorted(MATRIX.glob("h*_clean*")):
         for wl, var in PAIRS:
-            for setting in ("default", "stack"):
+            for setting in settings:
                 b, a = run / f"{wl}__before__{setting}.json.gz", run / f"{wl}__{var}__{setting}.json.gz"
                 if not (b.exists() and a.exists()):
                     continue
