@@ -35,7 +35,8 @@ PEAK_RATIO = {7: 8.0, 8: 8.0, 9: 7.4, 10: 8.0, 12: 8.0}
 # -13..+17%. It was 0.6 (4.4x): -10..-33%. A law by each GEMM's length (1 + (peak - 1) * d / (d + h)),
 # fitted on five of the programs, read them within -5..+11% but a held-out inference MLP's 90-100 us GEMMs
 # at 4.0x (measured 5.9x: cuBLAS's TF32 kernel for them was fast; holdout39_fp32_mlp_infer): the kernel
-# cuBLAS picks, not the length, sets the gain, so one share of peak, and the range for the rest.
+# cuBLAS picks, not the length, sets the gain, so one share of peak, and the range for the rest. 0.75 rather
+# than the median's 0.78: the convolutions this guess also prices gained 4.1-4.3x (holdout21_fp32_convnet_notf32).
 TF32_SHARE = 0.75
 # Volta and Turing: NVIDIA's mixed-precision figures for ResNet-50 training on a V100 are about 3x the
 # FP32 throughput; the GEMMs and convolutions alone gain at least that. Not measured by us.

@@ -222,7 +222,7 @@ def after_fixes(f: dict) -> str:
 def saving(f: dict, sep: str) -> str:
     """A finding's saving per step as the tables show it: the estimate with its share and range; for a fix
     that needs others first, what it adds once they are fixed (what it is ranked by), then what it would
-    save alone, which it cannot be applied as."""
+    save alone: which it cannot be applied as, or, for a hidden fix, nothing until then."""
     if f.get("needs_first"):
         alone = (" (it runs beside the GPU's work until then)" if f.get("hidden") else
                  f" ({r})" if (r := span(f)) else "")
