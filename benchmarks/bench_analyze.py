@@ -373,7 +373,8 @@ def main(argv=None) -> int:
         "# Benchmark results",
         "",
         f"Trace: `{info['file']}`: {info['events']:,} events, {info['json_mb']:.0f} MB of JSON "
-        f"({info['gz_mb']:.1f} MB gzipped), made by `benchmarks/make_big_trace.py`.",
+        f"({info['gz_mb']:.1f} MB gzipped)"
+        + (", made by `benchmarks/make_big_trace.py`." if Path(args.trace).resolve() == DEFAULT_TRACE.resolve() else "."),
         "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gb']:.1f} GB RAM, {m['os']}, Python {m['python']} "
         f"({', '.join(f'{k} {v}' for k, v in m['versions'].items())}). Date: {m['date']}.",

@@ -475,7 +475,9 @@ def rows(jobs: int = 2, only: set | None = None, measured: bool = False) -> list
                 continue
             for setting, f in before["traces"].items():
                 todo.append((run, setting, wl, var, e, before, MATRIX / run / f))
-    jobs_ = sorted({(str(t[-1]), t[5]["step_ms"]["median"] if measured else None) for t in todo})
+    # (largest traces first: the two processes then end together instead of one finishing a 10 MB trace alone)
+    jobs_ = sorted({(str(t[-1]), t[5]["step_ms"]["median"] if measured else None) for t in todo},
+                   key=lambda j: (-Path(j[0]).stat().st_size, j))
     with ProcessPoolExecutor(max_workers=jobs) as ex:
         docs = {p: d for (p, _m), d in zip(jobs_, ex.map(_analyze, jobs_))}
     # The fix measured to help most, per GPU and workload: what the top finding should be. A speed-up is

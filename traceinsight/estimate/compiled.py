@@ -23,23 +23,24 @@ class Compiled:
         pos = {n: i for i, n in enumerate(order)}
         n = len(order)
         self.nodes = order
+        data = [G.nodes[x] for x in order]      # (each node's attributes, looked up once)
         self.is_gpu = np.array([x[0] == "gpu" for x in order], dtype=bool)
-        self.ts = np.array([G.nodes[x]["ts"] for x in order], dtype=float)
-        self.end = np.array([G.nodes[x]["end"] for x in order], dtype=float)
-        self.dur = np.array([G.nodes[x]["dur"] for x in order], dtype=float)
-        self.rkind = [G.nodes[x].get("rkind", "") for x in order]
-        self.names = [G.nodes[x].get("name", "") for x in order]
-        self.gkind = [G.nodes[x].get("gkind", "") for x in order]
-        self.pageable = np.array([bool(G.nodes[x].get("pageable", False)) for x in order])
-        self.to_device = np.array([G.nodes[x].get("copy_dir") == "HtoD" for x in order], dtype=bool)
+        self.ts = np.array([a["ts"] for a in data], dtype=float)
+        self.end = np.array([a["end"] for a in data], dtype=float)
+        self.dur = np.array([a["dur"] for a in data], dtype=float)
+        self.rkind = [a.get("rkind", "") for a in data]
+        self.names = [a.get("name", "") for a in data]
+        self.gkind = [a.get("gkind", "") for a in data]
+        self.pageable = np.array([bool(a.get("pageable", False)) for a in data])
+        self.to_device = np.array([a.get("copy_dir") == "HtoD" for a in data], dtype=bool)
         # A call that waited mostly for the GPU queue before its copy to the host (trace/facts.py).
-        self.copy_sync = np.array([G.nodes[x].get("block_kind") == "copy_sync" for x in order], dtype=bool)
-        self.bytes = np.array([G.nodes[x].get("bytes", 0.0) for x in order], dtype=float)
+        self.copy_sync = np.array([a.get("block_kind") == "copy_sync" for a in data], dtype=bool)
+        self.bytes = np.array([a.get("bytes", 0.0) for a in data], dtype=float)
         # A job's collective kernel waits this long for the other ranks once it could start (trace/peer_waits.py).
-        self.peer_wait = np.array([G.nodes[x].get("peer_wait", 0.0) for x in order], dtype=float)
-        self.thread = [G.nodes[x].get("thread", "") for x in order]
-        self.compiled = np.array([bool(G.nodes[x].get("compiled", False)) for x in order], dtype=bool)
-        self.compiling = np.array([bool(G.nodes[x].get("compiling", False)) for x in order], dtype=bool)
+        self.peer_wait = np.array([a.get("peer_wait", 0.0) for a in data], dtype=float)
+        self.thread = [a.get("thread", "") for a in data]
+        self.compiled = np.array([bool(a.get("compiled", False)) for a in data], dtype=bool)
+        self.compiling = np.array([bool(a.get("compiling", False)) for a in data], dtype=bool)
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
@@ -55,7 +56,7 @@ class Compiled:
         self.ssucc = np.full(n, -1, dtype=np.int64)
         self.sgap = np.zeros(n)
         self.syncs: list[list[int]] = [[] for _ in range(n)]
-        self.own = np.array([pos.get(G.nodes[x].get("own_copy"), -1) for x in order], dtype=np.int64)
+        self.own = np.array([pos.get(a.get("own_copy"), -1) for a in data], dtype=np.int64)
         # A blocking copy to pageable host memory: how long its call ran on after the DMA (replay.py).
         j = np.maximum(self.own, 0)
         self.staged_tail = np.where((self.own >= 0) & self.pageable[j] & ~self.to_device[j],

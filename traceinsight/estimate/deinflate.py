@@ -30,30 +30,35 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
     ts = cpu["ts"].to_numpy()
     for th, rows in model.thread_rows().items():
         starts[th] = {k: np.sort(ts[rows[sel[rows]]]) for k, sel, _us in classes}
-    for i in c.cpu_idx:
-        if c.rkind[i] in ("marker", "") and c.nodes[i][0] != "step":
-            continue
+    idx = np.array([i for i in c.cpu_idx if c.rkind[i] not in ("marker", "") or c.nodes[i][0] == "step"],
+                   dtype=np.int64)
+    for i in idx:
         if c.nodes[i][0] == "cpu":
             call[i] = (coef["runtime"] + nodes[c.nodes[i][1]]) * scale
-        p = c.cpred[i]
-        if p < 0:
-            continue
-        a, b = c.end[p], c.ts[i]
-        if b <= a:
-            continue
-        # An edge across threads (the loop waking a helper, or resuming after its last call) holds both
-        # threads' events.
-        across = c.thread[p] != c.thread[i]
-        threads = starts if across else {c.thread[i]: starts.get(c.thread[i], {})}
-        total = calls = 0.0
-        for th, per in threads.items():
-            for k, v in per.items():
-                if k == "runtime" and th in (c.thread[i], c.thread[p]):
-                    continue  # the thread's own calls are cut in `call`
-                n_k = np.searchsorted(v, b, "right") - np.searchsorted(v, a, "right")
-                total += coef[k] * n_k
-                calls += n_k if k in ("python", "python_c") else 0
-        edge[i] = min(scale * total, max(0.0, b - a - PY_CALL_FLOOR_US * calls))
+    # Each edge at once (node i's CPU edge runs from its thread predecessor's end to i's start).
+    idx = idx[c.cpred[idx] >= 0] if len(idx) else idx
+    prev = c.cpred[idx]
+    a, b = c.end[prev], c.ts[idx]
+    idx, prev, a, b = idx[b > a], prev[b > a], a[b > a], b[b > a]
+    thread = np.asarray(c.thread, dtype=object)
+    th_i, th_p = thread[idx], thread[prev]
+    # An edge across threads (the loop waking a helper, or resuming after its last call) holds every
+    # thread's events.
+    across = th_i != th_p
+    total, calls = np.zeros(len(idx)), np.zeros(len(idx))
+    for th, per in starts.items():
+        on = (th_i == th) | across
+        own = (th_i == th) | (th_p == th)
+        for k, v in per.items():
+            # (the edge's own threads' calls are cut in `call`)
+            sel = on & ~own if k == "runtime" else on
+            if not sel.any():
+                continue
+            n_k = np.searchsorted(v, b[sel], "right") - np.searchsorted(v, a[sel], "right")
+            total[sel] += coef[k] * n_k
+            if k in ("python", "python_c"):
+                calls[sel] += n_k
+    edge[idx] = np.minimum(scale * total, np.maximum(0.0, b - a - PY_CALL_FLOOR_US * calls))
     # Between two ProfilerStep ranges the loop thread is inside the profiler's own step(): measured in
     # the trace, it goes whole (a per-step cost the per-event model does not hold: 10-40 us).
     st = model.steps.set_index("step")

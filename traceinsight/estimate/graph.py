@@ -183,18 +183,18 @@ def _launch_edges(G: nx.DiGraph, g: pd.DataFrame, cpu: pd.DataFrame) -> None:
     delay is queueing behind earlier work (the stream edge already says so), not launch cost."""
     cap = G.graph["launch_latency_us"]
     cpu_ts = cpu["ts"].to_numpy()
-    for j, lr, ts in zip(g.index, g["launcher"].to_numpy(), g["ts"].to_numpy()):
-        if lr >= 0 and ("cpu", lr) in G:
-            G.add_edge(("cpu", int(lr)), ("gpu", j), kind="launch",
-                       latency_us=min(cap, max(0.0, float(ts - cpu_ts[int(lr)]))))
+    G.add_edges_from((("cpu", int(lr)), ("gpu", j),
+                      {"kind": "launch", "latency_us": min(cap, max(0.0, float(ts - cpu_ts[int(lr)])))})
+                     for j, lr, ts in zip(g.index, g["launcher"].to_numpy(), g["ts"].to_numpy())
+                     if lr >= 0 and ("cpu", lr) in G)
 
 
 def _stream_edges(G: nx.DiGraph, g: pd.DataFrame) -> None:
     for _, s in g.groupby(["device", "stream"], sort=False):
         idx = s.index.to_numpy()
         gaps = s["ts"].to_numpy()[1:] - s["end"].to_numpy()[:-1]
-        for a, b, gap in zip(idx[:-1], idx[1:], gaps):
-            G.add_edge(("gpu", a), ("gpu", b), kind="stream", gap_us=max(0.0, float(gap)))
+        G.add_edges_from((("gpu", a), ("gpu", b), {"kind": "stream", "gap_us": max(0.0, float(gap))})
+                         for a, b, gap in zip(idx[:-1], idx[1:], gaps))
 
 
 def _sync_edges(G: nx.DiGraph, model: TraceModel, rt: pd.DataFrame, g: pd.DataFrame) -> None:

@@ -8,6 +8,7 @@ records each frame's first line (the `def`), never the calling line.
 """
 from __future__ import annotations
 
+import functools
 import re
 import sys
 
@@ -40,6 +41,7 @@ LIBRARIES = (frozenset(sys.stdlib_module_names) - {"test", "code", "this"}) | {
     "albumentations", "_pytest", "pluggy", "IPython", "ipykernel", "tornado", "zmq", "absl", "traceinsight"}
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_user_frame(name: str) -> bool:
     """A frame of the user's own code: not torch, not the standard library, not a known library."""
     m = PY_FRAME.match(name)
@@ -48,6 +50,7 @@ def is_user_frame(name: str) -> bool:
     return m.group("file").split("/", 1)[0].removesuffix(".py") not in LIBRARIES
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def frame_label(name: str) -> str:
     """"step(), def at train.py:64" for a frame (the profiler records the `def` line, not the calling one);
     "ndarray.argmax()" / "nonzero()" for a built-in."""
@@ -75,14 +78,26 @@ WRAPPER = re.compile(r"(\): (wrapper|inner|wrapped|wrapped_fn|fn|decorate_contex
                      r"_call_impl|_wrapped_call_impl)|functools\.py\(\d+\): \w+)$")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def library_call(name: str) -> str | None:
     """"clip_grad_norm_()" for a frame of a library's public function (torch's, numpy's), the call a user
     makes; None for a user frame, a built-in, a private helper, a module's forward or a wrapper."""
     m = PY_FRAME.match(name)
-    if not m or is_user_frame(name) or PROFILER_OWN.search(name) or WRAPPER.search(name):
+    if not m or is_user_frame(name) or _is_profiler_own(name) or _is_wrapper(name):
         return None
     func = m.group("func")
     return None if func.startswith(("_", "<")) or func == "forward" else f"{func}()"
+
+
+# (A trace names the same few thousand frames a million times: each name's verdict is worked out once.)
+@functools.lru_cache(maxsize=1 << 16)
+def _is_wrapper(name: str) -> bool:
+    return WRAPPER.search(name) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _is_profiler_own(name: str) -> bool:
+    return PROFILER_OWN.search(name) is not None
 
 
 def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
@@ -99,7 +114,7 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     rows = rows[(kinds[rows] != "runtime") & ~_detached(rows, parent, kinds, all_end)]
     ts, end = all_ts[rows], all_end[rows]
     depth = cpu["depth"].to_numpy()[rows]
-    label_of: dict[int, str] = {}
+    labels = _Labeller(parent, names, kinds, all_ts, all_end)
     out: dict[str, float] = {}
     for a, b in spans:
         hit = np.flatnonzero((ts < b) & (end > a))
@@ -118,34 +133,104 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
             owner[ok] = sel[j[ok]]
         busy = owner >= 0
         per = np.bincount(owner[busy], weights=np.diff(bounds)[busy], minlength=len(hit))
-        for k in np.flatnonzero(per > 0):
-            e = int(rows[hit[k]])
-            lab = label_of.get(e)
-            if lab is None:
-                lab = label_of[e] = _label(e, parent, names, kinds, all_ts, all_end)
-            out[lab] = out.get(lab, 0.0) + float(per[k])
+        got = np.flatnonzero(per > 0)
+        for e, us in zip(rows[hit[got]].tolist(), per[got].tolist()):
+            lab = labels.of(e)
+            out[lab] = out.get(lab, 0.0) + us
     return out
 
 
 
 
-def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray, ts: np.ndarray,
-           end: np.ndarray) -> str:
+class _Labeller:
+    """_label for many events of one trace. A with_stack trace holds ~10^6 events ~15 frames deep: each event's
+    walk up to its user frame is summed once per ancestor (chain()) and reused by all the events below it."""
+
+    def __init__(self, parent, names, kinds, ts, end):
+        # (Python lists index ~3x faster than arrays, one element at a time.)
+        self.tree = parent.tolist(), names.tolist(), kinds.tolist(), ts.tolist(), end.tolist()
+        self.memo: dict[int, tuple] = {}
+        self.label_of: dict[int, str] = {}
+
+    def of(self, e: int) -> str:
+        lab = self.label_of.get(e)
+        if lab is None:
+            lab = self.label_of[e] = self._fast(e) or _label(e, *self.tree)
+        return lab
+
+    def _fast(self, e: int) -> str | None:
+        """_label(e) from the chain above e's parent; None where the chain's walk would not be callers()'s
+        (an ancestor that ended before e started, a chain past callers()' hop limit)."""
+        parent, names, kinds, ts, _end = self.tree
+        if kinds[e] == "python" and is_user_frame(names[e]):
+            return _itself(names[e])
+        user, top_plain, top, low_end, hops = self.chain(parent[e])
+        if low_end + EPS < ts[e] or hops >= 500:
+            return None
+        if user is None:
+            return frame_label(names[top if top is not None else e])
+        # The path from e up to the user frame (e, then the chain's non-runtime events): its topmost event
+        # that is no wrapper, or e itself (_label's `while k > 0` loop).
+        return _call_in(names[top_plain if top_plain is not None else e], names[user])
+
+    def chain(self, q: int) -> tuple:
+        """For the walk of callers() from q up: (the first user frame or None, the topmost non-runtime event
+        below it that is no wrapper, the topmost non-runtime event below it, the earliest end on the way
+        up to it, the hops taken)."""
+        parent, names, kinds, _ts, end = self.tree
+        memo = self.memo
+        down: list[int] = []
+        while q >= 0 and q not in memo:
+            down.append(q)
+            p = parent[q]
+            if kinds[q] == "python" and is_user_frame(names[q]) and not _outlives(q, p, kinds, end):
+                break
+            q = p
+        res = memo[q] if q >= 0 and q in memo else (None, None, None, float("inf"), 0)
+        for q in reversed(down):
+            p = parent[q]
+            if _outlives(q, p, kinds, end):                 # callers() passes over it
+                user, plain, top, low, hops = res
+                res = (user, plain, top, low, hops + 1)
+            elif kinds[q] == "python" and is_user_frame(names[q]):
+                res = (q, None, None, end[q], 1)
+            else:
+                user, plain, top, low, hops = res
+                if kinds[q] != "runtime":
+                    top = q if top is None else top
+                    plain = q if plain is None and not _is_wrapper(names[q]) else plain
+                res = (user, plain, top, min(low, end[q]), hops + 1)
+            memo[q] = res
+        return res
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _itself(frame: str) -> str:
+    func, _, where = frame_label(frame).partition(", ")
+    return f"{func} itself, {where}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _call_in(call: str, frame: str) -> str:
+    own = " (the profiler's own)" if _is_profiler_own(call) else ""
+    return f"{frame_label(call)} in {frame_label(frame)}{own}"
+
+
+def _outlives(q: int, p: int, kinds, end) -> bool:
+    return kinds[q] == "annotation" and p >= 0 and end[q] > end[p] + EPS
+
+
+def _label(e: int, parent, names, kinds, ts, end) -> str:
     outer = e
     path: list[int] = []            # the non-runtime events from e up to `outer`
     for q in (e, *callers(e, parent, kinds, ts, end)):
         if kinds[q] == "python" and is_user_frame(names[q]):
             if q == e:
-                func, _, where = frame_label(names[q]).partition(", ")
-                return f"{func} itself, {where}"
-            where = frame_label(names[q])
+                return _itself(names[q])
             k = len(path) - 1
-            while k > 0 and WRAPPER.search(names[path[k]]):
+            while k > 0 and _is_wrapper(names[path[k]]):
                 k -= 1
-            outer = path[k] if path else outer
-            lab = frame_label(names[outer])
-            own = " (the profiler's own)" if PROFILER_OWN.search(names[outer]) else ""
-            return f"{lab} in {where}{own}"
+            return _call_in(names[path[k] if path else outer], names[q])
         if kinds[q] != "runtime":
             outer = q
             path.append(q)
@@ -157,7 +242,7 @@ def _label(e: int, parent: np.ndarray, names: np.ndarray, kinds: np.ndarray, ts:
 # in is nobody's call, and what is nested in it by time was called by the frames still running when it started
 # (`traceinsight record` steps at a forward hook: the user's loop after the forward had returned read as the
 # hook's, traceinsight's own frames named as the user's code). Walks up the tree pass over both.
-def callers(e: int, parent: np.ndarray, kinds: np.ndarray, ts: np.ndarray, end: np.ndarray):
+def callers(e: int, parent, kinds, ts, end):
     """e's callers, innermost first: its ancestors still running when e started, less ranges that outlive
     their own parent."""
     t, q, hops = ts[e], int(parent[e]), 0
