@@ -49,3 +49,18 @@ def test_an_event_under_a_range_that_outlives_its_parent_is_named_by_the_walk():
     assert labels.of(2) == ("enter(), def at torch/profiler/profiler.py:5 in token(), def at train.py:40 "
                             "(the profiler's own)")
     assert labels.of(1) == "token() itself, def at train.py:40"
+
+
+def test_the_rows_a_span_overlaps_are_found_per_depth_as_a_scan_finds_them():
+    cpu = build_model(load_trace(MATRIX / TRACES[0])).cpu
+    rows = np.arange(len(cpu))
+    ts, end, depth = (cpu[c].to_numpy()[rows] for c in ("ts", "end", "depth"))
+    levels = pycalls._by_level(ts, end, depth)
+    assert levels is not None and len(levels) > 5
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        a = rng.uniform(ts.min(), end.max())
+        b = a + rng.exponential((end.max() - ts.min()) / 50)
+        assert np.array_equal(pycalls._overlapping(levels, end, a, b), np.flatnonzero((ts < b) & (end > a)))
+    # Rows of one depth out of time order: no index, each span is scanned.
+    assert pycalls._by_level(np.array([5.0, 1.0]), np.array([6.0, 2.0]), np.array([0, 0])) is None

@@ -115,9 +115,10 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     ts, end = all_ts[rows], all_end[rows]
     depth = cpu["depth"].to_numpy()[rows]
     labels = _Labeller(parent, names, kinds, all_ts, all_end)
+    levels = _by_level(ts, end, depth)
     out: dict[str, float] = {}
     for a, b in spans:
-        hit = np.flatnonzero((ts < b) & (end > a))
+        hit = _overlapping(levels, end, a, b) if levels is not None else np.flatnonzero((ts < b) & (end > a))
         if not len(hit):
             continue
         lo, hi, d = np.maximum(ts[hit], a), np.minimum(end[hit], b), depth[hit]
@@ -140,6 +141,33 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     return out
 
 
+
+
+def _by_level(ts: np.ndarray, end: np.ndarray, depth: np.ndarray) -> list[tuple] | None:
+    """Per nesting depth: (its rows' positions, their starts, the running max of their ends), for finding
+    the rows that overlap a span without a pass over all of them (a with_stack thread holds millions).
+    None where a depth's rows do not start in order (then each span scans them all)."""
+    out = []
+    order = np.argsort(depth, kind="stable")
+    cuts = np.flatnonzero(np.diff(depth[order])) + 1
+    for pos in np.split(order, cuts) if len(order) else []:
+        t = ts[pos]
+        if len(t) > 1 and (np.diff(t) < 0).any():
+            return None
+        out.append((pos, t, np.maximum.accumulate(end[pos])))
+    return out
+
+
+def _overlapping(levels: list[tuple], end: np.ndarray, a: float, b: float) -> np.ndarray:
+    """The positions of the rows with ts < b and end > a, ascending: per depth, those that start before b
+    from the first whose depth-mates up to it reach past a (the running max of ends)."""
+    parts = []
+    for pos, t, reach in levels:
+        lo, hi = int(np.searchsorted(reach, a, side="right")), int(np.searchsorted(t, b, side="left"))
+        if lo < hi:
+            cand = pos[lo:hi]
+            parts.append(cand[end[cand] > a])
+    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
 class _Labeller:
