@@ -36,10 +36,10 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
         if c.nodes[i][0] == "cpu":
             call[i] = (coef["runtime"] + nodes[c.nodes[i][1]]) * scale
     # Each edge at once (node i's CPU edge runs from its thread predecessor's end to i's start).
-    idx = idx[c.cpred[idx] >= 0] if len(idx) else idx
+    idx = idx[c.cpred[idx] >= 0]
+    idx = idx[c.ts[idx] > c.end[c.cpred[idx]]]           # (an edge of no length holds nothing)
     prev = c.cpred[idx]
     a, b = c.end[prev], c.ts[idx]
-    idx, prev, a, b = idx[b > a], prev[b > a], a[b > a], b[b > a]
     thread = np.asarray(c.thread, dtype=object)
     th_i, th_p = thread[idx], thread[prev]
     # An edge across threads (the loop waking a helper, or resuming after its last call) holds every

@@ -245,6 +245,7 @@ def _call_in(call: str, frame: str) -> str:
 
 
 def _outlives(q: int, p: int, kinds, end) -> bool:
+    """q is a range that outlives its parent p (callers() passes over it; _detached() is this for many rows)."""
     return kinds[q] == "annotation" and p >= 0 and end[q] > end[p] + EPS
 
 
@@ -276,7 +277,7 @@ def callers(e: int, parent, kinds, ts, end):
     t, q, hops = ts[e], int(parent[e]), 0
     while q >= 0 and hops < 500:
         p = int(parent[q])
-        if end[q] + EPS >= t and not (kinds[q] == "annotation" and p >= 0 and end[q] > end[p] + EPS):
+        if end[q] + EPS >= t and not _outlives(q, p, kinds, end):
             yield q
         q, hops = p, hops + 1
 
