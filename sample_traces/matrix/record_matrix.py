@@ -60,7 +60,11 @@ from workloads import common  # noqa: E402
 SETTINGS = {
     "default": {"record_shapes": False, "with_stack": False},
     "stack": {"record_shapes": True, "with_stack": True},
+    # profile_memory: an instant event per allocation and free (--settings; not in the default matrix)
+    "memory": {"record_shapes": False, "with_stack": False, "profile_memory": True},
+    "memory_stack": {"record_shapes": True, "with_stack": True, "profile_memory": True},
 }
+DEFAULT_SETTINGS = ("default", "stack")
 
 
 def gpu_label(name: str | None) -> str:
@@ -123,7 +127,7 @@ class Recorder:
         self.out_dir = out_dir
         self.device = device
         self.cuda = common.is_cuda(device)
-        self.settings = list(settings or SETTINGS)
+        self.settings = list(settings or DEFAULT_SETTINGS)
         self.t_start = time.perf_counter()
         self.deadline_s = deadline_s
         self.manifest = None     # set by main
@@ -219,7 +223,8 @@ class Recorder:
         t0 = time.perf_counter()
         self.sync()
         with torch.profiler.profile(activities=acts, schedule=sched, record_shapes=opts["record_shapes"],
-                                    with_stack=opts["with_stack"]) as prof:
+                                    with_stack=opts["with_stack"],
+                                    profile_memory=opts.get("profile_memory", False)) as prof:
             for _ in range(wait + warmup + active):
                 step()
                 prof.step()
@@ -237,6 +242,7 @@ class Recorder:
             "profile": setting,
             "record_shapes": opts["record_shapes"],
             "with_stack": opts["with_stack"],
+            "profile_memory": opts.get("profile_memory", False),
             "activities": ["CPU"] + (["CUDA"] if self.cuda else []),
             "schedule": {"wait": wait, "warmup": warmup, "active": active, "repeat": 1},
             "steps_profiled": active,
@@ -346,6 +352,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", nargs="*", default=[], help="workload names to leave out")
     ap.add_argument("--deadline", type=float, default=None, help="seconds; skip what is left after this")
     ap.add_argument("--cpu", action="store_true", help="tiny CPU smoke test (same as TI_CPU=1)")
+    ap.add_argument("--settings", nargs="*", choices=sorted(SETTINGS), default=list(DEFAULT_SETTINGS),
+                    help="profiler settings to record (default: default stack)")
     args = ap.parse_args(argv)
     if args.cpu:
         os.environ["TI_CPU"] = "1"
@@ -357,7 +365,7 @@ def main(argv=None) -> int:
     label = args.label or gpu_label(env.get("gpu"))
     out_dir = os.path.join(args.out, label)
     os.makedirs(out_dir, exist_ok=True)
-    rec = Recorder(out_dir, device, deadline_s=args.deadline)
+    rec = Recorder(out_dir, device, deadline_s=args.deadline, settings=args.settings)
     rec.manifest = {
         "gpu": env.get("gpu"), "gpu_label": label, "torch": env["torch"], "cuda": env["cuda"],
         "cudnn": env["cudnn"], "driver": env.get("driver"), "date_utc": env["date_utc"], "environment": env,
@@ -365,7 +373,7 @@ def main(argv=None) -> int:
         "step_time_method": ("un-profiled, after WARMUP_STEPS warm-up steps: 10 blocks of N steps (N >= 5, chosen so a "
                              "block takes >= 40 ms on GPU), torch.cuda.synchronize() at the end of each block; "
                              "step time = block time / N; median/p10/p90/min/max over the 10 blocks; n_steps = 10*N"),
-        "profile_settings": SETTINGS,
+        "profile_settings": {k: SETTINGS[k] for k in args.settings},
         "profile_schedule": {"wait": 1, "warmup": 2, "active": 5, "repeat": 1,
                              "note": "trace-only cold/capture traces use wait=0 warmup=0 active=5"},
         "entries": [], "traces": [], "failures": [], "skipped": [],
