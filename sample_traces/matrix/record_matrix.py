@@ -13,6 +13,7 @@ In ONE process, for each workload in workloads.ALL and each of its variants:
      after each step, activities CPU+CUDA), settings
         default: record_shapes=False, with_stack=False
         stack:   record_shapes=True,  with_stack=True
+     (--settings picks others: memory = profile_memory=True, memory_stack = with stacks and shapes too)
      exported with export_chrome_trace and gzipped to
         <out>/<gpu>/<workload>__<variant>__<setting>.json.gz
 Trace-only workloads (cold_first_step, compile_capture) define record(rec, device) and use

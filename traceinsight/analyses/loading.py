@@ -83,7 +83,7 @@ def unprofiled_loading(ctx: Context, gaps) -> float:
         if rows is None or not len(rows):
             continue
         length = (g["end"] - g["start"]).to_numpy()
-        cut = _recorded_cut(ctx.model, g["start"].to_numpy(), g["end"].to_numpy(), rows)
+        cut = _recorded_cut(ctx.model, g["start"].to_numpy(), g["end"].to_numpy(), th)
         step = g["step"].to_numpy()
         spent = spent.add(pd.Series(cut).groupby(step).sum(), fill_value=0.0)
         span = span.add(pd.Series(length).groupby(step).sum(), fill_value=0.0)
@@ -95,10 +95,10 @@ def unprofiled_loading(ctx: Context, gaps) -> float:
 MAX_RECORDED_SHARE = 0.9
 
 
-def _recorded_cut(model, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _recorded_cut(model, starts: np.ndarray, ends: np.ndarray, thread: str) -> np.ndarray:
     """What recording cost the CPU inside each window of one thread, as much of it as comes off: each Python
     call keeps its least un-profiled cost, as the replay's cuts do (PY_CALL_FLOOR_US)."""
-    cost, calls = recorded_in(model, starts, ends, rows)
+    cost, calls = recorded_in(model, starts, ends, thread)
     return np.minimum(cost, np.maximum(0.0, (ends - starts) - PY_CALL_FLOOR_US * calls))
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.facts import model_has_cpu_ops
-from ..trace.profiler_cost import profiler_options, unprofiled_step_us
+from ..trace.profiler_cost import memory_event_us, profiler_options, unprofiled_step_us
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("profiler_overhead", "inflated by the profiler", estimate="measured", note=True,
                 profiler_cost=True, cost_basis="the profiled step less the un-profiled step (the summary says "
                                                "whether that was measured or estimated)")
-US_PER_MEMORY_EVENT = 0.5   # profile_memory's allocation events (not in the fitted model; rough)
 FIX = ("Nothing to change in the program: only the profiled run pays this. For true CPU timings measure the "
        "step time outside the profiler's window (traceinsight record does).")
 COSTLY_OPTIONS = ("with_stack", "record_shapes", "profile_memory")
@@ -37,12 +36,13 @@ def analyze(ctx: Context) -> list[Finding]:
     if steps.empty:
         return []
     unprof = unprofiled_step_us(m, ctx.full_steps)
-    mem = int(m.meta.get("n_memory_events", 0)) / max(1, len(m.steps)) * US_PER_MEMORY_EVENT
     profiled = float(np.median(steps["dur"].to_numpy()))
-    lost = max(0.0, profiled - unprof) + mem if unprof is not None else mem
+    # (profile_memory's allocation events are in the un-profiled step's cost model: MEMORY_EVENT_US)
+    mem = len(m.memory) / max(1, len(m.steps)) * memory_event_us(m)
+    lost = max(0.0, profiled - unprof) if unprof is not None else mem
     if lost <= 0:
         return []
-    opts = profiler_options(m) + (" + profile_memory" if mem else "")
+    opts = profiler_options(m) + (" + profile_memory" if len(m.memory) else "")
     if not model_has_cpu_ops(m):      # (record_shapes costs nothing where no op was recorded: a review)
         opts += ", runtime calls only"
     ev = {"options_seen": opts, "profiled_step_ms": round(profiled / 1000, 3),

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import (PY_CALL_FLOOR_US, cost_model, event_classes, graph_node_cost_us,
-                                   measured_unprofiled_us, profiler_options, profile_setting)
+                                   measured_unprofiled_us, memory_event_us, memory_starts, profiler_options,
+                                   profile_setting)
 from . import replay
 
 
@@ -30,6 +31,10 @@ def profiler_cuts(model: TraceModel, c: replay.Compiled, scale: float = 1.0) -> 
     ts = cpu["ts"].to_numpy()
     for th, rows in model.thread_rows().items():
         starts[th] = {k: np.sort(ts[rows[sel[rows]]]) for k, sel, _us in classes}
+    # profile_memory's allocation events, in the edges of their threads as any recorded event's cost
+    coef["memory"] = memory_event_us(model)
+    for th, v in memory_starts(model).items():
+        starts.setdefault(th, {})["memory"] = v
     idx = np.array([i for i in c.cpu_idx if c.rkind[i] not in ("marker", "") or c.nodes[i][0] == "step"],
                    dtype=np.int64)
     for i in idx:

@@ -266,7 +266,7 @@ def profiler_note(model: TraceModel) -> str:
     py = int(inside.sum())
     # A C built-in's call costs the profiler less than a frame (trace/profiler_cost.BUILTIN_CALL_SHARE).
     builtin = int((inside & model.cpu_match(BUILTIN_CALL)).sum())
-    mem = int(model.meta.get("n_memory_events", 0))
+    mem = len(model.memory)
     on = []
     if py:
         on.append(f"with_stack ({py / n:.0f} Python calls recorded per step on average, {builtin / n:.0f} of "

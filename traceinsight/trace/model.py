@@ -19,6 +19,7 @@ import pandas as pd
 
 from .compiles import mark_compiling
 from .events import BAD, MISSING
+from .instants import instant_rows, memory_table
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
 from .peer_waits import take_out as peer_wait_shift
@@ -80,6 +81,7 @@ class TraceModel:
     n_events: int = 0
     n_flows: int = 0
     step_source: str = "ProfilerStep"
+    memory: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({"ts": [], "thread": []}))  # instants.py
 
     def gpu_match(self, pattern: str, flags: int = 0) -> np.ndarray:
         """Boolean per gpu row: its name matches the regex (searched once per distinct name)."""
@@ -230,8 +232,7 @@ class _Tables:
         self.gpu_rows = np.flatnonzero(is_x & (kind == 2))
         ph_code = {v: i for i, v in enumerate(ph)}
         self.n_flows = int((c["ph"] == ph_code.get("s", -1)).sum())
-        mem = [i for i, v in enumerate(self.cat) if v == "cpu_instant_event"]
-        self.n_memory = int(((c["ph"] == ph_code.get("i", -1)) & np.isin(c["cat"], mem)).sum())
+        self.n_memory, self.memory_rows = instant_rows(c, self.cat, ph_code, self.names)
 
     def times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Start, duration (0 where none is usable) and which durations were missing, negative or not numbers."""
@@ -291,8 +292,7 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
         if d.id is None:
             continue
         cc = (d.computeMajor, d.computeMinor) if d.computeMajor is not None else None
-        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc,
-                                    num_sms=d.numSms,
+        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc, num_sms=d.numSms,
                                     memory_gb=(d.totalGlobalMem / 2**30) if d.totalGlobalMem else None)
     rank = _int_or(raw.distributed.get("rank"), 0) if raw.distributed else 0
     meta = dict(raw.meta)
@@ -304,7 +304,8 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     meta["peer_wait_us"] = peer_wait_us     # None: not read with a job's other ranks
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
-                       t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source)
+                       t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source,
+                       memory=memory_table(c, tb.memory_rows, tb.pids, tb.tids, t0, MAX_TS_US))
     # The name codes cpu_match / gpu_match need come with the interned columns.
     uniques = np.array(tb.names + [""], dtype=object)[:-1]
     model.memo("name_codes:cpu", lambda: (cpu_names, uniques))

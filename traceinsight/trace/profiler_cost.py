@@ -306,18 +306,45 @@ def _event_cost_us(model: TraceModel) -> np.ndarray:
 
 
 def recorded_in(model: TraceModel, starts: np.ndarray, ends: np.ndarray,
-                rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                thread: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per window [start, end): what recording the events that start in it cost the CPU (us,
-    event_cost_us), and how many of them are Python calls; over `rows` (cpu rows: one thread's) or all."""
+    event_cost_us, and profile_memory's allocation events), and how many of them are Python calls; on one
+    thread's events or on all."""
     cpu = model.cpu
-    rows = np.arange(len(cpu)) if rows is None else rows
+    rows = np.arange(len(cpu)) if thread is None else model.thread_rows().get(thread, np.zeros(0, np.int64))
     ts = cpu["ts"].to_numpy()
     order = rows[np.argsort(ts[rows], kind="stable")]
     cost = np.concatenate(([0.0], np.cumsum(event_cost_us(model)[order])))
     calls = np.concatenate(([0.0], np.cumsum((cpu["kind"].to_numpy()[order] == "python").astype(float))))
     t = ts[order]
     a, b = np.searchsorted(t, starts, "left"), np.searchsorted(t, ends, "left")
-    return cost[b] - cost[a], calls[b] - calls[a]
+    m = model.memory["ts"].to_numpy() if thread is None else memory_starts(model).get(thread, np.zeros(0))
+    in_mem = np.searchsorted(m, ends, "left") - np.searchsorted(m, starts, "left")
+    return cost[b] - cost[a] + memory_event_us(model) * in_mem, calls[b] - calls[a]
+
+
+# profile_memory records an instant event per allocation and free, on the thread that made it, from the
+# caching allocator's callback: an allocating op (aten::empty, aten::empty_strided, one event each) ran
+# 0.08 us longer with it than without (median over 38 such ops' median times, default options) and 0.35 us
+# with with_stack and record_shapes, in the same process on one H200 host (sample_traces/matrix/h200_mem1A,
+# its fit set; the README's profile_memory section). At the step level the recording sessions' own spread
+# (+-20% profiled on that host) hides a cost this small. Scaled with the host's op cost (op_factor).
+MEMORY_EVENT_US = {"default": 0.08, "stack": 0.35}
+
+
+def memory_event_us(model: TraceModel) -> float:
+    """What one profile_memory allocation event cost the CPU on this trace's host (us)."""
+    return MEMORY_EVENT_US[profile_setting(model)] * op_factor(model)
+
+
+def memory_starts(model: TraceModel) -> dict[str, np.ndarray]:
+    """profile_memory's allocation events' starts per thread, ascending (empty without them)."""
+    def compute():
+        mem = model.memory
+        if mem.empty:
+            return {}
+        return {th: g["ts"].to_numpy() for th, g in mem.groupby("thread", sort=True)}
+    return model.memo("memory_starts", compute)
 
 
 def measured_unprofiled_us(model: TraceModel) -> float | None:
