@@ -13,7 +13,8 @@ In ONE process, for each workload in workloads.ALL and each of its variants:
      after each step, activities CPU+CUDA), settings
         default: record_shapes=False, with_stack=False
         stack:   record_shapes=True,  with_stack=True
-     (--settings picks others: memory = profile_memory=True, memory_stack = with stacks and shapes too)
+     (--settings picks others: shapes = record_shapes=True alone, memory = profile_memory=True, memory_stack
+     = profile_memory with stacks and shapes)
      exported with export_chrome_trace and gzipped to
         <out>/<gpu>/<workload>__<variant>__<setting>.json.gz
 Trace-only workloads (cold_first_step, compile_capture) define record(rec, device) and use
@@ -61,7 +62,9 @@ from workloads import common  # noqa: E402
 SETTINGS = {
     "default": {"record_shapes": False, "with_stack": False},
     "stack": {"record_shapes": True, "with_stack": True},
-    # profile_memory: an instant event per allocation and free (--settings; not in the default matrix)
+    # record_shapes alone, and profile_memory (an instant event per allocation and free): --settings, not in
+    # the default matrix
+    "shapes": {"record_shapes": True, "with_stack": False},
     "memory": {"record_shapes": False, "with_stack": False, "profile_memory": True},
     "memory_stack": {"record_shapes": True, "with_stack": True, "profile_memory": True},
 }
