@@ -48,7 +48,7 @@ def hidden_loader(ctx: Context, lost: float, kind: str) -> list[Finding]:
         if pairs:
             step, i = np.array(pairs).T
             cut = np.bincount(step, weights=_recorded_cut(model, np.maximum(act.s[i], a[step]),
-                                                          np.minimum(act.e[i], b[step]), rows), minlength=len(a))
+                                                          np.minimum(act.e[i], b[step]), th), minlength=len(a))
     loading = float(np.median(per_step - np.minimum(cut, MAX_RECORDED_SHARE * per_step)))
     mb = loader_batch_mb(ctx)
     fix_ = RemoveHostWork(loading_us=loading, batch_mb=mb, workers=ADVISED_WORKERS,
