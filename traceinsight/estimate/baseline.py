@@ -87,7 +87,8 @@ def baseline(ctx: Context, compiled: replay.Compiled, info: dict, actual, bw: fl
                                            "step to step: the band is widened to the window's own spread of steps")
     info["unprofiled_step_range_basis"] = None if not band else "window" if compiling else "validation"
     info["unprofiled_step_range_ms"] = [round(x / 1000, 3) for x in band] if band else None
-    # "stack": with_stack and/or record_shapes (the cost model's two settings); the options themselves:
+    # "stack": with_stack and/or record_shapes (the validation's two settings, by which its bands are kept; the
+    # per-event costs also tell record_shapes alone apart: profiler_cost.cost_model); the options themselves:
     info["profiler_setting"] = profile_setting(ctx.model)
     info["profiler_options"] = profiler_options(ctx.model)
     info["gpu_busy_ms"] = round(busy / 1000, 3)

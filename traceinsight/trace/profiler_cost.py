@@ -11,7 +11,7 @@ import numpy as np
 from .model import TraceModel
 from .pycalls import BUILTIN_CALL
 
-# us per recorded event, by profiler setting ("stack": with_stack and/or record_shapes) and by the
+# us per recorded event, by profiler setting ("stack": with_stack and/or record_shapes; "shapes", below) and by the
 # machine it was fitted on (the host CPU sets the cost); "any" (both pooled) for a trace from elsewhere.
 # Fitted (calibrate.py, weighted least squares) on the clean runs h100_cleanA/B and h200_cleanA/B: the
 # whole matrix timed with CUPTI torn down after each profiler session. The runs before them timed all but
@@ -29,6 +29,15 @@ PROFILER_COST_US = {
               "H100": {"op": 1.80, "annotation": 1.80, "python": 1.05, "runtime": 4.80},
               "H200": {"op": 2.13, "annotation": 2.13, "python": 1.25, "runtime": 4.45}},
 }
+# record_shapes without with_stack ("shapes": no Python frames recorded) sits between the two: per machine, each
+# class at the default cost plus SHAPES_BLEND of the way to the stack cost. Chosen on one H200 host's fit set
+# (sample_traces/matrix/h200_shapes1A; the README's "record_shapes alone" section) by the count of traces whose
+# un-profiled step fell within 15%, over 0, 0.5 and 1 for each.
+SHAPES_BLEND = {"op": 0.0, "runtime": 1.0}
+PROFILER_COST_US["shapes"] = {
+    m: {k: 0.0 if k == "python" else round(d[k] + SHAPES_BLEND["runtime" if k == "runtime" else "op"]
+                                           * (PROFILER_COST_US["stack"][m][k] - d[k]), 3) for k in d}
+    for m, d in PROFILER_COST_US["default"].items()}
 
 
 # The fast end (10th percentile) of the cudaLaunchKernel calls in the traces those costs were fitted on
@@ -42,6 +51,9 @@ PROFILER_COST_US = {
 # percentile): their hosts' launches were faster than the earlier runs' (H100 6.88 -> 4.10 us).
 FIT_LAUNCH_US = {"default": {"any": 4.16, "H100": 4.10, "H200": 4.25},
                  "stack": {"any": 4.21, "H100": 4.17, "H200": 4.25}}
+# (record_shapes leaves the launches alone: in one process, shapes-only traces' fast end was 0.96x the default
+# traces', median over the fit set's 12 workloads)
+FIT_LAUNCH_US["shapes"] = dict(FIT_LAUNCH_US["default"])
 FIT_LAUNCH_QUANTILE = 10
 # The same for the driver's cuLaunchKernel, which Inductor's Triton kernels launch through: a compiled
 # step may make too few cudaLaunchKernel calls to tell (the fitted clean runs' compiled traces: 3.5-4.0 us,
@@ -59,6 +71,10 @@ HOST_FACTOR_MIN_LAUNCHES = 20
 # ratio for every class: 515 and 449; 2026-11-26).
 FIT_NESTED_US = {"default": {"any": 0.460, "H100": 0.452, "H200": 0.479},
                  "stack": {"any": 0.700, "H100": 0.681, "H200": 0.732}}
+# Recording an op's input shapes delays its first nested op: 1.34x the default traces' offset in the same process
+# (median over h200_shapes1A's fit set), so a shapes-only trace is read against the default reference times that.
+SHAPES_NESTED_RATIO = 1.34
+FIT_NESTED_US["shapes"] = {m: round(v * SHAPES_NESTED_RATIO, 3) for m, v in FIT_NESTED_US["default"].items()}
 # The same for Python frames under with_stack (the fitted runs' median, H100 0.194, H200 0.189): used where a
 # trace has too few nested ops (compiled steps). With it, 217 of the *_clean2 runs' 328 with_stack traces had
 # their un-profiled step within 15% (206 without).
@@ -145,10 +161,14 @@ def nested_fast_us(model: TraceModel, kind: str = "op") -> float | None:
 
 
 def cost_model(model: TraceModel) -> tuple[str, str]:
-    """(setting, machine) of the per-event costs that fit this trace."""
+    """(setting, machine) of the per-event costs that fit this trace: "default", "stack" (Python frames
+    recorded) or "shapes" (record_shapes alone)."""
     name = model.device_name() or ""
     machine = next((m for m in ("H100", "H200") if m in name), "any")
-    return profile_setting(model), machine
+    setting = profile_setting(model)
+    if setting == "stack" and not (len(model.cpu) and (model.cpu["kind"] == "python").any()):
+        setting = "shapes"
+    return setting, machine
 
 
 def profiler_options(model: TraceModel) -> str:
@@ -212,7 +232,7 @@ def _unprofiled_step_us(model: TraceModel, full_steps) -> float | None:
 # left the compiled steps' un-profiled estimate 15-25% low on the fast hosts. With stacks the launcher's
 # Python is traced too: 17 us, chosen on the whole matrix (13, 17, 22: 1,001, 1,004, 1,002 clean pair
 # rows within 25%).
-INDUCTOR_RANGE_US = {"default": 9.0, "stack": 17.0}
+INDUCTOR_RANGE_US = {"default": 9.0, "stack": 17.0, "shapes": 9.0}   # (shapes: no launcher Python traced; not measured)
 # with_stack records a C built-in's call (<built-in function len>, <built-in method get of dict object>) for
 # less than a Python frame: on the clean runs' CPU-bound with_stack traces whose calls are mostly built-ins
 # (a pure-Python tokenizer, 21-38 thousand calls a step; 11 H100 and 4 H200 traces), the profiled step less
