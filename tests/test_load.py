@@ -210,7 +210,7 @@ def test_instant_and_metadata_events_are_not_ranges(make_trace):
     m = _model(make_trace, ev)
     assert len(m.cpu) == 3 and len(m.gpu) == 1
     assert m.thread_names[(1, 1)] == "python main"
-    assert m.n_flows == 1 and m.meta["n_memory_events"] == 1
+    assert m.n_flows == 1 and len(m.memory) == 1
 
 
 # ---------------------------------------------------------------- traces cut off mid-write

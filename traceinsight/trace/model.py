@@ -19,7 +19,7 @@ import pandas as pd
 
 from .compiles import mark_compiling
 from .events import BAD, MISSING
-from .instants import instant_rows, memory_table
+from .instants import allocation_rows, memory_table
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
 from .peer_waits import take_out as peer_wait_shift
@@ -232,7 +232,7 @@ class _Tables:
         self.gpu_rows = np.flatnonzero(is_x & (kind == 2))
         ph_code = {v: i for i, v in enumerate(ph)}
         self.n_flows = int((c["ph"] == ph_code.get("s", -1)).sum())
-        self.n_memory, self.memory_rows = instant_rows(c, self.cat, ph_code, self.names)
+        self.memory_rows = allocation_rows(c, self.cat, ph_code, self.names)
 
     def times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Start, duration (0 where none is usable) and which durations were missing, negative or not numbers."""
@@ -292,20 +292,19 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
         if d.id is None:
             continue
         cc = (d.computeMajor, d.computeMinor) if d.computeMajor is not None else None
-        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc, num_sms=d.numSms,
+        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc,
+                                    num_sms=d.numSms,
                                     memory_gb=(d.totalGlobalMem / 2**30) if d.totalGlobalMem else None)
     rank = _int_or(raw.distributed.get("rank"), 0) if raw.distributed else 0
-    meta = dict(raw.meta)
-    meta["distributed"] = raw.distributed
-    meta["n_memory_events"] = tb.n_memory
-    meta["warmup_steps"] = warmup
-    meta["leading_idle_excluded_us"] = leading_idle
-    meta["steps_cut_to_data"] = cut
-    meta["peer_wait_us"] = peer_wait_us     # None: not read with a job's other ranks
+    # (peer_wait_us None: not read with a job's other ranks)
+    meta = dict(raw.meta, distributed=raw.distributed, warmup_steps=warmup, leading_idle_excluded_us=leading_idle,
+                steps_cut_to_data=cut, peer_wait_us=peer_wait_us)
+    _pid, _tid, mem_threads, mem_codes, _rank = _threads(tb, tb.memory_rows)   # (profile_memory's events)
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
                        t0_us=t0, n_events=c.n, n_flows=tb.n_flows, step_source=step_source,
-                       memory=memory_table(c, tb.memory_rows, tb.pids, tb.tids, t0, MAX_TS_US))
+                       memory=memory_table(c["ts"][tb.memory_rows],
+                                           np.array(mem_threads + [""], dtype=object)[mem_codes], t0, MAX_TS_US))
     # The name codes cpu_match / gpu_match need come with the interned columns.
     uniques = np.array(tb.names + [""], dtype=object)[:-1]
     model.memo("name_codes:cpu", lambda: (cpu_names, uniques))

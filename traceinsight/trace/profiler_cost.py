@@ -165,10 +165,7 @@ def cost_model(model: TraceModel) -> tuple[str, str]:
     recorded) or "shapes" (record_shapes alone)."""
     name = model.device_name() or ""
     machine = next((m for m in ("H100", "H200") if m in name), "any")
-    setting = profile_setting(model)
-    if setting == "stack" and not (len(model.cpu) and (model.cpu["kind"] == "python").any()):
-        setting = "shapes"
-    return setting, machine
+    return model.memo("cost_setting", lambda: _cost_setting(model)), machine
 
 
 def profiler_options(model: TraceModel) -> str:
@@ -183,14 +180,16 @@ def profiler_options(model: TraceModel) -> str:
 
 
 def profile_setting(model: TraceModel) -> str:
-    """"stack" when the trace was recorded with with_stack and/or record_shapes, else "default"."""
-    return model.memo("profile_setting", lambda: _profile_setting(model))
+    """"stack" when the trace was recorded with with_stack and/or record_shapes, else "default" (the validation's
+    two settings; cost_model tells record_shapes alone apart)."""
+    return "default" if cost_model(model)[0] == "default" else "stack"
 
 
-def _profile_setting(model: TraceModel) -> str:
+def _cost_setting(model: TraceModel) -> str:
     cpu = model.cpu
-    py = bool((cpu["kind"] == "python").any()) if len(cpu) else False
-    return "stack" if py or model.meta.get("record_shapes") or _has_shapes(cpu) else "default"
+    if len(cpu) and (cpu["kind"] == "python").any():
+        return "stack"
+    return "shapes" if model.meta.get("record_shapes") or _has_shapes(cpu) else "default"
 
 
 def _has_shapes(cpu) -> bool:
