@@ -15,7 +15,9 @@ activity (the launch edge of the graph):
   * no CPU launch in the trace (CUDA-graph replay, another process) -> unattributed, or collective_wait
     for NCCL kernels.
   * whatever the CPU side of a gap was, the part of it spent inside torch.compile's compiler
-    (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches.
+    (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches;
+    and the part inside a start-up call (context creation, lazy module loading, first allocations:
+    trace/coverage.startup_spans) is cuda_startup's, paid once per process.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import pandas as pd
 from .base import KindSpec
 from .reads import copy_reads
 from ..trace.compiles import compile_us_in, while_compiling
-from ..trace.coverage import missing_event_spans
+from ..trace.coverage import missing_event_spans, startup_spans
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
@@ -42,7 +44,7 @@ SYNC_REFILL_MIN_US = 20.0
 CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.
 CAUSES = ("launch_overhead", "host_bound", "recompile", "sync_stall", "pageable_memcpy", "collective_wait",
-          "dependency_wait", "unattributed")
+          "dependency_wait", "cuda_startup", "unattributed")
 # The CPU-side causes a compile's time is taken from (recompile).
 CPU_LATE = ("host_bound", "launch_overhead", "sync_stall", "pageable_memcpy", "unattributed")
 def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
@@ -198,6 +200,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         m = block_cause[rest] == ""
         res["launch_overhead"][rest[m]] += feed[m]
     _compiling_is_recompile(model, s, e, res, blocker)
+    _startup_is_startup(model, s, e, res)
     _missing_is_unattributed(model, s, e, res)
     for c in CAUSES:
         gaps[c] = res[c]
@@ -229,6 +232,17 @@ def _compiling_is_recompile(model: TraceModel, s: np.ndarray, e: np.ndarray, res
         res["recompile"][mine] += res[c][mine]
         res[c][mine] = 0.0
     _move(over, res, CPU_LATE, "recompile")
+
+
+def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
+    """Idle while a start-up call ran is cuda_startup's, taken from the CPU-side causes: HTA's a100_alexnet
+    window had put 29.9 s of cudaDeviceGetStreamPriorityRange (context creation) inside aten::empty_strided
+    into host_bound and cuDNN's first cudaFree into sync_stall."""
+    over = np.zeros(len(s))
+    for _n, a, b in startup_spans(model):
+        over += np.clip(np.minimum(e, b) - np.maximum(s, a), 0.0, None)
+    if over.any():
+        _move(over, res, CPU_LATE, "cuda_startup")
 
 
 def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:

@@ -16,8 +16,10 @@ import numpy as np
 from ..trace.coverage import seconds_or_ms, startup_calls, startup_spans
 from .base import Context, Finding, KindSpec
 
+# Also an idle cause: GPU idle while such a call runs is start-up's (attribution), not the host work, sync
+# or launch around it, and no steady-state fix recovers it (estimate/rank.py caps the fixes without it).
 SPEC = KindSpec("cuda_startup", "GPU start-up, not a steady-state step", estimate="measured", note=True,
-                note_share=0.0, headline=True)
+                note_share=0.0, headline=True, idle_cause=True, color="#6b6b3a")
 
 HEADLINE_SHARE = 0.5      # of the full steps' time: start-up this large is what the window shows
 

@@ -217,10 +217,11 @@ def analyze(ctx: Context) -> list[Finding]:
         "median_kernel_us": round(med_kernel, 2),
         "pct_kernels_under_10us": round(small, 1),
         "median_launch_call_us": round(float(launch_dur.median()), 2) if len(launch_dur) else None,
-        # The step's CPU time per kernel, host work that launches nothing (a DataLoader's wait) and the waits
-        # for the GPU (with the host's work on a copied result, sync_stall's) left out.
-        "cpu_us_per_kernel": round(max(0.0, ctx.median_step_us - ctx.per_step_median(ctx.per_step["host_bound"])
-                                       - ctx.per_step_median(ctx.per_step["sync_stall"])) / per_step_k, 2)
+        # The step's CPU time per kernel, host work that launches nothing (a DataLoader's wait), the waits
+        # for the GPU (with the host's work on a copied result, sync_stall's) and start-up calls left out.
+        "cpu_us_per_kernel": round(max(0.0, ctx.median_step_us - sum(ctx.per_step_median(ctx.per_step[c]) for c in
+                                                                     ("host_bound", "sync_stall", "cuda_startup")))
+                                   / per_step_k, 2)
                              if per_step_k else None,
         "idle_ms_per_step": round(lost / 1000, 3),
         "top_kernels_by_count": k["name"].str.slice(0, 120).value_counts().head(5).to_dict(),
