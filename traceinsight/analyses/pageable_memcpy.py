@@ -78,8 +78,8 @@ def analyze(ctx: Context) -> list[Finding]:
     to_host = ev["directions"].get("DtoH", 0) > ev["directions"].get("HtoD", 0)
     read = _read_share(ctx, full) if to_host else 1.0
     if to_host:
-        title = (f"{ev['mb_per_step']:.1f} MB per step copied to pageable host memory at {bw:.1f} GB/s, "
-                 "the CPU blocked while it runs")
+        title = (f"{ev['mb_per_step']:.1f} MB per step copied to pageable host memory at {bw:.1f} GB/s (the median "
+                 "copy's), the CPU blocked while it runs")
         # The replay lets the copy run without the CPU waiting in it: that needs the result read later,
         # and the wait for it placed after the next step's launches. Waiting first (at the top of the next
         # step) serialises copy and compute again: holdout2_d2h_features measured 2.4-3.0x that way and
@@ -96,8 +96,8 @@ def analyze(ctx: Context) -> list[Finding]:
                    "compute that on the GPU and copy only the result, and the copy goes (its own estimate "
                    "below). If it needs all of it: " + fix[0].lower() + fix[1:])
     else:
-        title = (f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at {bw:.1f} GB/s, "
-                 "the CPU blocked while it runs")
+        title = (f"{ev['mb_per_step']:.1f} MB per step copied from pageable host memory at {bw:.1f} GB/s (the median "
+                 "copy's), the CPU blocked while it runs")
         fix = ("Pin the host memory and copy asynchronously: DataLoader(pin_memory=True), or host buffers "
                "allocated once with torch.empty(..., pin_memory=True) and filled in place (tensor.pin_memory() "
                "on each batch copies it once more on the CPU), then .to('cuda', non_blocking=True); prefetch "

@@ -10,75 +10,16 @@ import re
 import numpy as np
 
 
-from ..trace.model import DEVICE_FREE, FREE_CALL
+from ..trace.model import DEVICE_FREE
 from ..trace.compiles import while_compiling
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from . import graph_break
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
+from .sync_advice import SMALL_COPY_FIX, TO_DEVICE_FIX, site_fix, small_read
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2", beyond_cost=RUNS_AHEAD)
-
-
-SYNC_FIXES = {
-    "aten::item": "keep the value on the GPU (accumulate losses/metrics as tensors and call .item() once "
-                  "per N steps or at the end); avoid `if tensor:` / float(tensor) on the hot path",
-    "aten::_local_scalar_dense": "keep the value on the GPU; call .item()/.tolist() off the hot path",
-    "aten::nonzero": "replace data-dependent shapes with fixed-size ops: torch.where(mask, x, 0), "
-                     "multiply by a float mask, or pass `ignore_index` to the loss",
-    "aten::index": "boolean-mask indexing x[mask] syncs to size its output: when the selected values feed a "
-                   "loss, keep the full tensors and pass ignore_index (labels set to -100 where masked) or use "
-                   "reduction='none' times a float mask; elsewhere torch.where(mask, x, 0)",
-    "aten::masked_select": "masked_select has a data-dependent size: use torch.where or a float mask",
-    "aten::unique": "torch.unique syncs for its output size: precompute, use a fixed-size bincount, or "
-                    "move it off the hot path",
-    "aten::to": "a device-to-host .to('cpu')/.cpu()/.numpy() blocks: compute what you need from it on "
-                "the GPU (argmax, top-k, accuracy, sums) and copy only that small result, or copy into "
-                "pinned memory with non_blocking=True and read it a step later",
-    "aten::copy_": "a device-to-host copy blocks: compute what you need from it on the GPU (argmax, "
-                   "top-k, accuracy) and copy only the small result, or use pinned memory + "
-                   "non_blocking=True and an event",
-    "aten::repeat_interleave": "repeat_interleave without output_size syncs: pass output_size=",
-    "aten::is_nonzero": "`if tensor:` syncs: keep the condition on the GPU (torch.where) or check rarely; a check "
-                        "that raises can assert on the GPU: torch._assert_async(cond), no sync (or `assert` compiled)",
-}
-SYNC_FIXES["aten::_unique2"] = SYNC_FIXES["aten::unique"]
-# Blocking calls made outside any op (the site is the runtime call itself).
-CALL_FIXES = (
-    (re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize"),
-     "an explicit synchronize (torch.cuda.synchronize(), stream or event .synchronize()) waits for all queued "
-     "GPU work: drop it from the loop, or keep one only where you time or read a result"),
-    (re.compile(FREE_CALL),
-     "the caching allocator handed memory back to the driver, which synchronizes the device: no "
-     "torch.cuda.empty_cache() in the loop; near the memory limit, less fragmentation "
-     "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) or a smaller peak"),
-)
-
-
-def _site_fix(op: str) -> str | None:
-    """The advice for a sync site: by its op, or by the runtime call where it is one."""
-    return SYNC_FIXES.get(op) or next((f for pattern, f in CALL_FIXES if pattern.match(op)), None)
-
-
-# A read of a result that is already small (a few values: a token per sequence, a metric) has nothing left to
-# shrink: what it waits for is the GPU work before it. The fix is to read less often (the review of the
-# thirtieth set: "copy only the small result" was advised for a 128-byte .tolist() of argmax tokens a token).
-SMALL_COPY_BYTES = 4096
-SMALL_COPY_FIX = ("the copy is already small ({b} bytes a call): keep the values on the GPU (write them into a "
-                  "preallocated tensor, or accumulate) and read them once every N steps or at the end")
-
-
-def _small_read(site: dict) -> bool:
-    """A copy op (whose own advice is to copy less) that already copies a few values to the host."""
-    return (site["op"] in ("aten::to", "aten::copy_") and site.get("copy_direction") == "to the host"
-            and site.get("copy_bytes_per_call") is not None and site["copy_bytes_per_call"] <= SMALL_COPY_BYTES)
-
-
-# A copy from pageable host memory to the GPU is synchronous: the CPU waits for the DMA itself.
-TO_DEVICE_FIX = ("a copy from pageable host memory to the GPU blocks the CPU until it is done: pin the source "
-                 "(DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True, or keep "
-                 "the tensor on the GPU if it is copied every step")
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -108,7 +49,7 @@ def analyze(ctx: Context) -> list[Finding]:
     fixes = []
     for s in ev_sites[:4]:
         f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else (
-            SMALL_COPY_FIX.format(b=s["copy_bytes_per_call"]) if _small_read(s) else _site_fix(s["op"]))
+            SMALL_COPY_FIX.format(b=s["copy_bytes_per_call"]) if small_read(s) else site_fix(s["op"]))
         if f and f"{s['op']}: {f}" not in fixes:     # (two sites of one op: its advice once)
             fixes.append(f"{s['op']}: {f}")
     fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
@@ -306,7 +247,8 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
         site = (top_op(cpu, int(b)), user_frame(cpu, int(b)))
         d = by_site.setdefault(site, {"idle_us": 0.0, "idle_full": 0.0, "stalls": 0, "ops": set(), "calls": {},
-                                      "copy": 0.0, "to_device": 0.0, "blocked": 0.0, "edge": True,
+                                      "copy": 0.0, "to_device": 0.0, "any_copy": 0.0, "any_to_device": 0.0,
+                                      "blocked": 0.0, "edge": True,
                                       "bytes": []})
         d["edge"] &= bool(edge[k]) or not full[k]
         d["idle_us"] += stalled.get(int(b), 0.0)
@@ -316,9 +258,12 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
             d["ops"].add(int(op_row[k]))
         d["calls"][r.name] = d["calls"].get(r.name, 0.0) + (r.end - r.ts) * full[k]
         d["blocked"] += r.end - r.ts
-        if queued[k] <= r.ts + QUEUE_TOL_US:
-            d["copy"] += float(copy_us.get(int(b), 0.0))
-            d["to_device"] += float(to_device.get(int(b), 0.0))
+        # Its own copy's time and direction, when it waited for it; and whatever it waited for (an .item() waits
+        # for queued work, then copies to the host: the table had said "n/a").
+        own_copy = float(queued[k] <= r.ts + QUEUE_TOL_US)
+        for key, v in (("copy", copy_us.get(int(b), 0.0)), ("to_device", to_device.get(int(b), 0.0))):
+            d[key] += own_copy * float(v)
+            d["any_" + key] += float(v)
         if int(b) in copy_bytes.index:
             d["bytes"].append(float(copy_bytes[int(b)]))
     no_source = ("(no user Python frame above it: autograd's backward thread, or a library's)"
@@ -331,14 +276,18 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
         out.append({"op": op, "source": src or no_source,
                     "call": call, "blocked_ms_per_step": round(d["calls"][call] / ctx.n_full / 1000, 3),
                     "waits_for": "its own copy" if d["copy"] >= 0.5 * d["blocked"] else "queued GPU work",
-                    "copy_direction": ("to the device" if d["to_device"] > 0.5 * d["copy"] else "to the host")
-                    if d["copy"] else None,
+                    "copy_direction": _direction(d, "") or _direction(d, "any_"),
                     "copy_bytes_per_call": int(np.median(d["bytes"])) if d["bytes"] else None,
                     "per_step": round(len(d["ops"]) / ctx.n_full, 2),
                     "stalls_per_step": round(d["stalls"] / ctx.n_full, 2),
                     "idle_ms_per_step": round(d["idle_full"] / ctx.n_full / 1000, 3),
                     "at_step_edge": d["edge"] and bool(d["ops"])})
     return out
+
+
+def _direction(d: dict, which: str) -> str | None:
+    c, h = d[which + "copy"], d[which + "to_device"]
+    return None if not c else "to the device" if h > 0.5 * c else "to the host"
 
 
 def _at_step_edge(ctx: Context, blocks, step: np.ndarray) -> np.ndarray:

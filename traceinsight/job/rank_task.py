@@ -22,7 +22,8 @@ from ..errors import TraceError
 from ..trace.host import INPUT_NAMES
 from ..trace.load import RawTrace, load_trace
 from ..trace.reader import read_bytes
-from ..trace.model import build_model, dims_text
+from ..trace.dims import dims_text
+from ..trace.model import build_model
 from . import comms
 from .discover import name_identity
 from .spans import Cover, both_within
@@ -264,5 +265,5 @@ def _group(where, names, dims_rows, over, dims_col, top) -> list:
     df = pd.DataFrame({"name": names[keep], "dims": raw, "us": over[keep]})
     agg = df.groupby(["name", "dims"], sort=False)["us"].agg(["sum", "count"]).reset_index()
     agg = agg.sort_values(["sum", "name", "dims"], ascending=[False, True, True]).head(top)
-    return [(where, str(n)[:160], dims_text(d)[:120], round(float(us), 3), int(c))
+    return [(where, str(n)[:160], dims_text(d, 120), round(float(us), 3), int(c))
             for n, d, us, c in agg.itertuples(index=False)]

@@ -201,7 +201,11 @@ def step_counts(d: dict) -> str:
     left = ("" if not part else f", {part} partial or warm-up, left out of the medians" if part < n else
             f", {'all ' if n > 1 else ''}partial or warm-up: no complete step, so the figures come from "
             f"{'these partial steps' if n > 1 else 'this partial step'}")
-    return plural(n, "step") + f" ({t['step_source']}{left})"
+    moved = t.get("steps_moved_to_gpu") or 0
+    # (a review matched the steps against the ProfilerStep ranges and found other durations: say why)
+    gpu = (f"; {'all' if moved == n and n > 1 else moved} bounded where the GPU finished a step's work, not by "
+           f"{'their' if moved > 1 else 'its'} ProfilerStep range: the GPU ran behind the CPU") if moved else ""
+    return plural(n, "step") + f" ({t['step_source']}{left}{gpu})"
 
 
 def step_line(d: dict) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
-from ..trace.coverage import gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms, startup_calls
+from ..trace.coverage import (enclosing_op, gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms,
+                               startup_calls)
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
@@ -34,6 +35,9 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "steps": int(len(model.steps)),
         "step_source": model.step_source,
         "partial_steps": int(model.steps["partial"].sum()),
+        # Steps whose window is not their ProfilerStep range: where the GPU ran behind, a step starts when the
+        # GPU finished the previous step's work (trace/steps.gpu_aware_bounds), which the report says.
+        "steps_moved_to_gpu": _moved_steps(model),
         "gpu_activities": int(len(model.gpu)),
         # No GPU activity, but the CPU drove GPU work (its names): a GPU job whose GPU side went unrecorded.
         "gpu_work_unrecorded": gpu_work_without_gpu_events(model),
@@ -47,6 +51,14 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "program_note": program_note(model),
         "limits": limits(model, in_job),
     }
+
+
+def _moved_steps(model: TraceModel) -> int:
+    st = model.steps
+    if model.step_source != "ProfilerStep" or st.empty or "cpu_start" not in st:
+        return 0
+    cpu = (st["cpu_end"] - st["cpu_start"]).to_numpy()
+    return int((abs(st["dur"].to_numpy() - cpu) > np.maximum(10.0, 0.01 * cpu)).sum())
 
 
 # A window of at most this many steps on worker-fed batches may end before the prefetched batches do.
@@ -63,15 +75,23 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                     "No CPU op events in this trace (only runtime calls)") + ": what the CPU did between launches "
                    "cannot be known, so host-side causes (data loading, preprocessing, Python) are not "
                    "reported; GPU idle the CPU caused beyond the launch latency is shown as unattributed.")
-    missing = missing_event_spans(model)
-    if missing:
-        ms = sum(b - a for a, b, _k in missing)
-        ids = sum(k for _a, _b, k in missing)
-        out.append(f"Events are missing from this file: {ms / 1000:.1f} ms in {len(missing)} "
-                   f"stretch{'' if len(missing) == 1 else 'es'} with nothing recorded, across which about {ids} "
-                   "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
-                   "idle there is left unattributed, not blamed on host code; analyze the trace as the profiler "
-                   "wrote it.")
+    spans = [(a, b, k, enclosing_op(model, a, b)) for a, b, k in missing_event_spans(model)]
+    for lib in (False, True):
+        these = [x for x in spans if bool(x[3]) == lib]
+        if not these:
+            continue
+        ms, ids, n = sum(b - a for a, b, _k, _o in these) / 1000, sum(x[2] for x in these), len(these)
+        where = f"{ms:.1f} ms in {n} stretch{'' if n == 1 else 'es'}"
+        ops = ", ".join(dict.fromkeys(x[3] for x in these)) if lib else ""
+        out.append((f"Calls the profiler does not write: {where} inside {ops}, across which about {ids} correlation "
+                    "ids were used with no runtime call recorded: most likely the library's own driver calls (such "
+                    "as loading its kernels on a first run), not a cut in the file. GPU idle there is left "
+                    "unattributed, not blamed on host code.")
+                   if lib else
+                   (f"Events are missing from this file: {where} with nothing recorded, across which about {ids} "
+                    "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
+                    "idle there is left unattributed, not blamed on host code; analyze the trace as the profiler "
+                    "wrote it."))
     drove = gpu_work_without_gpu_events(model)
     if drove:
         out.append(f"The CPU drove GPU work ({', '.join(drove)}) but no GPU activity was recorded: the profiler "

@@ -9,7 +9,8 @@ from ..analyses import CAUSES
 from ..analyses.base import op_rows, top_op
 from ..analyses.sync_stall import SPEC as SYNC
 from ..trace.facts import launched_before_window
-from ..trace.model import TraceModel, dims_text
+from ..trace.dims import dims_text
+from ..trace.model import TraceModel
 from ..trace.steps import merged_intervals, step_at
 from .analyze import Analysis
 from .numbers import num

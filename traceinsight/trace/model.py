@@ -380,12 +380,6 @@ def _cpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray,
     return df, name, (thread, thread_names)
 
 
-def dims_text(raw) -> str:
-    """Input Dims as compact text (the model keeps the raw JSON bytes)."""
-    b = bytes(raw)
-    return "" if not b or b == b"null" else b[:200].decode("utf-8", "replace")
-
-
 def _gpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray,
                t0: float) -> tuple[pd.DataFrame, np.ndarray]:
     c = tb.c
