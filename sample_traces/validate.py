@@ -5,7 +5,9 @@ the fix addresses, and compare the predicted step time after the fix with the me
 un-profiled: the prediction scales the measured before-time by the predicted saving fraction).
 
     python sample_traces/validate.py            # prints the Markdown table
-    python sample_traces/validate.py --write    # also writes sample_traces/validation.md
+    python sample_traces/validate.py DIR        # ... of another recording of these workloads (DIR/manifest.json)
+    python sample_traces/validate.py --write    # writes sample_traces/validation.md: these traces, then each
+                                                # re-recording under sample_traces/rerun/
 """
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# The same workloads recorded again by record_all.py on later leases (TEARDOWN_CUPTI=1: every variant timed with
+# CUPTI torn down after each profiler session, which the traces in this folder were not): one folder each.
+RERUNS = HERE / "rerun"
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
@@ -28,15 +33,15 @@ def _with_workers(entry: dict) -> dict:
     return {**entry, "info": {"num_workers": int(m.group(1))}} if m else entry
 
 
-def rows() -> list[dict]:
-    man = json.loads((HERE / "manifest.json").read_text())
+def rows(where: Path = HERE) -> list[dict]:
+    man = json.loads((where / "manifest.json").read_text())
     by = {(t["workload"], t["variant"]): t for t in man["traces"]}
     out = []
     for (wl, variant), before in sorted(by.items()):
         if variant != "before" or (wl, "after") not in by:
             continue
         after = by[(wl, "after")]
-        d = _analyze((HERE / before["file"], None))
+        d = _analyze((where / before["file"], None))
         kind = before["expected_kind"]
         f = next((x for x in d["findings"] if x["kind"] == kind), None)
         rank = [x["kind"] for x in d["findings"]].index(kind) + 1 if f else None
@@ -71,15 +76,29 @@ def table(rs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def rerun_section(where: Path) -> str:
+    """A re-recording's table, headed by its host and date."""
+    man = json.loads((where / "manifest.json").read_text())
+    env = man.get("environment") or {}
+    rs = rows(where)
+    ok = sum(abs(r["speedup_err_pct"]) <= 25 for r in rs)
+    return (f"## Re-recorded: `{where.relative_to(HERE)}`\n\n{man.get('gpu')} on a {env.get('cpu_count')}-core "
+            f"{env.get('cpu')} host, torch {man.get('torch')}, {env.get('date_utc')}, TEARDOWN_CUPTI="
+            f"{env.get('teardown_cupti')}: predicted within 25% of measured on {ok} of {len(rs)}, top finding the "
+            f"measured fix on {sum(r['rank'] == 1 for r in rs)}.\n\n" + table(rs))
+
+
 if __name__ == "__main__":
-    rs = rows()
+    dirs = [Path(a) for a in sys.argv[1:] if not a.startswith("--")]
+    rs = rows(dirs[0].resolve() if dirs else HERE)
     text = table(rs)
     print(text)
-    if "--write" in sys.argv:
+    if "--write" in sys.argv and not dirs:
         man = json.loads((HERE / "manifest.json").read_text())
         head = (f"# What-if validation\n\nMeasured on {man.get('gpu')} (torch {man.get('torch')}, CUDA "
                 f"{man.get('cuda')}); un-profiled step times from manifest.json. Predicted = measured before "
                 "x (1 - estimated saving / the tool's un-profiled step estimate); the saving of the fix as measured (a "
                 "worker count where the report estimates that count). Regenerate: "
                 "`python sample_traces/validate.py --write`.\n\n")
-        (HERE / "validation.md").write_text(head + text + "\n")
+        reruns = [rerun_section(d) for d in sorted(RERUNS.glob("*")) if (d / "manifest.json").exists()]
+        (HERE / "validation.md").write_text(head + text + "\n" + "".join("\n" + r + "\n" for r in reruns))
