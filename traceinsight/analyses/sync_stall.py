@@ -13,6 +13,7 @@ import numpy as np
 from ..trace.model import DEVICE_FREE
 from ..trace.compiles import while_compiling
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
+from ..trace.steps import STEP_SOURCES
 from . import graph_break
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .sync_advice import SMALL_COPY_FIX, TO_DEVICE_FIX, site_fix, small_read
@@ -298,7 +299,7 @@ def _at_step_edge(ctx: Context, blocks, step: np.ndarray) -> np.ndarray:
     without step markers no step has known edges."""
     m = ctx.model
     out = np.zeros(len(blocks), dtype=bool)
-    if m.step_source != "ProfilerStep":
+    if m.step_source not in STEP_SOURCES:
         return out
     g = m.gpu
     rows = np.unique(g["launcher"].to_numpy()[(g["kind"] == "kernel").to_numpy() & (g["launcher"] >= 0).to_numpy()])

@@ -203,8 +203,10 @@ def step_counts(d: dict) -> str:
             f"{'these partial steps' if n > 1 else 'this partial step'}")
     moved = t.get("steps_moved_to_gpu") or 0
     # (a review matched the steps against the ProfilerStep ranges and found other durations: say why)
+    cpu_side = (f"{'their' if moved > 1 else 'its'} ProfilerStep range" if t["step_source"] == "ProfilerStep" else
+                "where the CPU's step ended")
     gpu = (f"; {'all' if moved == n and n > 1 else moved} bounded where the GPU finished a step's work, not by "
-           f"{'their' if moved > 1 else 'its'} ProfilerStep range: the GPU ran behind the CPU") if moved else ""
+           f"{cpu_side}: the GPU ran behind the CPU") if moved else ""
     return plural(n, "step") + f" ({t['step_source']}{left}{gpu})"
 
 
@@ -337,7 +339,7 @@ def window(doc) -> str | None:
     contiguous = rs == list(range(rs[0], rs[-1] + 1))
     span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 and contiguous else ", ".join(map(str, rs))
     t = doc.get("trace") or {}
-    which = ("the whole trace (one window: no step markers)" if t.get("step_source") != "ProfilerStep" else
+    which = ("the whole trace (one window: no step markers)" if t.get("step_source") == "whole trace" else
              f"step {span}" if len(rs) == 1 else f"steps {span}")
     part = t.get("partial_steps") or 0
     medians = ("the measured medians leave out only warm-up and partial steps" if part < n else

@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
-from ..trace.coverage import (enclosing_op, gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms,
+from ..trace.coverage import (after_startup, enclosing_op, gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms,
                                startup_calls)
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
-from ..trace.steps import step_at
+from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, step_at
 
 
 def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
@@ -55,7 +55,7 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
 
 def _moved_steps(model: TraceModel) -> int:
     st = model.steps
-    if model.step_source != "ProfilerStep" or st.empty or "cpu_start" not in st:
+    if model.step_source not in STEP_SOURCES or st.empty or "cpu_start" not in st:
         return 0
     cpu = (st["cpu_end"] - st["cpu_start"]).to_numpy()
     return int((abs(st["dur"].to_numpy() - cpu) > np.maximum(10.0, 0.01 * cpu)).sum())
@@ -75,23 +75,28 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                     "No CPU op events in this trace (only runtime calls)") + ": what the CPU did between launches "
                    "cannot be known, so host-side causes (data loading, preprocessing, Python) are not "
                    "reported; GPU idle the CPU caused beyond the launch latency is shown as unattributed.")
-    spans = [(a, b, k, enclosing_op(model, a, b)) for a, b, k in missing_event_spans(model)]
+    # (inside one op, or as a start-up call returns: the driver's and libraries' own calls, coverage.py)
+    spans = [(a, b, k, enclosing_op(model, a, b) or ("" if after_startup(model, a) else None))
+             for a, b, k in missing_event_spans(model)]
     for lib in (False, True):
-        these = [x for x in spans if bool(x[3]) == lib]
+        these = [x for x in spans if (x[3] is not None) == lib]
         if not these:
             continue
         ms, ids, n = sum(b - a for a, b, _k, _o in these) / 1000, sum(x[2] for x in these), len(these)
         where = f"{ms:.1f} ms in {n} stretch{'' if n == 1 else 'es'}"
-        ops = ", ".join(dict.fromkeys(x[3] for x in these)) if lib else ""
-        out.append((f"Calls the profiler does not write: {where} inside {ops}, across which about {ids} correlation "
-                    "ids were used with no runtime call recorded: most likely the library's own driver calls (such "
-                    "as loading its kernels on a first run), not a cut in the file. GPU idle there is left "
-                    "unattributed, not blamed on host code.")
-                   if lib else
-                   (f"Events are missing from this file: {where} with nothing recorded, across which about {ids} "
-                    "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
-                    "idle there is left unattributed, not blamed on host code; analyze the trace as the profiler "
-                    "wrote it."))
+        if lib:
+            ops = list(dict.fromkeys(x[3] for x in these if x[3]))
+            at = " or ".join((["inside " + ", ".join(ops)] if ops else [])
+                             + (["as a start-up call returned"] if any(x[3] == "" for x in these) else []))
+            out.append(f"Calls the profiler does not write: {where} {at}, across which about {ids} correlation ids "
+                       "were used with no runtime call recorded: most likely the driver's and libraries' own calls "
+                       "(such as loading kernels on a first run), not a cut in the file. GPU idle there is left "
+                       "unattributed, not blamed on host code.")
+        else:
+            out.append(f"Events are missing from this file: {where} with nothing recorded, across which about {ids} "
+                       "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
+                       "idle there is left unattributed, not blamed on host code; analyze the trace as the profiler "
+                       "wrote it.")
     drove = gpu_work_without_gpu_events(model)
     if drove:
         out.append(f"The CPU drove GPU work ({', '.join(drove)}) but no GPU activity was recorded: the profiler "
@@ -100,7 +105,12 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "(torch.profiler.schedule(wait=1, warmup=1, active=N)); this is not a CPU-only program, and "
                    "ops that wait for the GPU (.item(), copies to the host) show here as CPU time.")
     rec = meta.get("traceinsight_record") or {}
-    if model.step_source != "ProfilerStep":
+    if model.step_source == OPTIMIZER_STEPS:
+        out.append("No ProfilerStep markers: the steps are the training loop's optimizer steps, each from the end of "
+                   "one Optimizer.step range to the end of the next; what ran before the first one ended (the "
+                   "program's start, or the middle of an iteration) is a partial step, left out of the medians "
+                   "(a profiler schedule with prof.step() each iteration marks steps exactly).")
+    elif model.step_source != "ProfilerStep":
         how = ("traceinsight record ends a step at each optimizer.step() or outermost nn.Module forward call, "
                "and the script made neither; run the loop through one to get steps"
                if isinstance(rec, dict) and rec.get("window") == "whole_run" else
@@ -149,7 +159,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     if no_complete_step(model):
         out.append("No complete step in the window: every figure here comes from a cut-off or warm-up step, not "
                    "a steady state, and the fixes are ranked with low confidence; record more active steps.")
-    elif model.step_source == "ProfilerStep" and full < 3:
+    elif model.step_source in STEP_SOURCES and full < 3:
         # ("steady" they are not: a review found the one complete step of a trace was its first, cold.)
         first = int(steps.loc[~steps["partial"], "step"].min()) if full else None
         cold = (f" (ProfilerStep#{first}, among the run's first steps, which often run cold: lazy kernel "
@@ -163,7 +173,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append(f"Step times rise through the trace ({rising}){why}: the program had not reached a "
                    "steady state, so the medians may understate the steady step; record a later window or "
                    "more steps.")
-    if model.step_source == "ProfilerStep" and full <= WORKER_WINDOW_STEPS and worker_fed(model) and not rising \
+    if model.step_source in STEP_SOURCES and full <= WORKER_WINDOW_STEPS and worker_fed(model) and not rising \
             and measured_unprofiled_us(model) is None:
         # Measured (holdout11_loader_two_workers, seven hosts): 5 profiled steps of 3-6 ms, in which the loop
         # hardly waited, for 7-11 ms un-profiled: two workers could not keep up, and the batches they had

@@ -61,6 +61,7 @@ import pandas as pd
 
 from ..analyses import CAUSE_COLORS, CAUSES
 from ..trace.facts import is_collective
+from ..trace.steps import STEP_SOURCES
 from .analyze import representative_step
 
 VERSION = 1
@@ -144,7 +145,7 @@ def _pick_step(analysis, step):
         if sel.empty:
             raise ValueError(f"no step {step} in the trace (steps: {steps['step'].tolist()[:20]})")
         r = sel.iloc[0]
-    has_steps = analysis.model.step_source == "ProfilerStep"
+    has_steps = analysis.model.step_source in STEP_SOURCES
     return (int(r["step"]) if has_steps else None), float(r["start"]), float(r["end"])
 
 

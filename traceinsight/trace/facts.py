@@ -14,7 +14,7 @@ import pandas as pd
 from .kernel_names import COLLECTIVE
 from .model import TraceModel
 from .profiler_cost import GRAPH_LAUNCH, event_cost_us
-from .steps import interval_of, merged_intervals, step_at
+from .steps import STEP_SOURCES, interval_of, merged_intervals, step_at
 
 BLOCK_TOL_US = 50.0
 # Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
@@ -405,4 +405,4 @@ def _erratic_steps(model: TraceModel) -> dict | None:
 
 def no_complete_step(model: TraceModel) -> bool:
     """Step markers, but every step partial or warm-up (a step cut at the last event): no steady state."""
-    return model.step_source == "ProfilerStep" and len(model.steps) > 0 and bool(model.steps["partial"].all())
+    return model.step_source in STEP_SOURCES and len(model.steps) > 0 and bool(model.steps["partial"].all())

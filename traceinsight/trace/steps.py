@@ -45,12 +45,37 @@ def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]
         steps = (steps.groupby("step", as_index=False).agg(start=("start", "min"), end=("end", "max"))
                  .sort_values("start").reset_index(drop=True))
         source = "ProfilerStep"
+    elif (opt := _optimizer_steps(cpu)) is not None:
+        steps, source = opt, OPTIMIZER_STEPS
     else:
         ends = [df["end"].max() for df in (cpu, gpu) if len(df)]
         steps = pd.DataFrame({"step": [0], "start": [0.0], "end": [float(max(ends))]})
         source = "whole trace"
     steps["dur"] = steps["end"] - steps["start"]
     return steps, source
+
+
+# Without ProfilerStep markers (a profile() with no schedule writes none), a training loop's iterations still
+# show: torch.optim records one Optimizer.step#<class>.step range per optimizer step. Step k then runs from the end
+# of optimizer step k to the end of step k+1 (as `traceinsight record` cuts its own steps); the stretch before the
+# first one ends is step 0, partial (the middle of an iteration, or the program's start: a whole-run profile of a
+# conv net on an H200 put 1.1 s of CUDA start-up and first runs in it, and read the GPU-bound loop as launch-bound).
+OPTIMIZER_STEPS = "Optimizer.step"
+OPTIMIZER_STEP = r"^Optimizer\.step#"
+STEP_SOURCES = ("ProfilerStep", OPTIMIZER_STEPS)     # sources whose steps are the loop's iterations
+
+
+def _optimizer_steps(cpu: pd.DataFrame) -> pd.DataFrame | None:
+    ann = cpu[(cpu["kind"] == "annotation").to_numpy() & cpu["name"].str.match(OPTIMIZER_STEP).to_numpy()]
+    if ann.empty:
+        return None
+    name = ann["name"].value_counts().index[0]          # (two optimizers: the first's steps)
+    ends = np.sort(ann.loc[ann["name"] == name, "end"].to_numpy(dtype=float))
+    if len(ends) < 3:
+        return None
+    starts = np.concatenate([[min(0.0, float(cpu["ts"].min()))], ends[:-1]])
+    return pd.DataFrame({"step": np.arange(len(ends)), "start": starts, "end": ends,
+                         "beyond_data": np.arange(len(ends)) == 0})
 
 
 # A step that runs on past every other recorded event by more than this share of itself (and
@@ -77,7 +102,7 @@ def clip_to_data(steps: pd.DataFrame, cpu: pd.DataFrame, gpu: pd.DataFrame) -> t
     steps = steps.copy()
     steps.loc[cut, "end"] = np.maximum(last, steps.loc[cut, "start"])
     steps["dur"] = steps["end"] - steps["start"]
-    steps["beyond_data"] = cut
+    steps["beyond_data"] = cut | (steps["beyond_data"].to_numpy(dtype=bool) if "beyond_data" in steps else False)
     return steps, said
 
 
