@@ -238,9 +238,7 @@ def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: di
     """Idle while a start-up call ran is cuda_startup's, taken from the CPU-side causes: HTA's a100_alexnet
     window had put 29.9 s of cudaDeviceGetStreamPriorityRange (context creation) inside aten::empty_strided
     into host_bound and cuDNN's first cudaFree into sync_stall."""
-    over = np.zeros(len(s))
-    for _n, a, b in startup_spans(model):
-        over += np.clip(np.minimum(e, b) - np.maximum(s, a), 0.0, None)
+    over = _overlap(((a, b) for _n, a, b in startup_spans(model)), s, e)
     if over.any():
         _move(over, res, CPU_LATE, "cuda_startup")
 
@@ -248,10 +246,16 @@ def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: di
 def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
     """Idle inside a stretch whose events the file lacks (trace/coverage.missing_event_spans) is unattributed:
     what the CPU did there was cut out, not untraced Python or a slow launch."""
-    over = np.zeros(len(s))
-    for a, b, _k in missing_event_spans(model):
-        over += np.clip(np.minimum(e, b) - np.maximum(s, a), 0.0, None)
+    over = _overlap(((a, b) for a, b, _k in missing_event_spans(model)), s, e)
     _move(over, res, ("host_bound", "launch_overhead"), "unattributed")
+
+
+def _overlap(spans, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per gap [s, e): how much of it the (start, end) spans cover (they do not overlap each other)."""
+    over = np.zeros(len(s))
+    for a, b in spans:
+        over += np.clip(np.minimum(e, b) - np.maximum(s, a), 0.0, None)
+    return over
 
 
 def _move(over: np.ndarray, res: dict, causes: tuple, to: str) -> None:

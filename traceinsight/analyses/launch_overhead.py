@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..trace.steps import OPTIMIZER_STEP
 from ..trace.compiles import shapes_vary, while_compiling
 from ..trace.facts import (PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
                            waiting_calls)
@@ -97,7 +98,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
         return ("compiled", fix,
                 (CudaGraph(wrapper_us=compiled_wrapper_us(ctx.model, ctx.full_steps) or 0.0, compiled_only=True,
                            python_share=COMPILED_PYTHON_SHARE, bounds=COMPILED_PYTHON_BOUNDS),))
-    if ctx.model.cpu_match(r"^Optimizer\.step#").any():
+    if ctx.model.cpu_match(OPTIMIZER_STEP).any():
         # torch.compile(model) graphs the model; the optimizer's launches stay eager unless the whole
         # step is captured (what the replay of this fix assumes).
         fix = ("Cut the per-kernel CPU cost: capture the whole training step (forward, backward and "
@@ -231,7 +232,7 @@ def analyze(ctx: Context) -> list[Finding]:
     program, fix, plan = _advice(prog, ctx)
     if program == "eager" and plan:
         plan = (CudaGraph(optimizer=_capturable(ctx, ev)),)
-    opt = ctx.model.cpu["name"][ctx.model.cpu_match(r"^Optimizer\.step#")]
+    opt = ctx.model.cpu["name"][ctx.model.cpu_match(OPTIMIZER_STEP)]
     if program == "eager" and len(opt) and CAPTURABLE.search(str(opt.iloc[0])):
         # An Adam-family optimizer keeps its step count on the CPU: a capture fails on it.
         fix += (" An optimizer stepped inside a torch.cuda.graph capture must keep its state on the GPU: "

@@ -16,6 +16,7 @@ from collections import Counter
 
 import numpy as np
 
+from ..trace.steps import OPTIMIZER_STEP
 from ..trace.facts import blocking_calls
 from ..trace.precision import CONV
 from .attention import GEMM
@@ -49,7 +50,7 @@ def for_loop_steps(ctx: Context):
 
 def _optimizer_regions(ctx: Context):
     cpu = ctx.model.cpu
-    regions = cpu[(cpu["kind"] == "annotation").to_numpy() & ctx.model.cpu_match(r"^Optimizer\.step#")]
+    regions = cpu[(cpu["kind"] == "annotation").to_numpy() & ctx.model.cpu_match(OPTIMIZER_STEP)]
     if regions.empty or ctx.model.gpu.empty:
         return regions
     regions = regions.assign(step=ctx.cpu_step_of(regions["ts"].to_numpy()))

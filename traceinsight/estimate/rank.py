@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 from ..analyses import needs, spec
-from ..analyses.attribution import per_step_causes
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
 from ..analyses.loading import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
@@ -358,17 +357,10 @@ def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, f
     profiled_idle = idle = float(full["gpu_idle"].median()) if len(full) else 0.0
     if info.get("gpu_busy_ms") is not None:
         idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
-    return max(0.0, idle - _startup_idle(ctx, full)), (idle / profiled_idle if profiled_idle > 0 else 1.0)
-
-
-def _startup_idle(ctx: Context, full) -> float:
-    """The full steps' GPU idle during start-up calls (median per step, us): paid once per process, no
-    steady-state fix recovers it (a100_alexnet's host and sync fixes had claimed 14.5 and 8.6 s of it)."""
-    g = ctx.gaps
-    if g.empty or "cuda_startup" not in g or not (g["cuda_startup"] > 0).any() or full.empty:
-        return 0.0
-    per = per_step_causes(ctx.model, g)["cuda_startup"].reindex(full["step"].to_numpy()).fillna(0.0)
-    return float(per.median())
+    # (less the idle during start-up calls: paid once per process, no steady-state fix recovers it; a100_alexnet's
+    # host and sync fixes had claimed 14.5 and 8.6 s of it)
+    startup = ctx.per_step_median(ctx.per_step["cuda_startup"])
+    return max(0.0, idle - startup), (idle / profiled_idle if profiled_idle > 0 else 1.0)
 
 
 def _gpu_removed(compiled, s: replay.State, touched: bool = False) -> float:
