@@ -6,7 +6,7 @@ import numpy as np
 
 from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
 from ..trace.coverage import (after_startup, enclosing_op, gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms,
-                               startup_calls)
+                               startup_calls, unwritten_records)
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
@@ -78,6 +78,10 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
     # (inside one op, or as a start-up call returns: the driver's and libraries' own calls, coverage.py)
     spans = [(a, b, k, enclosing_op(model, a, b) or ("" if after_startup(model, a) else None))
              for a, b, k in missing_event_spans(model)]
+    # Where the profiler's own log accounts for the unwritten ids, it dropped them, not a later filter.
+    dropped = unwritten_records(model)
+    if dropped is not None and dropped >= sum(x[2] for x in spans if x[3] is None) > 0:
+        spans = [x if x[3] is not None else (*x[:3], "log") for x in spans]
     for lib in (False, True):
         these = [x for x in spans if (x[3] is not None) == lib]
         if not these:
@@ -85,13 +89,19 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         ms, ids, n = sum(b - a for a, b, _k, _o in these) / 1000, sum(x[2] for x in these), len(these)
         where = f"{ms:.1f} ms in {n} stretch{'' if n == 1 else 'es'}"
         if lib:
-            ops = list(dict.fromkeys(x[3] for x in these if x[3]))
+            ops = list(dict.fromkeys(x[3] for x in these if x[3] and x[3] != "log"))
             at = " or ".join((["inside " + ", ".join(ops)] if ops else [])
-                             + (["as a start-up call returned"] if any(x[3] == "" for x in these) else []))
+                             + (["as a start-up call returned"] if any(x[3] == "" for x in these) else [])
+                             + (["between ops"] if any(x[3] == "log" for x in these) else []))
+            log = model.meta.get("kineto_log") or {}
+            said = (f" The profiler's log says it read {log['records_processed']:,} CUPTI records and skipped "
+                    f"{log.get('blocklisted_runtime', 0):,} runtime calls as noise; the file holds "
+                    f"{log['records_processed'] - log.get('blocklisted_runtime', 0) - dropped:,}: it dropped "
+                    f"about {dropped:,} itself." if any(x[3] == "log" for x in these) else "")
             out.append(f"Calls the profiler does not write: {where} {at}, across which about {ids} correlation ids "
                        "were used with no runtime call recorded: most likely the driver's and libraries' own calls "
-                       "(such as loading kernels on a first run), not a cut in the file. GPU idle there is left "
-                       "unattributed, not blamed on host code.")
+                       f"(such as loading kernels on a first run), not a cut in the file.{said} GPU idle there is "
+                       "left unattributed, not blamed on host code.")
         else:
             out.append(f"Events are missing from this file: {where} with nothing recorded, across which about {ids} "
                        "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "

@@ -16,6 +16,7 @@ import ctypes
 import glob
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -85,6 +86,7 @@ class TraceMeta(msgspec.Struct, forbid_unknown_fields=False):
     traceName: Union[str, None] = None
     trace_id: Any = None
     traceinsight_record: Any = None
+    INFO: Any = None                    # Kineto's own log lines (Kineto writes them with verbose logging on)
 
 
 META_KEYS = ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "cupti_version", "cuda_runtime_version",
@@ -168,9 +170,33 @@ def _result(sp: Splitter, source_warnings: list[str]) -> RawTrace:
     if cols.n == 0:
         raise TraceError(sp.path, "not a Kineto trace: it has no traceEvents")
     meta = {k: getattr(meta_struct, k) for k in META_KEYS if getattr(meta_struct, k) is not None}
+    log = _kineto_log_counts(meta_struct.INFO)
+    if log:
+        meta["kineto_log"] = log
     dist = meta_struct.distributedInfo if isinstance(meta_struct.distributedInfo, dict) else {}
     return RawTrace(path=str(sp.path), columns=cols, devices=list(meta_struct.deviceProperties),
                     distributed=dist, meta=meta, warnings=warnings, file_bytes=sp.total)
+
+
+# Kineto's log: the CUPTI records it read, and the runtime calls it skipped as noise (cudaGetDevice and such).
+_PROCESSED = re.compile(r"Processed (\d+) GPU records")
+_BLOCKLISTED = re.compile(r"Blocklisted runtime = (\d+)")
+
+
+def _kineto_log_counts(info: Any) -> dict:
+    """{"records_processed": N, "blocklisted_runtime": B} from Kineto's log lines, where the file has them: what
+    the profiler received, to set against what it wrote (trace/coverage.py)."""
+    if not isinstance(info, list):
+        return {}
+    out: dict = {}
+    for line in info:
+        if not isinstance(line, str):
+            continue
+        for key, pattern in (("records_processed", _PROCESSED), ("blocklisted_runtime", _BLOCKLISTED)):
+            m = pattern.search(line)
+            if m:
+                out[key] = out.get(key, 0) + int(m.group(1))
+    return out
 
 
 def _meta(top: dict, lenient: Lenient) -> TraceMeta:
