@@ -33,6 +33,27 @@ def hta_path(name: str) -> Path:
     return p
 
 
+_DOCS: dict[str, dict] = {}
+
+
+def doc_of(path: str) -> dict:
+    """The JSON document `analyze` writes for a trace (a path relative to the repository), cached per session;
+    skipped where the file is absent."""
+    if path not in _DOCS:
+        from traceinsight.report.analyze import analyze_file
+        from traceinsight.report.document import document
+        p = REPO_ROOT / path
+        if not p.exists():
+            pytest.skip(f"{p} not found")
+        _DOCS[path] = document(analyze_file(p))
+    return _DOCS[path]
+
+
+def findings_of(d: dict) -> list[dict]:
+    """A document's ranked and minor findings."""
+    return d["findings"] + d["minor_findings"]
+
+
 _RAW_BYTES: dict[str, bytes] = {}
 
 

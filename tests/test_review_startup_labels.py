@@ -4,29 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from conftest import doc_of as _doc
+from conftest import findings_of as _all
 
 from traceinsight.render import sections
-from traceinsight.report.analyze import analyze_file
-from traceinsight.report.document import document
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTERNAL = ROOT / "tests" / "data" / "external"
-
-
-@lru_cache(maxsize=None)
-def _doc(path: str) -> dict:
-    p = ROOT / path
-    if not p.exists():
-        pytest.skip(f"{p} not found")
-    return document(analyze_file(p))
-
-
-def _all(d: dict) -> list[dict]:
-    return d["findings"] + d["minor_findings"]
 
 
 def test_input_shapes_of_a_pretty_printed_trace_show_every_input():

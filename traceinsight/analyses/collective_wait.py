@@ -17,7 +17,9 @@ def analyze(ctx: Context) -> list[Finding]:
     coll = g[is_collective(ctx.model)[g.index.to_numpy()]] if len(g) else g
     ev = {"idle_ms_per_step": round(lost / 1000, 3),
           "collective_kernels_per_step": round(len(coll) / ctx.n_full, 1),
-          "collective_ms_per_step": round(float(coll["dur"].sum()) / ctx.n_full / 1000, 3),
+          # (a median, as the idle beside it: a review read 15.6 ms, the mean of 12.0, 12.3 and 22.6)
+          "collective_ms_per_step": round(ctx.per_step_median(
+              coll["dur"].groupby(ctx.step_of(coll["ts"].to_numpy())).sum()) / 1000, 3),
           "top_collectives": coll["name"].str.slice(0, 100).value_counts().head(5).to_dict()}
     title = "Compute waits on collectives (NCCL): communication is not hidden behind compute"
     fix = ("Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
@@ -42,3 +44,4 @@ def analyze(ctx: Context) -> list[Finding]:
         kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
         fix=fix, confidence="medium", evidence=ev, fixes=fixes, label=label)]
+

@@ -79,7 +79,10 @@ def analyze(ctx: Context) -> list[Finding]:
     if same_stream:
         fix = ("The collectives run on the compute stream (tensor-parallel style), so nothing can overlap "
                "them: cut their cost instead (fewer, larger all-reduces; a faster algorithm or transport; "
-               "a parallel layout that communicates less), and check for a straggler rank.")
+               f"a parallel layout that communicates less), and check for a straggler rank{straggler}. The saving "
+               "shown is the most that can come of it, the collectives' exposed time were it gone"
+               + ("." if in_job else ": a collective's kernel time includes its wait for the slowest rank, "
+                  "which one rank's trace cannot tell apart from the transfer."))
     elif comm and lost < (1 - ALREADY_OVERLAPS) * comm:
         # (a review: "let DDP start all-reduces during backward" to a program whose buckets already did)
         fix = (f"The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute "
@@ -90,7 +93,7 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = ("Overlap communication with compute: let DDP start all-reduces during backward (smaller "
                "bucket_cap_mb, gradient_as_bucket_view=True, no sync points inside backward), prefetch FSDP "
                f"all-gathers (forward_prefetch / backward_prefetch), and check for a straggler rank{straggler}.")
-    if comm > comp:
+    if comm > comp and not same_stream:
         fix += (" Communication takes longer than compute here: even perfect overlap saves at most "
                 f"{bound / 1000:.2f} ms per step; the rest needs less communication"
                 + ("." if in_job else ", or less waiting: a collective's kernel time includes its wait for the "

@@ -131,6 +131,7 @@ def analyze(ctx: Context) -> list[Finding]:
     if frames and loader:
         # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
         ev["python_calls_during_idle"] = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in frames[:6]]
+    ddp = bool(top) and bool(_DDP_BUFFERS.search(_programs(top)[0][0])) and bool(ctx.model.cpu_match(_DDP_FORWARD).any())
     if workers:
         # The batches come from worker processes already: they are too few or too slow, and the
         # trace (main process only) cannot show which transform costs the time.
@@ -191,6 +192,15 @@ def analyze(ctx: Context) -> list[Finding]:
             f"The idle CPU time is the optimizer's own Python ({names}), a loop over its parameter "
             "tensors: it shrinks with fewer, larger parameter tensors (and, for its step, with fused=True), and goes "
             "away when the whole step is captured in a CUDA graph.")
+    elif ddp:
+        # (a review: DDP's buffer sync, 29 ms of CPU a step in HTA's DDP trace, had been told to "run it every N
+        # steps, in a background thread or DataLoader worker")
+        fix = (f"The idle CPU time is DistributedDataParallel's buffer broadcast in every forward "
+               f"({_programs(top)[0][0]}: rank 0's buffers, such as BatchNorm's running statistics, flattened, "
+               "broadcast and copied back into each module). DistributedDataParallel(model, broadcast_buffers=False) "
+               "stops it, where the buffers need not match across ranks every step (per-rank BatchNorm statistics, "
+               "or SyncBatchNorm, which syncs them in its own forward); otherwise broadcast them yourself every N "
+               "steps. No background thread or DataLoader worker can take this work.")
     elif _ALLOCATION.search(where_in := _programs(top)[0][0]):
         # (a review: 2.9 ms inside aten::empty had been told to "run it every N steps")
         fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: the caching allocator "
@@ -204,7 +214,8 @@ def analyze(ctx: Context) -> list[Finding]:
                "or on the GPU.")
     # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
     # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
-    warm = not (loader or workers or engine or per_item or framework or stalls) and lost >= WARM_AFTER_HOST_US
+    # (Not DDP's buffer sync: torch ops on the GPU's tensors, not the host work that evicts the step's caches.)
+    warm = not (loader or workers or engine or per_item or framework or stalls or ddp) and lost >= WARM_AFTER_HOST_US
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
@@ -229,6 +240,9 @@ _BACKWARD = re.compile(r"Backward\d*$")
 
 # The caching allocator's entry points: time inside them is allocation, whose fix is reuse, not "less often".
 _ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
+# DistributedDataParallel syncing its buffers in each forward (broadcast_buffers=True, the default).
+_DDP_BUFFERS = re.compile(r"^aten::(un)?flatten_dense_tensors$|^c10d::broadcast_$")
+_DDP_FORWARD = r"^DistributedDataParallel\.forward$"
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/|^TorchDynamo Cache Lookup$")

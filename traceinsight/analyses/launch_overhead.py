@@ -197,6 +197,10 @@ def _capturable(ctx: Context, ev: dict):
     return (tuple((float(r.ts), float(r.end), r.thread) for r in regions.itertuples()), 1.0 + extra / gpu_us)
 
 
+# A vLLM engine's own ops and frames.
+VLLM = r"^vllm::|vllm/v1/|vllm/worker/"
+
+
 def analyze(ctx: Context) -> list[Finding]:
     prog = program_facts(ctx.model)
     if program_kind(prog) == "capture":
@@ -238,6 +242,11 @@ def analyze(ctx: Context) -> list[Finding]:
         fix += (" An optimizer stepped inside a torch.cuda.graph capture must keep its state on the GPU: "
                 "construct it with capturable=True (e.g. torch.optim.Adam(params, fused=True, "
                 "capturable=True)).")
+    if program == "eager" and ctx.model.cpu_match(VLLM).any():
+        # (a review: a vLLM prefill run eager had been told to wrap the model in torch.compile)
+        fix += (" This is a vLLM engine, which captures the CUDA graphs itself: check that enforce_eager is off and "
+                "that its CUDA-graph capture sizes (compilation_config) cover this batch; larger batches than the "
+                "largest captured size run eager.")
     ev["program"] = program
     ev["graphed_share_pct"] = round(100 * prog["graphed_share"], 1)
     if program == "graphed":
@@ -248,7 +257,9 @@ def analyze(ctx: Context) -> list[Finding]:
         conf = "medium"     # the compiled step's own Python un-profiled is a range, not a measurement
     return [Finding(
         kind=SPEC.kind,
-        title=(f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
+        title=(f"Launches keep up with the GPU: {per_step_k:.0f} kernels per step, median {med_kernel:.1f} us each, "
+               "under 1% of each step idle between them" if share < 0.005 and round(per_step_k) != 1 else
+               f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
                f"{med_kernel:.1f} us each, {share:.0%} of each step idle between them" if round(per_step_k) != 1 else
                f"The GPU waits on the CPU to launch work: 1 kernel per step ({med_kernel:.1f} us), idle {share:.0%} "
                "of the step around it"),

@@ -65,3 +65,27 @@ def small_read(site: dict) -> bool:
 TO_DEVICE_FIX = ("a copy from pageable host memory to the GPU blocks the CPU until it is done: pin the source "
                  "(DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True, or keep "
                  "the tensor on the GPU if it is copied every step")
+
+
+# DistributedDataParallel times its forward, backward and communication with CUDA events and reads them, a
+# synchronize and then cudaEventElapsedTime, in its first 10 iterations and once every 100 after (its runtime
+# statistics, c10d's Logger). HTA's DDP trace, steps 4-6: eight such syncs a step, advised to be dropped from the loop.
+DDP_FORWARD = "DistributedDataParallel.forward"
+DDP_TIMING_FIX = ("DistributedDataParallel's own timing, not the program's: it times forward, backward and "
+                  "communication with CUDA events and reads them (a synchronize, then cudaEventElapsedTime) in its "
+                  "first 10 iterations and then once every 100 (its runtime statistics), so later steps do not have "
+                  "it. Profile after iteration 10 (schedule(wait=10, ...)) to see the steady step")
+
+
+def ddp_timing(cpu, row: int) -> bool:
+    """A synchronize call made inside DistributedDataParallel's forward (its runtime statistics)."""
+    names, parent = cpu["name"].to_numpy(), cpu["parent"].to_numpy()
+    if not re.match(r"^(?:cuda|hip)(?:Event|Stream|Device)Synchronize", str(names[row])):
+        return False
+    p = int(parent[row])
+    while p >= 0:
+        if names[p] == DDP_FORWARD:
+            return True
+        p = int(parent[p])
+    return False
+

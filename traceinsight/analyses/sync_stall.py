@@ -16,7 +16,7 @@ from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
-from .sync_advice import SMALL_COPY_FIX, TO_DEVICE_FIX, site_fix, small_read
+from .sync_advice import DDP_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing, site_fix, small_read
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
@@ -47,13 +47,16 @@ def analyze(ctx: Context) -> list[Finding]:
     blockers = [b for b, c in zip(blockers, _not_the_programs(ctx, np.asarray(blockers, dtype=np.int64))) if not c]
     ev_sites = _sites(ctx, rows, blockers)
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
+    # (DDP's own timing syncs: sites the program cannot remove)
+    ddp = {top_op(cpu, b) for b in blockers if ddp_timing(cpu, b)}
     fixes = []
     for s in ev_sites[:4]:
-        f = TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else (
+        f = DDP_TIMING_FIX if s["op"] in ddp else TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else (
             SMALL_COPY_FIX.format(b=s["copy_bytes_per_call"]) if small_read(s) else site_fix(s["op"]))
         if f and f"{s['op']}: {f}" not in fixes:     # (two sites of one op: its advice once)
             fixes.append(f"{s['op']}: {f}")
-    fix = ("Remove the host-device syncs from the hot path. " + "; ".join(fixes) + ".") if fixes else (
+    mine = not ev_sites or any(s["op"] not in ddp for s in ev_sites)
+    fix = (("Remove the host-device syncs from the hot path. " if mine else "") + "; ".join(fixes) + ".") if fixes else (
         "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
         "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
     where = f" ({first['source']})" if first.get("source") and not first["source"].startswith("(") else ""
@@ -123,6 +126,8 @@ def analyze(ctx: Context) -> list[Finding]:
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
+    if not mine:
+        plan = ()      # nothing for the program to change: no fix to replay, nothing for a plan to put first
     # A read inside compiled code breaks its graph: kept on the GPU, the regions merge (their wrappers are its cost too).
     more, said, broke = graph_break.merge(ctx, blockers, ev) if plan else ((), "", 0.0)
     plan, fix, apart = plan + more, fix + said, graph_break.graphed_apart(ctx, blockers)

@@ -14,6 +14,8 @@ from .bounds import kernel_busy_us, pinned_copy_us
 from .deinflate import (TIME_SCALE, calibration_scale, profiler_cuts, replay_target, unprofiled_method,
                         unprofiled_range_us)
 
+# Beyond this replay error on the unchanged trace, a replayed estimate is not trusted (rank.py).
+RELIABLE_REPLAY_PCT = 15.0
 DISTURBED_LOW = 0.5       # the un-profiled band's low end, as a share of the estimate, on a disturbed host
 
 
@@ -61,7 +63,11 @@ def baseline(ctx: Context, compiled: replay.Compiled, info: dict, actual, bw: fl
     moved = act - max(0.0, profiled.median_us - base.median_us - wait)
     unprof = max(target if target is not None else moved, busy)
     info["unprofiled_step_ms"] = round(unprof / 1000, 3)
-    info["unprofiled_step_method"] = unprofiled_method(ctx.model) + calibrated + (
+    err = info["replay_error_pct"]
+    # (A replay that misses the step still moves it by the cost's amount: only that difference is used.)
+    missed = (f"; the replay itself misses the profiled step by {err:+.0f}%, so only that difference is used"
+              if err is not None and abs(err) > RELIABLE_REPLAY_PCT and target is None else "")
+    info["unprofiled_step_method"] = unprofiled_method(ctx.model) + calibrated + missed + (
         f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers, which the profiler does "
         "not slow: the wait absorbs the profiler's cost on the loop" if wait and target is None else
         f"; the loop waits {wait / 1000:.2f} ms per step for DataLoader workers: the difference is their "

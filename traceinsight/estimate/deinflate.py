@@ -114,8 +114,8 @@ def unprofiled_method(model: TraceModel) -> str:
         return "measured by traceinsight record (steps outside the profiler's window)"
     _, machine = cost_model(model)
     where = f"{machine} machines" if machine != "any" else "H100 and H200 machines, pooled"
-    return (f"estimate: the profiler's per-event CPU cost ({profiler_options(model)}; calibrated on {where}) "
-            "taken out of the replay")
+    return (f"estimate: the profiled step less the profiler's per-event CPU cost ({profiler_options(model)}; "
+            f"calibrated on {where}), as much as taking it out shortens the replay")
 
 
 def calibration_scale(model: TraceModel, c: replay.Compiled, profiled: replay.Replay, measured_step: float,

@@ -16,7 +16,7 @@ from . import replay
 from ..trace.coverage import startup_calls
 from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us
-from .baseline import baseline
+from .baseline import RELIABLE_REPLAY_PCT, baseline
 from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import fix_plan
@@ -277,8 +277,6 @@ def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:
 ALTERNATIVE_SAME = 1.0
 # Ranking weight of an estimate by its confidence.
 CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
-# Beyond this replay error on the unchanged trace, a replayed estimate is not trusted.
-RELIABLE_REPLAY_PCT = 15.0
 
 
 def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,

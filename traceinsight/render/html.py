@@ -208,6 +208,8 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "timeline_json": Markup(dumps_for_script(tl)) if tl else None,
         "timeline": tl,
         "rep_step": d["representative_step"],
+        # The idle causes some step has: a column of zeros on every row (start-up on a steady trace) says nothing.
+        "causes": [c for c in CAUSES if any((st.get("idle_by_cause_ms") or {}).get(c) for st in d["steps"])],
         "cuda_runtime": cuda_version(t.get("cuda_runtime_version")),
         "cuda_driver": cuda_version(t.get("cuda_driver_version")),
     }
@@ -220,7 +222,7 @@ def render(reports: list[Report], preface: str | None = None) -> str:
         preface=Markup(preface) if preface else None,
         traces=traces, fmt=_fmt, label=_label, outside_ops=S.outside_ops, span=lambda f: S.span(f, _fmt),
         after_fixes=S.after_fixes, collectives_line=S.collectives_line, loading_line=S.loading_line,
-        causes=CAUSES, cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
+        cause_colors=CAUSE_COLORS, busy_color=BUSY_COLOR,
         css=Markup(static_asset("report.css")), timeline_js=Markup(safe_js(static_asset("timeline.js"))))
 
 

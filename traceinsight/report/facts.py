@@ -7,6 +7,7 @@ import numpy as np
 from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
 from ..trace.coverage import (after_startup, enclosing_op, gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms,
                                startup_calls, unwritten_records)
+from ..trace.dispatch_pace import slow_dispatch
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
@@ -163,6 +164,24 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "with low confidence, or only listed where start-up is most of the steps; profile after a "
                    "warm-up (torch.profiler.schedule(wait=1, warmup=1, active=N), calling prof.step() each "
                    "iteration).")
+    slow = slow_dispatch(model)
+    if slow:
+        # (a review of HTA's DDP trace: aten::view 22.6 us, aten::narrow ~100 us, nothing had said so)
+        out.append(f"The host runs PyTorch's ops slowly: ops that only make a view of a tensor (aten::view, "
+                   f"as_strided, t, ...) took a median {slow[0]:.1f} us each ({slow[1]} of them), against 0.3-6 us on "
+                   "our H100 and H200 recordings, with or without Python stacks. A contended or throttled CPU (more "
+                   "threads than cores, other work on the machine, a low clock) makes every CPU-side figure here, "
+                   "and the profiler's cost fitted on normal hosts, say more about the machine than the program: "
+                   "check the host before changing the program.")
+    lazy = _lazy_in_full_steps(model)
+    if lazy and not start:
+        # (a review of a vLLM prefill on a B200: 8 such events, and single addmm calls of 1.2-2.5 ms beside them
+        # against a 58 us median, all read as launch overhead)
+        out.append(f"The window is not warm: the profiler recorded {lazy} 'Lazy Function Loading' event"
+                   f"{'' if lazy == 1 else 's'} in the steps analysed, CUDA loading a kernel's code at its first launch "
+                   "in the process. The ops around such first launches pay one-time costs too (a library choosing "
+                   "its kernel for a new shape), counted here as launch overhead or host work, so the savings may be "
+                   "overstated (by an amount the trace does not separate). Profile after a warm-up step (torch.profiler.schedule(wait=1, warmup=1, active=N)).")
     for cut in meta.get("steps_cut_to_data") or ():
         out.append(cut[0].upper() + cut[1:] + ".")
     full = int((~steps["partial"]).sum()) if len(steps) else 0
@@ -357,3 +376,14 @@ def _gpu_lag(model: TraceModel) -> str | None:
     return (f"The GPU runs behind the CPU: each step here is timed from where the GPU finished the previous "
             f"step's work (median {gpu_ms:.2f} ms), not by its ProfilerStep range on the CPU (median "
             f"{cpu_ms:.2f} ms), which ends before its GPU work does.")
+
+
+def _lazy_in_full_steps(model: TraceModel) -> int:
+    """How many of CUPTI's lazy-loading records fall inside the full steps (what the medians read)."""
+    at = np.asarray(model.meta.get("lazy_loads_us") or (), dtype=float)
+    steps = model.steps
+    if not len(at) or steps.empty:
+        return 0
+    full = steps[~steps["partial"]]
+    return int(sum(((at >= a) & (at < b)).sum() for a, b in zip(full["start"], full["end"])))
+

@@ -26,6 +26,7 @@ from .peer_waits import take_out as peer_wait_shift
 from .steps import (STEP_NAME, clip_to_data, drop_leading_idle, find_steps, gpu_aware_bounds, idle_gaps,
                     mark_partial, mark_warmup, step_gpu_accounting)
 
+LAZY_LOADING = "Lazy Function Loading"
 CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime"}
 GPU_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
@@ -233,6 +234,11 @@ class _Tables:
         ph_code = {v: i for i, v in enumerate(ph)}
         self.n_flows = int((c["ph"] == ph_code.get("s", -1)).sum())
         self.memory_rows = allocation_rows(c, self.cat, ph_code, self.names)
+        # CUPTI's "Lazy Function Loading" overhead records: CUDA loading a kernel's code at its first launch.
+        lazy_cat = [i for i, v in enumerate(self.cat) if v == "overhead"]
+        lazy_name = [i for i, v in enumerate(self.names) if v == LAZY_LOADING]
+        self.lazy_rows = (np.flatnonzero(is_x & np.isin(c["cat"], lazy_cat) & np.isin(c["name"], lazy_name))
+                          if lazy_cat and lazy_name else np.zeros(0, dtype=np.int64))
 
     def times(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Start, duration (0 where none is usable) and which durations were missing, negative or not numbers."""
@@ -298,7 +304,8 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     rank = _int_or(raw.distributed.get("rank"), 0) if raw.distributed else 0
     # (peer_wait_us None: not read with a job's other ranks)
     meta = dict(raw.meta, distributed=raw.distributed, warmup_steps=warmup, leading_idle_excluded_us=leading_idle,
-                steps_cut_to_data=cut, peer_wait_us=peer_wait_us)
+                steps_cut_to_data=cut, peer_wait_us=peer_wait_us,
+                lazy_loads_us=sorted(float(x) - t0 for x in tb.c["ts"][tb.lazy_rows]))
     _pid, _tid, mem_threads, mem_codes, _rank = _threads(tb, tb.memory_rows)   # (profile_memory's events)
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,
