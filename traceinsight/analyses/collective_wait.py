@@ -44,4 +44,3 @@ def analyze(ctx: Context) -> list[Finding]:
         kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),
         fix=fix, confidence="medium", evidence=ev, fixes=fixes, label=label)]
-

@@ -10,7 +10,7 @@ import numpy as np
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, RemoveHostWork
 from ..trace.compiles import COMPILING
-from ..trace.facts import WORKER_WAIT
+from ..trace.facts import DDP_FORWARD, WORKER_WAIT
 from ..trace.pycalls import calls_in
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
 from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_UNNAMED, fewer_workers, hidden_loader,
@@ -131,7 +131,7 @@ def analyze(ctx: Context) -> list[Finding]:
     if frames and loader:
         # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
         ev["python_calls_during_idle"] = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in frames[:6]]
-    ddp = bool(top) and bool(_DDP_BUFFERS.search(_programs(top)[0][0])) and bool(ctx.model.cpu_match(_DDP_FORWARD).any())
+    ddp = bool(top) and bool(_DDP_BUFFERS.search(_programs(top)[0][0])) and bool(ctx.model.cpu_match(f"^{re.escape(DDP_FORWARD)}$").any())
     if workers:
         # The batches come from worker processes already: they are too few or too slow, and the
         # trace (main process only) cannot show which transform costs the time.
@@ -242,7 +242,6 @@ _BACKWARD = re.compile(r"Backward\d*$")
 _ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
 # DistributedDataParallel syncing its buffers in each forward (broadcast_buffers=True, the default).
 _DDP_BUFFERS = re.compile(r"^aten::(un)?flatten_dense_tensors$|^c10d::broadcast_$")
-_DDP_FORWARD = r"^DistributedDataParallel\.forward$"
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
 # host work, so "run it every N steps" would be wrong advice).
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), torch/optim/|^TorchDynamo Cache Lookup$")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
+from ..trace.facts import DDP_FORWARD
 from ..trace.model import FREE_CALL
+from ..trace.pycalls import callers
 
 
 SYNC_FIXES = {
@@ -31,8 +33,9 @@ SYNC_FIXES = {
 }
 SYNC_FIXES["aten::_unique2"] = SYNC_FIXES["aten::unique"]
 # Blocking calls made outside any op (the site is the runtime call itself).
+SYNC_CALL = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize")
 CALL_FIXES = (
-    (re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize"),
+    (SYNC_CALL,
      "an explicit synchronize (torch.cuda.synchronize(), stream or event .synchronize()) waits for all queued "
      "GPU work: drop it from the loop, or keep one only where you time or read a result"),
     (re.compile(FREE_CALL),
@@ -70,7 +73,6 @@ TO_DEVICE_FIX = ("a copy from pageable host memory to the GPU blocks the CPU unt
 # DistributedDataParallel times its forward, backward and communication with CUDA events and reads them, a
 # synchronize and then cudaEventElapsedTime, in its first 10 iterations and once every 100 after (its runtime
 # statistics, c10d's Logger). HTA's DDP trace, steps 4-6: eight such syncs a step, advised to be dropped from the loop.
-DDP_FORWARD = "DistributedDataParallel.forward"
 DDP_TIMING_FIX = ("DistributedDataParallel's own timing, not the program's: it times forward, backward and "
                   "communication with CUDA events and reads them (a synchronize, then cudaEventElapsedTime) in its "
                   "first 10 iterations and then once every 100 (its runtime statistics), so later steps do not have "
@@ -79,13 +81,7 @@ DDP_TIMING_FIX = ("DistributedDataParallel's own timing, not the program's: it t
 
 def ddp_timing(cpu, row: int) -> bool:
     """A synchronize call made inside DistributedDataParallel's forward (its runtime statistics)."""
-    names, parent = cpu["name"].to_numpy(), cpu["parent"].to_numpy()
-    if not re.match(r"^(?:cuda|hip)(?:Event|Stream|Device)Synchronize", str(names[row])):
-        return False
-    p = int(parent[row])
-    while p >= 0:
-        if names[p] == DDP_FORWARD:
-            return True
-        p = int(parent[p])
-    return False
-
+    names = cpu["name"].to_numpy()
+    return bool(SYNC_CALL.match(str(names[row]))) and any(
+        names[q] == DDP_FORWARD for q in callers(row, cpu["parent"].to_numpy(), cpu["kind"].to_numpy(),
+                                                 cpu["ts"].to_numpy(), cpu["end"].to_numpy()))

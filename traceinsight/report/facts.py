@@ -181,7 +181,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    f"{'' if lazy == 1 else 's'} in the steps analysed, CUDA loading a kernel's code at its first launch "
                    "in the process. The ops around such first launches pay one-time costs too (a library choosing "
                    "its kernel for a new shape), counted here as launch overhead or host work, so the savings may be "
-                   "overstated (by an amount the trace does not separate). Profile after a warm-up step (torch.profiler.schedule(wait=1, warmup=1, active=N)).")
+                   "overstated (by an amount the trace does not separate). Profile after a warm-up step "
+                   "(torch.profiler.schedule(wait=1, warmup=1, active=N)).")
     for cut in meta.get("steps_cut_to_data") or ():
         out.append(cut[0].upper() + cut[1:] + ".")
     full = int((~steps["partial"]).sum()) if len(steps) else 0
@@ -386,4 +387,3 @@ def _lazy_in_full_steps(model: TraceModel) -> int:
         return 0
     full = steps[~steps["partial"]]
     return int(sum(((at >= a) & (at < b)).sum() for a, b in zip(full["start"], full["end"])))
-

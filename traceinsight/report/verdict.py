@@ -111,17 +111,12 @@ def verdict(a) -> str:
                 v = f.estimated_savings_us
                 out += ("; fixing it would save " + (f"only about {v / 1000:.2f} ms per step" if v >= 10 else
                                                     "next to nothing")
-                        + ((", as most of that idle is the profiler's" if _measured(a) else
+                        + ((", as most of that idle is the profiler's" if unprofiled_measured(a) else
                             ", as by the un-profiled estimate (see its likely band) most of that idle is the "
                             "profiler's")
                            if a.whatif.get("unprofiled_step_ms") and f.estimated_savings_us < 0.5 * big_v else ""))
         out += "."
     return out
-
-
-def _measured(a) -> bool:
-    """The un-profiled step was measured (record), not estimated."""
-    return str(a.whatif.get("unprofiled_step_method") or "").startswith("measured")
 
 
 # From this share of a CPU-only step, fetching batches is what the verdict names.

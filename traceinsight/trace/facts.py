@@ -213,6 +213,8 @@ def _program_facts(model: TraceModel) -> dict:
 
 
 GRAPH_TREE_CALL = r"^cudagraphify\.get_container$"
+# DistributedDataParallel's range around each forward (its buffer broadcast and timing syncs run inside it).
+DDP_FORWARD = "DistributedDataParallel.forward"
 # torch.compile's profiler ranges, named once. A Dynamo frame (graph breaks split a step into several):
 COMPILE_REGION = r"^Torch-Compiled Region"
 # The wrapper around each compiled graph call: Dynamo's cache lookup (the guards) and the region's own
