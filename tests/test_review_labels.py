@@ -143,7 +143,9 @@ def test_a_stretch_with_no_events_is_not_read_as_python():
     d = _hta("a100_cuda_event_sync_multi_stream.json.gz")
     assert any(x.startswith("Calls the profiler does not write: 18.6 ms in 1 stretch between ops")
                and "read 1,510 CUPTI records" in x and "dropped about 1,410 itself" in x for x in d["trace"]["limits"])
-    assert not [f for f in d["findings"] if f["kind"] == "host_bound"]
+    # (Its host-bound idle is three first cudaMallocs of 200-284 us, said so, not Python.)
+    assert all("inside cudaMalloc" in f["title"] and "first iteration's allocations" in f["fix"]
+               for f in d["findings"] if f["kind"] == "host_bound")
     assert d["summary"]["idle_by_cause_ms_median_per_step"]["unattributed"] > 18
     # Our own traces skip at most ~110 ids between runtime calls: none is said to be cut.
     own = _doc(SAMPLES / "sync_mask_loss__before.json.gz")["trace"]["limits"]

@@ -141,11 +141,14 @@ def test_host_work_in_many_short_stretches_is_named_by_their_total():
     assert "longest host-bound GPU gaps" in f["evidence"]["cpu_work_scope"]
 
 
-def test_bare_time_between_backward_ops_is_not_called_python_and_outlier_steps_are_named():
-    # The idle is on autograd's thread between two backward ops, and 91% of it is in 2 of 5 steps (slow
-    # steps of 18.5 and 12.8 ms against ~8 ms): a stall, not the user's Python and not every step.
+def test_a_stalled_view_op_and_outlier_steps_are_named_not_python():
+    # 91% of the host-bound idle is in 2 of 5 steps (slow steps of 18.5 and 12.8 ms against ~8 ms): a stall, not
+    # the user's Python and not every step. Of host_bound's own time the most is one aten::select of 661 us inside
+    # IndexBackward0 (such ops take 2.6 us at the median). (The 1.8 ms between two backward ops on autograd's
+    # thread, which this finding had been named by, is launch_overhead's: 1,813 of its 1,865 us; a second review
+    # had host work named by the whole gap, not by its host-bound share.)
     f = _finding(doc("h100", "sync_mask_loss__before", "default"), "host_bound")
-    assert "backward pass's thread" in f["title"] and "Backward" in f["title"], f["title"]
+    assert "inside aten::select" in f["title"] and "the host stalled there" in f["fix"], f["title"]
     assert "mostly in 2 of 5 steps" in f["title"]
     assert "with_stack" not in f["fix"] and "DataLoader" not in f["fix"]
     assert "autograd::engine::evaluate_function" not in f["title"]

@@ -17,7 +17,8 @@ activity (the launch edge of the graph):
   * whatever the CPU side of a gap was, the part of it spent inside torch.compile's compiler
     (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches;
     and the part inside a start-up call (context creation, lazy module loading, first allocations:
-    trace/coverage.startup_spans) is cuda_startup's, paid once per process.
+    trace/coverage.startup_spans) is cuda_startup's, paid once per process; and the part inside a CUDA-graph
+    capture (trace/facts.capture_spans) is graph_capture's: launches made then run nothing.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from .base import KindSpec
 from .reads import copy_reads
 from ..trace.compiles import compile_us_in, while_compiling
 from ..trace.coverage import missing_event_spans, startup_spans
-from ..trace.facts import BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us, model_has_cpu_ops
+from ..trace.facts import (BLOCK_TOL_US, blocking_calls, capture_spans, is_collective, launch_latency_us,
+                           model_has_cpu_ops)
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
@@ -44,7 +46,7 @@ SYNC_REFILL_MIN_US = 20.0
 CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.
 CAUSES = ("launch_overhead", "host_bound", "recompile", "sync_stall", "pageable_memcpy", "collective_wait",
-          "dependency_wait", "cuda_startup", "unattributed")
+          "dependency_wait", "graph_capture", "cuda_startup", "unattributed")
 # The CPU-side causes a compile's time is taken from (recompile).
 CPU_LATE = ("host_bound", "launch_overhead", "sync_stall", "pageable_memcpy", "unattributed")
 def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
@@ -206,6 +208,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
         res["launch_overhead"][rest[m]] += feed[m]
     _compiling_is_recompile(model, s, e, res, blocker)
     _startup_is_startup(model, s, e, res)
+    _capture_is_capture(model, s, e, res)
     _missing_is_unattributed(model, s, e, res)
     for c in CAUSES:
         gaps[c] = res[c]
@@ -246,6 +249,16 @@ def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: di
     over = _overlap(((a, b) for _n, a, b in startup_spans(model)), s, e)
     if over.any():
         _move(over, res, CPU_LATE, "cuda_startup")
+
+
+def _capture_is_capture(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:
+    """Idle while the program records a CUDA graph is graph_capture's, taken from the CPU-side causes: the
+    launches made then run nothing, so they are not late (vLLM's capture window had read 54.5 of 59.1 ms
+    as launch overhead, beside the note that it is a capture)."""
+    a, b = capture_spans(model)
+    over = _overlap(zip(a, b), s, e)
+    if over.any():
+        _move(over, res, CPU_LATE, "graph_capture")
 
 
 def _missing_is_unattributed(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
-from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame, library_call
+from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame, library_call, third_party_frame
 from ..trace.steps import step_at
 
 
@@ -148,13 +148,16 @@ def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
     the stdlib), and the built-in method it called when the trace has it: "Tensor.cpu() in step(),
     train.py:64". The profiler records each frame's first line (the `def`), never the calling line."""
     names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
-    called = library = None
+    called = library = inner = None
     for q in _callers(cpu, row, kinds):
         if kinds[q] != "python":
             continue
         if is_user_frame(names[q]):
             called = library or called
-            return f"{called} in {frame_label(names[q])}" if called else f"in {frame_label(names[q])}"
+            # (a review: BERT's mask check in transformers had been placed in the harness that called the model)
+            via = f" (inside {inner})" if inner and not called else ""
+            return (f"{called} in {frame_label(names[q])}" if called else f"in {frame_label(names[q])}") + via
+        inner = inner or third_party_frame(names[q])
         if BUILTIN.match(names[q]):
             called = frame_label(names[q])      # the outermost built-in below the frame: the user's call
         # ... unless the user called a library function that reaches it (clip_grad_norm_, not the

@@ -53,7 +53,9 @@ def compute_waits_on_copies(ctx: Context) -> pd.Series:
     return out
 
 
-QUIET_MIN_US = 100.0    # a gap this long before a waiting kernel is no spacing between kernels
+QUIET_MIN_US = 100.0
+# Evidence key: the part of the largest waits behind something no GPU work in the trace shows (ms per step).
+UNSEEN = "waits_on_what_the_trace_lacks_ms_per_step"    # a gap this long before a waiting kernel is no spacing between kernels
 
 
 def analyze(ctx: Context) -> list[Finding]:
@@ -74,7 +76,8 @@ def analyze(ctx: Context) -> list[Finding]:
         # kernel's start: one that ended long before is no dependency (a decode step's kernel waited 463 ms
         # for an event the trace never records, 463 ms after the last kernel).
         quiet = float(g["ts"] - prev["end"]) if g is not None and prev is not None else 0.0
-        if prev is not None and quiet >= max(QUIET_MIN_US, 0.5 * waited):
+        unseen = prev is None or quiet >= max(QUIET_MIN_US, 0.5 * waited)
+        if prev is not None and unseen:
             prev = None
             after = (f"(no GPU work in the {quiet / 1000:.3f} ms before it: what it waited for is not GPU work "
                      "in the trace, e.g. an event recorded late by the host, or before the window)")
@@ -85,7 +88,8 @@ def analyze(ctx: Context) -> list[Finding]:
         waits.append({"waited_ms": round(waited / 1000, 3),
                       "kernel": str(g["name"])[:120] if g is not None else "?",
                       "stream": int(g["stream"]) if g is not None else None,
-                      "after": after, "after_stream": int(prev["stream"]) if prev is not None else None})
+                      "after": after, "after_stream": int(prev["stream"]) if prev is not None else None,
+                      "unseen": unseen})
     wait_events = int(((cpu["kind"] == "runtime").to_numpy() &
                        ctx.model.cpu_names_where(lambda n: "StreamWaitEvent" in n)).sum())
     n_steps = max(1, len(ctx.model.steps))
@@ -102,6 +106,14 @@ def analyze(ctx: Context) -> list[Finding]:
                                   f"{copy_wait / 1000:.3f} ms of compute waiting while only copies ran, which the "
                                   "GPU's idle does not count")
     share = lost / ctx.median_step_us if ctx.median_step_us else 0.0
+    # Most of the wait is behind something no GPU work in the trace shows (SGLang's decode: 463 ms after the
+    # last kernel, beside 9.8 ms of GPU work; HTA's backward_thread excerpt: 64 ms with no kernel before it):
+    # its cost is real idle, but what would recover it the trace cannot tell.
+    # (of the largest waits, by their time: they are the finding's bulk)
+    unseen_us = sum(w["waited_ms"] for w in waits if w.pop("unseen")) * 1000
+    unseen = unseen_us >= 0.5 * sum(w["waited_ms"] for w in waits) * 1000 > 0
+    if unseen:
+        ev[UNSEEN] = round(unseen_us / max(1, ctx.n_full) / 1000, 3)
     # Event waits between work of one stream order nothing (a stream runs in order anyway).
     one_stream = gpu.groupby("device")["stream"].nunique().max() <= 1 if len(gpu) else True
     in_order = not cross and (not wait_events or one_stream)     # no other stream to wait for
@@ -109,18 +121,20 @@ def analyze(ctx: Context) -> list[Finding]:
     copies_inline = in_order and copy_wait > 0 and _copies_on_compute_streams(gpu)
     return [Finding(
         kind=cause,
-        title=(f"Kernels queued in time start late behind their predecessor on one stream ({share:.0%} of "
+        title=(f"Work launched in time waits on something the trace does not show ({share:.0%} of each step): no "
+               "GPU work ran in the stretch before it" if unseen else
+               f"Kernels queued in time start late behind their predecessor on one stream ({share:.0%} of "
                "each step)" if same_stream else
                f"Work launched in time waits on a dependency before it can start ({share:.0%} of each step"
                f"{', across streams' if cross else ''}"
                f"{'; compute waits behind copies' if copy_wait > 0.5 * lost else ''})"),
         lost_per_step_us=lost, lost_total_us=float(np.sum(ctx.gaps[cause])) + float(on_copies.sum()),
-        fix=(_SAME_STREAM_FIX if same_stream else _INLINE_COPY_FIX if copies_inline else
+        fix=(_UNSEEN_FIX if unseen else _SAME_STREAM_FIX if same_stream else _INLINE_COPY_FIX if copies_inline else
              "Find what the waiting kernel depends on (the largest waits name it): a cudaStreamWaitEvent on "
              "an event recorded late, a side stream that serialises with the main one, or a blocking copy "
              "in front of it. Record the event as early as the data is ready, move independent work onto "
              "the waiting stream's idle time, and use non-blocking copies on their own stream."),
-        confidence="medium", evidence=ev, beyond_idle_us=copy_wait)]
+        confidence="low" if unseen else "medium", evidence=ev, beyond_idle_us=copy_wait)]
 
 
 def _copies_on_compute_streams(gpu: pd.DataFrame) -> bool:
@@ -134,6 +148,12 @@ _INLINE_COPY_FIX = ("The copies run on the compute stream itself, so its kernels
                     "(a v100 ResNet's input batch, for one). Copy the next batch ahead of time so it overlaps "
                     "the current step's compute: pinned memory (DataLoader(pin_memory=True)), "
                     ".to(device, non_blocking=True), issued a step early or on a side stream (a prefetcher).")
+
+_UNSEEN_FIX = ("The kernel was launched early but waited on something that ran no GPU work in this trace: an event "
+               "the host records late (after a blocking call or host work), work of another process, or work from "
+               "before the window. The trace cannot show what that was, so this idle is a bound, not a saving: find "
+               "the cudaStreamWaitEvent / stream the kernel waits on (the largest waits name it) and what records "
+               "that event, and profile that side too.")
 
 # One stream, no event waits, no copies: the kernel was queued in time and started late behind its
 # predecessor on the same stream. That is the GPU's own spacing between back-to-back small kernels, not

@@ -10,7 +10,10 @@ import numpy as np
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, RemoveHostWork
 from ..trace.compiles import COMPILING
-from ..trace.facts import DDP_FORWARD, WORKER_WAIT
+from ..trace.coverage import ALLOCATION_CALLS, one_time_spans
+from ..trace.facts import DDP_FORWARD, WORKER_WAIT, program_facts, program_kind
+from ..trace.dispatch_pace import METADATA_OPS, metadata_op_us
+from ..trace.host import ALLOCATOR_MALLOC, subtract_intervals
 from ..trace.pycalls import calls_in
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
 from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_UNNAMED, fewer_workers, hidden_loader,
@@ -31,9 +34,14 @@ def analyze(ctx: Context) -> list[Finding]:
         if hidden:
             return hidden
     busy_ops: dict[str, float] = {}
+    # Each gap's ops and calls count outside its start-up calls and graph recording (their own causes), at the
+    # share of the rest that is host_bound's: a100_alexnet's aten::empty_strided had been named for the 29.9 s of
+    # context creation inside it, xDiT's compile_fx run() with 29.4 ms where 2.2 ms of its gap was host-bound.
     for row in gaps.nlargest(50, "host_bound").itertuples():
-        for name, us in ctx.host.host_ops_in(row.thread, row.start, row.end):
-            busy_ops[name] = busy_ops.get(name, 0.0) + us
+        pieces, w = _pieces(ctx, row)
+        for a, b in pieces:
+            for name, us in ctx.host.host_ops_in(row.thread, a, b):
+                busy_ops[name] = busy_ops.get(name, 0.0) + us * w
     # torch.compile's compiler is recompile's, whatever gap it overlaps (a compile step's gap holds both).
     busy_ops = {n: v for n, v in busy_ops.items() if not COMPILING_RE.search(n)}
     # With stacks, the gaps' time split by the call the user's code made (numpy's argmax, the Dataset's
@@ -132,6 +140,8 @@ def analyze(ctx: Context) -> list[Finding]:
         # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
         ev["python_calls_during_idle"] = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in frames[:6]]
     ddp = bool(top) and bool(_DDP_BUFFERS.search(_programs(top)[0][0])) and bool(ctx.model.cpu_match(f"^{re.escape(DDP_FORWARD)}$").any())
+    # A metadata-only op (a view, a header) that holds the idle did no work there: the host stalled in it.
+    stalled_view = bool(top) and bool(re.match(METADATA_OPS, _programs(top)[0][0]))
     if workers:
         # The batches come from worker processes already: they are too few or too slow, and the
         # trace (main process only) cannot show which transform costs the time.
@@ -201,21 +211,39 @@ def analyze(ctx: Context) -> list[Finding]:
                "stops it, where the buffers need not match across ranks every step (per-rank BatchNorm statistics, "
                "or SyncBatchNorm, which syncs them in its own forward); otherwise broadcast them yourself every N "
                "steps. No background thread or DataLoader worker can take this work.")
-    elif _ALLOCATION.search(where_in := _programs(top)[0][0]):
+    elif not stalled_view and _ALLOCATION.search(where_in := _programs(top)[0][0]):
         # (a review: 2.9 ms inside aten::empty had been told to "run it every N steps")
-        fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: the caching allocator "
-               "asked the driver for more (cudaMalloc) or returned it. Allocate once and reuse the buffers (out= "
+        # (a review: a 2.2 ms aten::empty with no driver call under it had been said to call cudaMalloc)
+        how = ("the caching allocator asked the driver for more (cudaMalloc) or returned it" if _drives(ctx.model, where_in)
+               else "no driver call (cudaMalloc, cudaFree) is recorded under it, so the trace cannot show whether "
+               "the allocator went to the driver or the host stalled")
+        fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: {how}. Allocate once and reuse the buffers (out= "
                "arguments, preallocated tensors), keep tensor sizes steady between steps, or let the allocator "
-               "grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).")
+               "grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)." + (
+                   " With one step in the window these may be a first iteration's allocations, which the caching "
+                   "allocator pays once: record more steps to see whether they repeat." if ctx.n_full <= 1 else ""))
+    elif stalled_view:
+        # (sync_mask_loss: aten::select at 661 us in one slow step, where such ops take a few us)
+        fix = (f"The idle CPU time is inside {_programs(top)[0][0][:80]}, an op that only makes a view or a tensor "
+               "header (no data is touched; this trace's median for such ops is "
+               f"{(metadata_op_us(ctx.model) or (0.0, 0))[0]:.1f} us): the host stalled there (another process, "
+               "paging, the profiler flushing its buffers), not work to move or make cheaper. Check the un-profiled "
+               "step and the host's load before acting on it.")
     else:
         names = _names(n for n, _ in _programs(top)[:3])
+        # (a review: the same words, every N steps or a DataLoader worker, had been given to an inference
+        # forward's own Python: say which kind of work each way fits)
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
-               f"path ({names}): run it every N steps, in a background thread or DataLoader worker, "
-               "or on the GPU.")
+               f"path ({names}): work that prepares data belongs in DataLoader workers or a background thread, "
+               "work that need not run each step (logging, metrics, checks) can run every N steps, and work on "
+               "tensors can move to the GPU.")
     # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
     # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
     # (Not DDP's buffer sync: torch ops on the GPU's tensors, not the host work that evicts the step's caches.)
-    warm = not (loader or workers or engine or per_item or framework or stalls or ddp) and lost >= WARM_AFTER_HOST_US
+    # (Nor in a graph capture: a one-time window whose host work is the recording; xDiT's had read 89 ms saved of 31.)
+    warm = not (loader or workers or engine or per_item or framework or stalls or ddp or stalled_view) \
+        and lost >= WARM_AFTER_HOST_US \
+        and program_kind(program_facts(ctx.model)) != "capture"
     if stalls:
         ev["idle_in_fewest_steps"] = f"{few} of {len(per_step)} steps hold {held / total:.0%} of this idle"
         fix = (f"Most of this idle is in {few} of {len(per_step)} steps: a stall in those steps (a slow "
@@ -239,7 +267,7 @@ _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
 _BACKWARD = re.compile(r"Backward\d*$")
 
 # The caching allocator's entry points: time inside them is allocation, whose fix is reuse, not "less often".
-_ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$")
+_ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$|" + ALLOCATOR_MALLOC)
 # DistributedDataParallel syncing its buffers in each forward (broadcast_buffers=True, the default).
 _DDP_BUFFERS = re.compile(r"^aten::(un)?flatten_dense_tensors$|^c10d::broadcast_$")
 # Framework work a step cannot skip: the optimizer's zero_grad / step annotations (not the program's own
@@ -324,31 +352,12 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
         g = frames.get(row.thread)
         if g is None:
             continue
-        ts, end = g["ts"].to_numpy(), g["end"].to_numpy()
         if row.thread not in op_step:
-            op_step[row.thread] = ctx.cpu_step_of(ts)
+            op_step[row.thread] = ctx.cpu_step_of(g["ts"].to_numpy())
         gap_step = ctx.cpu_step_of(np.array([row.start]))[0]
-        inside_gap = np.flatnonzero((end > row.start) & (ts < row.end))
-        # Walk the ops overlapping the gap in start order; what no op covers is bare.
-        cur, prev = row.start, int(np.searchsorted(ts, row.start) - 1)
-        for i in (*inside_gap, None):
-            nxt = row.end if i is None else max(ts[i], row.start)
-            if nxt > cur:
-                total += nxt - cur
-                # An op of the previous step (its optimizer) is not where this step's Python runs.
-                same = prev >= 0 and op_step[row.thread][prev] == gap_step
-                before = name(g, prev) if same else "the step's start"
-                k = i if i is not None else \
-                    (inside_gap[-1] + 1 if len(inside_gap) else int(np.searchsorted(ts, row.end)))
-                after = name(g, k) if k < len(g) else "the next op"
-                p = pairs.setdefault((before, after), [0.0, 0, {}])
-                p[0] += nxt - cur
-                p[1] += 1
-                held = inside(row.thread, cur, nxt)
-                if held is not None:
-                    p[2][held[0]] = p[2].get(held[0], 0.0) + held[1]
-            if i is not None and end[i] > cur:
-                cur, prev = end[i], i
+        pieces, w = _pieces(ctx, row)      # (counted as the ops and calls are)
+        for start, stop in pieces:
+            total += _walk_bare(g, name, inside, pairs, op_step, gap_step, row.thread, start, stop, w)
     if total <= 0:
         return None
     ranked = sorted(pairs.items(), key=lambda kv: -kv[1][0])
@@ -360,9 +369,55 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
     return Bare(total, before, after, n, places)
 
 
+def _drives(m, op: str) -> bool:
+    """Some allocation call of the driver (cudaMalloc, cudaFree, ...) runs under an op of this name."""
+    if re.match(ALLOCATION_CALLS, op):
+        return True
+    rows = np.flatnonzero((m.cpu["kind"] == "runtime").to_numpy() & m.cpu_match(ALLOCATION_CALLS))
+    top = m.cpu["top_op"].to_numpy()[rows]
+    return bool(len(rows)) and op in set(m.cpu["name"].to_numpy()[top[top >= 0]].tolist())
+
+
+def _walk_bare(g, name, inside, pairs: dict, op_step: dict, gap_step, thread, start: float, stop: float,
+               w: float) -> float:
+    """The time no op of the thread (g: its ops in start order) covers in [start, stop), at weight w; each
+    stretch of it is added to pairs under the ops before and after it."""
+    ts, end = g["ts"].to_numpy(), g["end"].to_numpy()
+    inside_gap = np.flatnonzero((end > start) & (ts < stop))
+    total = 0.0
+    # Walk the ops overlapping the stretch in start order; what no op covers is bare.
+    cur, prev = start, int(np.searchsorted(ts, start) - 1)
+    for i in (*inside_gap, None):
+        nxt = stop if i is None else max(ts[i], start)
+        if nxt > cur:
+            total += (nxt - cur) * w
+            # An op of the previous step (its optimizer) is not where this step's Python runs.
+            same = prev >= 0 and op_step[thread][prev] == gap_step
+            before = name(g, prev) if same else "the step's start"
+            k = i if i is not None else (inside_gap[-1] + 1 if len(inside_gap) else int(np.searchsorted(ts, stop)))
+            after = name(g, k) if k < len(g) else "the next op"
+            p = pairs.setdefault((before, after), [0.0, 0, {}])
+            p[0] += (nxt - cur) * w
+            p[1] += 1
+            held = inside(thread, cur, nxt)
+            if held is not None:
+                p[2][held[0]] = p[2].get(held[0], 0.0) + held[1]
+        if i is not None and end[i] > cur:
+            cur, prev = end[i], i
+    return total
+
+
 def _programs(top: list[tuple[str, float]]) -> list[tuple[str, float]]:
     """The entries the program can act on: not the profiler's own Python (absent un-profiled)."""
     return [(n, v) for n, v in top if "(the profiler's own)" not in n] or top
+
+
+def _pieces(ctx: Context, row) -> tuple[list[tuple[float, float]], float]:
+    """A gap less the start-up calls and graph recording in it (attribution gave those their own causes), and
+    the share of what is left that is host_bound's."""
+    ps, pe = subtract_intervals(np.array([row.start]), np.array([row.end]), *one_time_spans(ctx.model))
+    left = float((pe - ps).sum())
+    return list(zip(ps.tolist(), pe.tolist())), (min(1.0, row.host_bound / left) if left > 0 else 0.0)
 
 
 def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
@@ -372,7 +427,12 @@ def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
         return []
     out: dict[str, float] = {}
     for th, g in gaps.nlargest(50, "host_bound").groupby("thread", sort=False):
-        for name, us in calls_in(ctx.model, th, list(zip(g["start"], g["end"]))).items():
+        spans, w = [], []
+        for r in g.itertuples():
+            pieces, share = _pieces(ctx, r)
+            spans += pieces
+            w += [share] * len(pieces)
+        for name, us in calls_in(ctx.model, th, spans, w).items():
             out[name] = out.get(name, 0.0) + us
     return sorted(out.items(), key=lambda kv: -kv[1])
 

@@ -225,7 +225,8 @@ def analyze(ctx: Context) -> list[Finding]:
         # The step's CPU time per kernel, host work that launches nothing (a DataLoader's wait), the waits
         # for the GPU (with the host's work on a copied result, sync_stall's) and start-up calls left out.
         "cpu_us_per_kernel": round(max(0.0, ctx.median_step_us - sum(ctx.per_step_median(ctx.per_step[c]) for c in
-                                                                     ("host_bound", "sync_stall", "cuda_startup")))
+                                                                     ("host_bound", "sync_stall", "cuda_startup",
+                                                                      "graph_capture")))
                                    / per_step_k, 2)
                              if per_step_k else None,
         "idle_ms_per_step": round(lost / 1000, 3),
@@ -260,7 +261,8 @@ def analyze(ctx: Context) -> list[Finding]:
         title=(f"Launches keep up with the GPU: {per_step_k:.0f} kernels per step, median {med_kernel:.1f} us each, "
                "under 1% of each step idle between them" if share < 0.005 and round(per_step_k) != 1 else
                f"The GPU waits on the CPU to launch work: {per_step_k:.0f} kernels per step, median "
-               f"{med_kernel:.1f} us each, {share:.0%} of each step idle between them" if round(per_step_k) != 1 else
+               f"{med_kernel:.1f} us each, {share:.0%} of each step idle waiting for their launches"
+               if round(per_step_k) != 1 else
                f"The GPU waits on the CPU to launch work: 1 kernel per step ({med_kernel:.1f} us), idle {share:.0%} "
                "of the step around it"),
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["launch_overhead"].sum()),

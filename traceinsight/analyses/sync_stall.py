@@ -12,6 +12,8 @@ import numpy as np
 
 from ..trace.model import DEVICE_FREE
 from ..trace.compiles import while_compiling
+from ..trace.coverage import startup_spans
+from ..trace.host import ALLOCATOR_MALLOC
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
@@ -194,7 +196,6 @@ def _op_instances(cpu, rows: np.ndarray) -> np.ndarray:
 
 
 # The caching allocator asking the driver for memory again (after torch.cuda.empty_cache() gave it back).
-ALLOCATOR_MALLOC = r"^(?:cuda|hip)Malloc$"
 
 
 def _allocator_refills(ctx: Context, blockers: list[int]) -> tuple[int, ...]:
@@ -203,11 +204,23 @@ def _allocator_refills(ctx: Context, blockers: list[int]) -> tuple[int, ...]:
     its removal on an H200 (holdout23_empty_cache_step), where the wait alone predicted 1.09-1.15x."""
     cpu = ctx.model.cpu
     names = cpu["name"].to_numpy()
-    if not any(re.match(DEVICE_FREE, str(names[b])) for b in blockers):
+    # (Not start-up calls, paid once: a100_alexnet's 6.5 s first cudaFree had been read as a hand-back, and its
+    # four 1.9 s first cudaMallocs as refills a step.)
+    once = _in_startup(ctx.model, cpu["ts"].to_numpy())
+    if not any(re.match(DEVICE_FREE, str(names[b])) and not once[b] for b in blockers):
         return ()
-    m = cpu[(cpu["kind"] == "runtime").to_numpy() & ctx.model.cpu_match(ALLOCATOR_MALLOC)]
+    m = cpu[(cpu["kind"] == "runtime").to_numpy() & ctx.model.cpu_match(ALLOCATOR_MALLOC) & ~once]
     inside = ctx.cpu_step_of(m["ts"].to_numpy()) >= 0 if len(m) else np.zeros(0, bool)
     return tuple(int(i) for i in m.index[inside])
+
+
+def _in_startup(model, ts: np.ndarray) -> np.ndarray:
+    """Per time: inside a start-up call (trace/coverage.startup_spans)."""
+    spans = startup_spans(model)
+    out = np.zeros(len(ts), dtype=bool)
+    for _n, a, b in spans:
+        out |= (ts >= a) & (ts < b)
+    return out
 
 
 def _inside(sites: list[dict]) -> str:
@@ -341,7 +354,8 @@ def _queued_until(model, ts: np.ndarray) -> np.ndarray:
 
 
 # Kernels of data-dependent ops, and the backward of boolean-mask indexing (index_put with accumulate).
-DATA_DEPENDENT = r"nonzero|index|scatter|masked|unique|cub::|DeviceSelect|DeviceScan|compact"
+# (not "indexed": cuDNN's sm80_xmma_fprop_implicit_gemm_indexed convolutions had counted 1.8 ms in a100_alexnet)
+DATA_DEPENDENT = r"nonzero|index(?!ed)|scatter|masked|unique|cub::|DeviceSelect|DeviceScan|compact"
 MASK_BACKWARD = r"IndexBackward|MaskedSelectBackward|NonzeroBackward|IndexPutBackward"
 
 

@@ -212,6 +212,9 @@ def step_counts(d: dict) -> str:
 
 def step_line(d: dict) -> str:
     s = d["summary"]
+    if s["steps"] == 1:
+        # (one step, or the whole trace as one window: no median, min and max of one value)
+        return f"{'window' if d['trace'].get('step_source') == 'whole trace' else 'step'} {s['median_step_ms']} ms"
     return f"median step {s['median_step_ms']} ms (min {s['min_step_ms']} ms, max {s['max_step_ms']} ms)"
 
 

@@ -4,6 +4,7 @@ report.analyze.Analysis, which this module does not import (the pipeline imports
 from __future__ import annotations
 
 from ..analyses import CAUSES, spec
+from ..analyses.dependency_wait import UNSEEN
 from ..estimate.rank import MEASURED_NOTE, MIN_SHARE
 from ..trace.coverage import gpu_work_without_gpu_events, seconds_or_ms, startup_calls
 from ..trace.facts import WORKER_WAIT, no_complete_step
@@ -69,9 +70,12 @@ def verdict(a) -> str:
                 f"({_pct(both, a)}% of the {which} step), {top.kind} {share} of it.")
     elif top.estimate_note.startswith(MEASURED_NOTE):
         # (its effect could not be replayed: the measured cost is the most it can give, not what it will)
+        # (a wait on something no GPU work in the trace shows: SGLang's decode, 463 ms beside 9.8 ms of GPU work)
+        bound = ("an upper bound, see how it was estimated" if not top.evidence.get(UNSEEN) else
+                 "an upper bound: the GPU waited on something the trace does not show, so what would recover it "
+                 f"cannot be told from here; the GPU's own work is {b['gpu_busy'] / 1000:.2f} ms per step")
         out += (f"would save at most {top.estimated_savings_us / 1000:.2f} ms per step "
-                f"({_pct(top.estimated_savings_us, a)}% of the {which} step; an upper bound, see how it was "
-                "estimated).")
+                f"({_pct(top.estimated_savings_us, a)}% of the {which} step; {bound}).")
     else:
         out += (f"would save about {top.estimated_savings_us / 1000:.2f} ms per step "
                 f"({_pct(top.estimated_savings_us, a)}% of the {which} step{_speedup(top.estimated_savings_us, a)}).")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .compiles import compile_us_in
-from .facts import COMPILED_RANGE, waiting_calls
+from .facts import COMPILED_RANGE, capture_spans, waiting_calls
 from .model import TraceModel
 from .steps import STEP_SOURCES, merged_intervals, step_at
 
@@ -132,6 +132,18 @@ def startup_calls(model: TraceModel) -> list[tuple[str, float, int]]:
 def startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
     """(name, start, end) of each such call."""
     return model.memo("startup_spans", lambda: _startup_spans(model))
+
+
+def one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends), merged, of what a process pays once: start-up calls and CUDA-graph recording."""
+    return model.memo("one_time_spans", lambda: _one_time_spans(model))
+
+
+def _one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    a, b = capture_spans(model)
+    start = startup_spans(model)
+    return merged_intervals(np.concatenate([a, [s for _n, s, _e in start]]),
+                            np.concatenate([b, [e for _n, _s, e in start]]))
 
 
 def seconds_or_ms(us: float) -> str:

@@ -213,6 +213,32 @@ def _program_facts(model: TraceModel) -> dict:
 
 
 GRAPH_TREE_CALL = r"^cudagraphify\.get_container$"
+
+
+def capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the stretches where the program records a CUDA/HIP graph: capture ranges
+    (CUDAGraphNode.record, vLLM's capture_*), BeginCapture to the next EndCapture on its thread, and the
+    instantiation. Launches there run nothing, so the GPU idles without the launches being late."""
+    return model.memo("capture_spans", lambda: _capture_spans(model))
+
+
+def _capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    cpu = model.cpu
+    if cpu.empty:
+        return np.zeros(0), np.zeros(0)
+    rt = (cpu["kind"] == "runtime").to_numpy()
+    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)
+    spans = [cpu.loc[ranges | (rt & model.cpu_match(r"GraphInstantiate", re.I)), ["ts", "end"]].to_numpy()]
+    for _th, c in cpu[rt & model.cpu_match(r"StreamBeginCapture|StreamEndCapture", re.I)].groupby("thread"):
+        c = c.sort_values("ts")
+        begin = c["name"].str.contains("BeginCapture").to_numpy()
+        ts, end = c["ts"].to_numpy(), c["end"].to_numpy()
+        for i in np.flatnonzero(begin):
+            later = np.flatnonzero(~begin[i + 1:])
+            if len(later):
+                spans.append(np.array([[ts[i], end[i + 1 + later[0]]]]))
+    both = np.concatenate(spans)
+    return merged_intervals(both[:, 0], both[:, 1]) if len(both) else (np.zeros(0), np.zeros(0))
 # DistributedDataParallel's range around each forward (its buffer broadcast and timing syncs run inside it).
 DDP_FORWARD = "DistributedDataParallel.forward"
 # torch.compile's profiler ranges, named once. A Dynamo frame (graph breaks split a step into several):

@@ -89,6 +89,25 @@ def library_call(name: str) -> str | None:
     return None if func.startswith(("_", "<")) or func == "forward" else f"{func}()"
 
 
+# Libraries whose frames a user's sync site is not named by: PyTorch's own, numpy, the standard library.
+_CORE = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "torchaudio", "torchtext", "numpy", "traceinsight"}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def third_party_frame(name: str) -> str | None:
+    """"_prepare_4d_attention_mask_for_sdpa(), def at transformers/modeling_attn_mask_utils.py:429" for a frame of
+    a library other than PyTorch, numpy or the standard library (where the user's call went on to do the
+    work); None for anything else, a module's forward or a wrapper."""
+    m = PY_FRAME.match(name)
+    if not m or is_user_frame(name) or _is_profiler_own(name) or _is_wrapper(name):
+        return None
+    file = m.group("file").rsplit("-packages/", 1)[-1]
+    if file.startswith("/") or file.split("/", 1)[0].removesuffix(".py") in _CORE or "torch/" in file:
+        return None
+    func = m.group("func")
+    return None if func in ("forward", "__call__") or func.startswith("<") else frame_label(name)
+
+
 # (A trace names the same few thousand frames a million times: each name's verdict is worked out once.)
 @functools.lru_cache(maxsize=1 << 16)
 def _is_wrapper(name: str) -> bool:
@@ -100,10 +119,11 @@ def _is_profiler_own(name: str) -> bool:
     return PROFILER_OWN.search(name) is not None
 
 
-def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
+def calls_in(model: TraceModel, thread: str, spans, weights=None) -> dict[str, float]:
     """us per call label over the spans [(start, end), ...] of one thread, by exclusive time: each instant
     belongs to the deepest event then running (by time, not by parent links), never to a range that outlives
-    its parent (ProfilerStep, opened inside record_function's enter: see callers())."""
+    its parent (ProfilerStep, opened inside record_function's enter: see callers()). With weights, each span's
+    time counts at its weight (the share of it that is the cause asked about)."""
     cpu = model.cpu
     rows = model.thread_rows().get(thread)
     if rows is None or not len(rows):
@@ -117,7 +137,8 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
     labels = _Labeller(parent, names, kinds, all_ts, all_end)
     levels = _by_level(ts, end, depth)
     out: dict[str, float] = {}
-    for a, b in spans:
+    for k, (a, b) in enumerate(spans):
+        w = 1.0 if weights is None else float(weights[k])
         hit = _overlapping(levels, end, a, b) if levels is not None else np.flatnonzero((ts < b) & (end > a))
         if not len(hit):
             continue
@@ -137,7 +158,7 @@ def calls_in(model: TraceModel, thread: str, spans) -> dict[str, float]:
         got = np.flatnonzero(per > 0)
         for e, us in zip(rows[hit[got]].tolist(), per[got].tolist()):
             lab = labels.of(e)
-            out[lab] = out.get(lab, 0.0) + us
+            out[lab] = out.get(lab, 0.0) + us * w
     return out
 
 
