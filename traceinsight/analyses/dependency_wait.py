@@ -53,9 +53,9 @@ def compute_waits_on_copies(ctx: Context) -> pd.Series:
     return out
 
 
-QUIET_MIN_US = 100.0
+QUIET_MIN_US = 100.0    # a gap this long before a waiting kernel is no spacing between kernels
 # Evidence key: the part of the largest waits behind something no GPU work in the trace shows (ms per step).
-UNSEEN = "waits_on_what_the_trace_lacks_ms_per_step"    # a gap this long before a waiting kernel is no spacing between kernels
+UNSEEN = "waits_on_what_the_trace_lacks_ms_per_step"
 
 
 def analyze(ctx: Context) -> list[Finding]:

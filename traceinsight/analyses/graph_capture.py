@@ -4,10 +4,7 @@ looks launch-bound; the right advice is to record again after the capture, not t
 """
 from __future__ import annotations
 
-import numpy as np
-
-from ..trace.facts import program_facts, program_kind
-from ..trace.profiler_cost import GRAPH_LAUNCH
+from ..trace.facts import graph_launched, program_facts, program_kind
 from ..trace.steps import merged_intervals
 from .base import Context, Finding, KindSpec
 
@@ -54,10 +51,7 @@ def analyze(ctx: Context) -> list[Finding]:
 
 def _replayed(ctx: Context) -> tuple[float, float]:
     """GPU busy time (us) of the kernels the graph launches ran, and their span from first start to last end."""
-    m = ctx.model
-    graph = (m.cpu["kind"] == "runtime").to_numpy() & m.cpu_match(GRAPH_LAUNCH)
-    lr = m.gpu["launcher"].to_numpy()
-    g = m.gpu[(lr >= 0) & graph[np.maximum(lr, 0)]]
+    g = ctx.model.gpu[graph_launched(ctx.model)]
     if g.empty:
         return 0.0, 0.0
     s, e = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy())

@@ -10,7 +10,7 @@ import numpy as np
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, RemoveHostWork
 from ..trace.compiles import COMPILING
-from ..trace.coverage import ALLOCATION_CALLS, one_time_spans
+from ..trace.coverage import driver_allocates, one_time_spans
 from ..trace.facts import DDP_FORWARD, WORKER_WAIT, program_facts, program_kind
 from ..trace.dispatch_pace import METADATA_OPS, metadata_op_us
 from ..trace.host import ALLOCATOR_MALLOC, subtract_intervals
@@ -37,9 +37,12 @@ def analyze(ctx: Context) -> list[Finding]:
     # Each gap's ops and calls count outside its start-up calls and graph recording (their own causes), at the
     # share of the rest that is host_bound's: a100_alexnet's aten::empty_strided had been named for the 29.9 s of
     # context creation inside it, xDiT's compile_fx run() with 29.4 ms where 2.2 ms of its gap was host-bound.
-    for row in gaps.nlargest(50, "host_bound").itertuples():
-        pieces, w = _pieces(ctx, row)
-        for a, b in pieces:
+    # (the 50 largest gaps are what the ops, the Python calls and the bare stretches are read from)
+    longest = gaps.nlargest(50, "host_bound")
+    pieces = {r.Index: _pieces(ctx, r) for r in longest.itertuples()}
+    for row in longest.itertuples():
+        parts, w = pieces[row.Index]
+        for a, b in parts:
             for name, us in ctx.host.host_ops_in(row.thread, a, b):
                 busy_ops[name] = busy_ops.get(name, 0.0) + us * w
     # torch.compile's compiler is recompile's, whatever gap it overlaps (a compile step's gap holds both).
@@ -47,7 +50,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # With stacks, the gaps' time split by the call the user's code made (numpy's argmax, the Dataset's
     # __getitem__, the profiler's own step) says more than the ops that happened to run; but not more than
     # the DataLoader's range, which a frame around it (the training step) encloses.
-    frames = _python_calls(ctx, gaps)
+    frames = _python_calls(ctx, longest, pieces)
     in_loader = sum(v for n, v in busy_ops.items() if _is_loader(n))
     by_call = bool(frames) and in_loader < 0.25 * frames[0][1]
     if by_call:
@@ -57,7 +60,7 @@ def analyze(ctx: Context) -> list[Finding]:
     top = sorted(busy_ops.items(), key=lambda kv: (not _is_loader(kv[0]), -kv[1]))[:6]
     # Ops that cover a small part of the idle are not its cause: the rest ran outside every recorded op
     # (Python calling numpy, no torch op). Say so, and where in the step it ran.
-    bare = _bare_stretch(ctx, gaps)
+    bare = _bare_stretch(ctx, longest, pieces)
     if bare is not None and bare.total > 2 * sum(v for _, v in top):
         top = []
     loader = any(_is_loader(n) for n, _ in top)
@@ -214,12 +217,13 @@ def analyze(ctx: Context) -> list[Finding]:
     elif not stalled_view and _ALLOCATION.search(where_in := _programs(top)[0][0]):
         # (a review: 2.9 ms inside aten::empty had been told to "run it every N steps")
         # (a review: a 2.2 ms aten::empty with no driver call under it had been said to call cudaMalloc)
-        how = ("the caching allocator asked the driver for more (cudaMalloc) or returned it" if _drives(ctx.model, where_in)
-               else "no driver call (cudaMalloc, cudaFree) is recorded under it, so the trace cannot show whether "
+        how = ("the caching allocator asked the driver for more (cudaMalloc) or returned it"
+               if driver_allocates(ctx.model, where_in) else
+               "no driver call (cudaMalloc, cudaFree) is recorded under it, so the trace cannot show whether "
                "the allocator went to the driver or the host stalled")
-        fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: {how}. Allocate once and reuse the buffers (out= "
-               "arguments, preallocated tensors), keep tensor sizes steady between steps, or let the allocator "
-               "grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)." + (
+        fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: {how}. Allocate once and reuse the "
+               "buffers (out= arguments, preallocated tensors), keep tensor sizes steady between steps, or let the "
+               "allocator grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)." + (
                    " With one step in the window these may be a first iteration's allocations, which the caching "
                    "allocator pays once: record more steps to see whether they repeat." if ctx.n_full <= 1 else ""))
     elif stalled_view:
@@ -316,8 +320,9 @@ class Bare(NamedTuple):
 ANNOTATED_SHARE = 0.3
 
 
-def _bare_stretch(ctx: Context, gaps) -> Bare | None:
-    """The bare CPU time of the 50 largest host-bound gaps (Bare), or None when nothing is uncovered.
+def _bare_stretch(ctx: Context, gaps, pieces: dict) -> Bare | None:
+    """The bare CPU time of the largest host-bound gaps (Bare; pieces: _pieces of each), or None when nothing is
+    uncovered.
     Stretches are summed per (before, after) pair: a loop of many short Python stretches between the same two
     ops outweighs one longer stretch elsewhere."""
     if gaps.empty:
@@ -348,15 +353,15 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
         j = hit[np.argmax(rs[hit])]      # (argmax takes the first of equal starts, as the stable sort did)
         return str(rn[j]), min(b, re_[j]) - max(a, rs[j])
     total, pairs, op_step = 0.0, {}, {}        # pairs: (before, after) -> [us, stretches, {range: us}]
-    for row in gaps.nlargest(50, "host_bound").itertuples():
+    for row in gaps.itertuples():
         g = frames.get(row.thread)
         if g is None:
             continue
         if row.thread not in op_step:
             op_step[row.thread] = ctx.cpu_step_of(g["ts"].to_numpy())
         gap_step = ctx.cpu_step_of(np.array([row.start]))[0]
-        pieces, w = _pieces(ctx, row)      # (counted as the ops and calls are)
-        for start, stop in pieces:
+        parts, w = pieces[row.Index]      # (counted as the ops and calls are)
+        for start, stop in parts:
             total += _walk_bare(g, name, inside, pairs, op_step, gap_step, row.thread, start, stop, w)
     if total <= 0:
         return None
@@ -367,15 +372,6 @@ def _bare_stretch(ctx: Context, gaps) -> Bare | None:
         places.append(Place(before, after, us, *((rname, rus) if rus >= ANNOTATED_SHARE * us else (None, 0.0))))
     (before, after), (_, n, _held) = ranked[0]
     return Bare(total, before, after, n, places)
-
-
-def _drives(m, op: str) -> bool:
-    """Some allocation call of the driver (cudaMalloc, cudaFree, ...) runs under an op of this name."""
-    if re.match(ALLOCATION_CALLS, op):
-        return True
-    rows = np.flatnonzero((m.cpu["kind"] == "runtime").to_numpy() & m.cpu_match(ALLOCATION_CALLS))
-    top = m.cpu["top_op"].to_numpy()[rows]
-    return bool(len(rows)) and op in set(m.cpu["name"].to_numpy()[top[top >= 0]].tolist())
 
 
 def _walk_bare(g, name, inside, pairs: dict, op_step: dict, gap_step, thread, start: float, stop: float,
@@ -420,18 +416,18 @@ def _pieces(ctx: Context, row) -> tuple[list[tuple[float, float]], float]:
     return list(zip(ps.tolist(), pe.tolist())), (min(1.0, row.host_bound / left) if left > 0 else 0.0)
 
 
-def _python_calls(ctx: Context, gaps) -> list[tuple[str, float]]:
-    """The longest host-bound gaps' time by the Python call it went to (trace/pycalls.py), summed over
-    threads; empty without Python frames in the trace."""
+def _python_calls(ctx: Context, gaps, pieces: dict) -> list[tuple[str, float]]:
+    """The longest host-bound gaps' time (pieces: _pieces of each) by the Python call it went to
+    (trace/pycalls.py), summed over threads; empty without Python frames in the trace."""
     if gaps.empty or not (ctx.model.cpu["kind"] == "python").any():
         return []
     out: dict[str, float] = {}
-    for th, g in gaps.nlargest(50, "host_bound").groupby("thread", sort=False):
+    for th, g in gaps.groupby("thread", sort=False):
         spans, w = [], []
         for r in g.itertuples():
-            pieces, share = _pieces(ctx, r)
-            spans += pieces
-            w += [share] * len(pieces)
+            parts, share = pieces[r.Index]
+            spans += parts
+            w += [share] * len(parts)
         for name, us in calls_in(ctx.model, th, spans, w).items():
             out[name] = out.get(name, 0.0) + us
     return sorted(out.items(), key=lambda kv: -kv[1])

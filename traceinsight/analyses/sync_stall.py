@@ -195,9 +195,6 @@ def _op_instances(cpu, rows: np.ndarray) -> np.ndarray:
     return np.where(ops >= 0, ops, -1 - rows)
 
 
-# The caching allocator asking the driver for memory again (after torch.cuda.empty_cache() gave it back).
-
-
 def _allocator_refills(ctx: Context, blockers: list[int]) -> tuple[int, ...]:
     """Where a blocking call is the allocator giving its blocks back (cudaFree), the cudaMalloc calls inside
     steps (cpu rows): the next step fetching them again. empty_cache after each step measured 1.28-1.88x for

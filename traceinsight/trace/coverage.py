@@ -4,6 +4,8 @@ drove that the profiler did not record. The report's limits, the verdict and the
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .compiles import compile_us_in
@@ -132,6 +134,16 @@ def startup_calls(model: TraceModel) -> list[tuple[str, float, int]]:
 def startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
     """(name, start, end) of each such call."""
     return model.memo("startup_spans", lambda: _startup_spans(model))
+
+
+def driver_allocates(model: TraceModel, op: str) -> bool:
+    """The name is the driver's allocation call itself, or some such call (cudaMalloc, cudaFree, ...) runs under
+    an op of this name."""
+    if re.match(ALLOCATION_CALLS, op):
+        return True
+    rows = np.flatnonzero((model.cpu["kind"] == "runtime").to_numpy() & model.cpu_match(ALLOCATION_CALLS))
+    top = model.cpu["top_op"].to_numpy()[rows]
+    return bool(len(rows)) and op in set(model.cpu["name"].to_numpy()[top[top >= 0]].tolist())
 
 
 def one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:

@@ -175,7 +175,7 @@ def _program_facts(model: TraceModel) -> dict:
     rt = (cpu["kind"] == "runtime").to_numpy()
     capture_calls = int((rt & model.cpu_match(_CAPTURE_CALL.pattern, re.I)).sum()) if len(cpu) else 0
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
-    capture_ranges = int((ranges & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)).sum()) if len(cpu) else 0
+    capture_ranges = int(_capture_ranges(model).sum()) if len(cpu) else 0
     graph_launch = rt & model.cpu_match(GRAPH_LAUNCH) if len(cpu) else np.zeros(0, dtype=bool)
     launch_rows = (cpu["rkind"] == "launch").to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     launches = int(launch_rows.sum())
@@ -190,7 +190,7 @@ def _program_facts(model: TraceModel) -> dict:
     graphed_us, from_graph = 0.0, np.zeros(0, dtype=bool)
     if len(kernels) and graph_launch.any():
         launcher = kernels["launcher"].to_numpy()
-        from_graph = (launcher >= 0) & graph_launch[np.maximum(launcher, 0)]
+        from_graph = graph_launched(model)[(gpu["kind"] == "kernel").to_numpy()]
         graphed_us = float(kernels["dur"].to_numpy()[from_graph].sum())
         # A share of the kernels launched in the trace: a replay launched before the window (no launch call
         # here) is not eager work (a DDP step replayed whole read 86% graphed for 100%).
@@ -215,6 +215,20 @@ def _program_facts(model: TraceModel) -> dict:
 GRAPH_TREE_CALL = r"^cudagraphify\.get_container$"
 
 
+def _capture_ranges(model: TraceModel) -> np.ndarray:
+    """Per CPU row: a range (op or annotation) that records a graph."""
+    return model.cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)
+
+
+def graph_launched(model: TraceModel) -> np.ndarray:
+    """Per GPU row: launched by a graph launch call (work of a graph replay)."""
+    cpu, lr = model.cpu, model.gpu["launcher"].to_numpy()
+    if cpu.empty:
+        return np.zeros(len(lr), dtype=bool)
+    graph = (cpu["kind"] == "runtime").to_numpy() & model.cpu_match(GRAPH_LAUNCH)
+    return (lr >= 0) & graph[np.maximum(lr, 0)]
+
+
 def capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
     """(starts, ends) of the stretches where the program records a CUDA/HIP graph: capture ranges
     (CUDAGraphNode.record, vLLM's capture_*), BeginCapture to the next EndCapture on its thread, and the
@@ -227,8 +241,8 @@ def _capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
     if cpu.empty:
         return np.zeros(0), np.zeros(0)
     rt = (cpu["kind"] == "runtime").to_numpy()
-    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(_CAPTURE_RANGE.pattern, re.I)
-    spans = [cpu.loc[ranges | (rt & model.cpu_match(r"GraphInstantiate", re.I)), ["ts", "end"]].to_numpy()]
+    rows = _capture_ranges(model) | (rt & model.cpu_match(r"GraphInstantiate", re.I))
+    spans = [cpu.loc[rows, ["ts", "end"]].to_numpy()]
     for _th, c in cpu[rt & model.cpu_match(r"StreamBeginCapture|StreamEndCapture", re.I)].groupby("thread"):
         c = c.sort_values("ts")
         begin = c["name"].str.contains("BeginCapture").to_numpy()
