@@ -3,6 +3,7 @@ from __future__ import annotations
 
 
 from .base import Context, Finding, KindSpec
+from .exposed_communication import overlap_advice
 from .fixes import NoPeerWait
 
 # Replayed in a job, where the other ranks' traces say how long each collective waited for them (the fix: they
@@ -22,8 +23,8 @@ def analyze(ctx: Context) -> list[Finding]:
               coll["dur"].groupby(ctx.step_of(coll["ts"].to_numpy())).sum()) / 1000, 3),
           "top_collectives": coll["name"].str.slice(0, 100).value_counts().head(5).to_dict()}
     title = "Compute waits on collectives (NCCL): communication is not hidden behind compute"
-    fix = ("Overlap communication with compute (DDP bucket_cap_mb, gradient_as_bucket_view=True, FSDP "
-           "prefetch), and check the other ranks for stragglers (load imbalance makes this rank wait).")
+    fix = (f"Overlap communication with compute: {overlap_advice(ctx.model)}; and check the other ranks for "
+           "stragglers (load imbalance makes this rank wait).")
     peer = ctx.model.meta.get("peer_wait_us")
     fixes, label = (), ""
     if peer is not None:

@@ -21,9 +21,10 @@ FIX = ("Nothing to change in the program: only the profiled run pays this. For t
 COSTLY_OPTIONS = ("with_stack", "record_shapes", "profile_memory")
 
 
-def _fix(opts: str) -> str:
-    """The note's advice: turn off the costlier options that were on (a default trace has none on)."""
-    on = [o for o in COSTLY_OPTIONS if o in opts]
+def _fix(opts: str, ops: bool = True) -> str:
+    """The note's advice: turn off the costlier options that were on (a default trace has none on). Without
+    recorded ops record_shapes cost nothing, so it is not named (MI210's GPU-only trace had been told to)."""
+    on = [o for o in COSTLY_OPTIONS if o in opts and (ops or o != "record_shapes")]
     if not on:
         return FIX
     return FIX.replace("For true CPU timings ", "For true CPU timings record with " +
@@ -43,7 +44,8 @@ def analyze(ctx: Context) -> list[Finding]:
     if lost <= 0:
         return []
     opts = profiler_options(m) + (" + profile_memory" if len(m.memory) else "")
-    if not model_has_cpu_ops(m):      # (record_shapes costs nothing where no op was recorded: a review)
+    ops = model_has_cpu_ops(m)
+    if not ops:      # (record_shapes costs nothing where no op was recorded: a review)
         opts += ", runtime calls only"
     ev = {"options_seen": opts, "profiled_step_ms": round(profiled / 1000, 3),
           "unprofiled_step_ms_estimate": round(unprof / 1000, 3) if unprof is not None else None,
@@ -52,7 +54,7 @@ def analyze(ctx: Context) -> list[Finding]:
     return [Finding(
         kind=SPEC.kind, title=title(opts, lost, unprof or profiled),
         lost_per_step_us=lost, lost_total_us=lost * len(steps),
-        fix=_fix(opts),
+        fix=_fix(opts, ops),
         confidence="medium" if unprof is not None else "low", evidence=ev, fixes=())]
 
 

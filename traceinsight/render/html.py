@@ -142,7 +142,7 @@ def _binned_steps(steps: list[dict], max_bars: int) -> list[dict]:
 
         def mean(key, sub=None):
             vals = [(x[key] or {}).get(sub) if sub else x[key] for x in grp]
-            return sum(v or 0.0 for v in vals) / n
+            return None if all(v is None for v in vals) else sum(v or 0.0 for v in vals) / n
         out.append({"step": grp[0]["step"], "last": grp[-1]["step"], "n": n,
                     "partial": any(x["partial"] for x in grp),
                     "duration_ms": mean("duration_ms"), "gpu_busy_ms": mean("gpu_busy_ms"),
@@ -194,6 +194,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "unprofiled": S.unprofiled(d),
         "tone": S.verdict_tone(d),
         "cpu_only": S.cpu_only(d),
+        "gpu_unrecorded": bool((d.get("trace") or {}).get("gpu_work_unrecorded")),
         "interrupted": S.interrupted(d),
         "gpu": S.gpu_label(t),
         "rank": S.rank_label(t),

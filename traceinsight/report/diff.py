@@ -337,9 +337,16 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str],
     if change["significance"] == "within_noise" and resolved:
         notes.append(f"{', '.join(c['kind'] for c in resolved)} went down, but the step time did not change "
                      "beyond noise: that cause was not on the critical path, or something else filled the time.")
-    if new:
-        notes.append("New or larger after the change: " + ", ".join(
-            f"{c['kind']} ({c['after_ms_per_step']:.3f} ms/step)" for c in new) + ".")
+    # A GPU-side finding the before trace did not report is most often gated there (they rank only where the GPU
+    # is the bottleneck), not new: a review read fusion_candidates "new" after an optimizer fix.
+    gated = [c for c in new if not c["is_idle_cause"] and c["reported_before"] is None]
+    for cs, what in (([c for c in new if c not in gated], "New or larger after the change: "),
+                     (gated, "Ranked after the change, not before: ")):
+        if cs:
+            notes.append(what + ", ".join(f"{c['kind']} ({c['after_ms_per_step']:.3f} ms/step)" for c in cs) + (
+                "." if cs is not gated else ". Findings about the GPU's own work rank only where the GPU is the "
+                "bottleneck, so this work may have run before too, hidden behind idle time the change removed "
+                "(the kernel table says whether it is new)."))
     if like:
         notes.insert(0, "The comparison may not be like for like: " + "; ".join(like) + ".")
     return head, notes

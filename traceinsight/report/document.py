@@ -144,7 +144,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
         "steps": [
             {"step": int(r.step), "start_ms": num(r.start / 1000), "duration_ms": num(r.dur / 1000),
              "partial": bool(r.partial), "gpu_busy_ms": num(r.gpu_busy / 1000),
-             "gpu_idle_ms": num(r.gpu_idle / 1000),
+             # (no GPU activity recorded: no idle to count; a GPU job's unrecorded GPU had shown its whole step)
+             "gpu_idle_ms": num(r.gpu_idle / 1000) if a.model.has_gpu else None,
              "idle_by_cause_ms": {c: num(getattr(r, c) / 1000) for c in CAUSES}}
             for r in fs.itertuples()
         ],

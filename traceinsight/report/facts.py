@@ -183,10 +183,11 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         # against a 58 us median, all read as launch overhead)
         out.append(f"The window is not warm: the profiler recorded {lazy} 'Lazy Function Loading' event"
                    f"{'' if lazy == 1 else 's'} in the steps analysed, CUDA loading a kernel's code at its first launch "
-                   "in the process. The ops around such first launches pay one-time costs too (a library choosing "
-                   "its kernel for a new shape), counted here as launch overhead or host work, so the savings may be "
-                   "overstated (by an amount the trace does not separate). Profile after a warm-up step "
-                   "(torch.profiler.schedule(wait=1, warmup=1, active=N)).")
+                   "in the process. The op that makes such a launch pays one-time costs before it too (a library "
+                   "choosing its kernel for a new shape): the GPU idle from that op's start to the launch is counted "
+                   "as start-up (cuda_startup) and left out of the savings. Other first-time costs the trace does not "
+                   "mark (allocator growth, a first call's Python) stay in the figures, so the savings may still be "
+                   "overstated. Profile after a warm-up step (torch.profiler.schedule(wait=1, warmup=1, active=N)).")
     for cut in meta.get("steps_cut_to_data") or ():
         out.append(cut[0].upper() + cut[1:] + ".")
     full = int((~steps["partial"]).sum()) if len(steps) else 0

@@ -154,8 +154,49 @@ def one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
 def _one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
     a, b = capture_spans(model)
     start = startup_spans(model)
-    return merged_intervals(np.concatenate([a, [s for _n, s, _e in start]]),
-                            np.concatenate([b, [e for _n, _s, e in start]]))
+    fa, fb = first_load_spans(model)
+    return merged_intervals(np.concatenate([a, [s for _n, s, _e in start], fa]),
+                            np.concatenate([b, [e for _n, _s, e in start], fb]))
+
+
+# CUPTI writes a kernel's lazy loading ("Lazy Function Loading", no thread of its own) inside the launch call
+# that loads it or up to this long before it.
+LAZY_TO_LAUNCH_US = 200.0
+
+
+def first_load_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of each first launch that CUDA loaded lazily, with the op's work before it: from where the
+    op that makes the launch began (or the thread's previous launch ended, if later) to the launch's end. A library
+    picking its kernel for a new shape and CUDA loading the code: paid once per process. (A B200 eager trace: four
+    aten::addmm / aten::mm sat 1.4-2.4 ms each before such a launch, all read as launch overhead; steady launches
+    there take 6 us.)"""
+    return model.memo("first_load_spans", lambda: _first_load_spans(model))
+
+
+def _first_load_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    at = np.asarray(model.meta.get("lazy_loads_us") or (), dtype=float)
+    cpu = model.cpu
+    rows = np.flatnonzero((cpu["kind"] == "runtime").to_numpy() & (cpu["rkind"] == "launch").to_numpy()) \
+        if len(at) and len(cpu) else np.zeros(0, dtype=np.int64)
+    if not len(rows):
+        return np.zeros(0), np.zeros(0)
+    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    thread, parent = cpu["thread"].to_numpy(), cpu["parent"].to_numpy()
+    rows = rows[np.argsort(ts[rows], kind="stable")]
+    out_a, out_b = [], []
+    for t in at.tolist():
+        # The launch that holds the load, else the first one to start just after it.
+        k = int(np.searchsorted(ts[rows], t, "right")) - 1
+        if k < 0 or end[rows[k]] < t:
+            k += 1
+            if k >= len(rows) or ts[rows[k]] - t > LAZY_TO_LAUNCH_US:
+                continue
+        r = rows[k]
+        same = rows[:k][thread[rows[:k]] == thread[r]]
+        a = max(ts[parent[r]] if parent[r] >= 0 else ts[r], end[same[-1]] if len(same) else -np.inf)
+        out_a.append(min(a, ts[r]))
+        out_b.append(end[r])
+    return merged_intervals(np.array(out_a), np.array(out_b)) if out_a else (np.zeros(0), np.zeros(0))
 
 
 def seconds_or_ms(us: float) -> str:
