@@ -167,7 +167,9 @@ def outside_ops(c: dict) -> str:
     and for the backward on autograd's thread."""
     parts = [f"{w} ms of it {what}" for w, what in (
         (c.get("waiting_for_gpu_ms") or 0, "waiting in runtime calls for the GPU"),
-        (c.get("waiting_for_backward_ms") or 0, "waiting for the backward on autograd's thread")) if w]
+        (c.get("waiting_for_backward_ms") or 0, "waiting for the backward on autograd's thread"
+         if c.get("backward_thread_recorded", True) else
+         "inside the program's backward range, waiting for autograd's thread, which the trace does not hold")) if w]
     return ", ".join(parts + ["the rest Python and other host code" if parts else "Python and other host code"])
 
 
