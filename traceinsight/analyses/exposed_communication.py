@@ -34,6 +34,11 @@ def _pieces(cs: np.ndarray, ce: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> t
     return np.array(out_s), np.array(out_e)
 
 
+# A launch this soon after a wait on the GPU was held back by that wait (the thread's next calls after a
+# synchronize returns are its own few microseconds of dispatch).
+WAIT_GAP_US = 200.0
+
+
 def _ready(m) -> np.ndarray:
     """Per GPU row: when the CPU had queued it, the end of its launch call (-inf where the trace shows no
     launch). Where the launching thread sat in a call waiting for the GPU (a synchronize, a copy to the host)
@@ -56,11 +61,6 @@ def _ready(m) -> np.ndarray:
         ok = (k >= 0) & (ts[lr[on]] - end[w[np.maximum(k, 0)]] <= WAIT_GAP_US)
         ready[on[ok]] = ts[w[k[ok]]]
     return ready
-
-
-# A launch this soon after a wait on the GPU was held back by that wait (the thread's next calls after a
-# synchronize returns are its own few microseconds of dispatch).
-WAIT_GAP_US = 200.0
 
 
 def comm_split(ctx: Context) -> pd.DataFrame:

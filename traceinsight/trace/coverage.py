@@ -180,9 +180,14 @@ def _first_load_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
         if len(at) and len(cpu) else np.zeros(0, dtype=np.int64)
     if not len(rows):
         return np.zeros(0), np.zeros(0)
-    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-    thread, parent = cpu["thread"].to_numpy(), cpu["parent"].to_numpy()
+    ts, end, parent = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["parent"].to_numpy()
     rows = rows[np.argsort(ts[rows], kind="stable")]
+    # Each launch's previous launch on its own thread (-1: none), by one sort on (thread, time).
+    code = np.unique(cpu["thread"].to_numpy()[rows], return_inverse=True)[1]
+    by = np.lexsort((np.arange(len(rows)), code))
+    prev = np.full(len(rows), -1)
+    same = code[by[1:]] == code[by[:-1]]
+    prev[by[1:][same]] = rows[by[:-1][same]]
     out_a, out_b = [], []
     for t in at.tolist():
         # The launch that holds the load, else the first one to start just after it.
@@ -192,8 +197,7 @@ def _first_load_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
             if k >= len(rows) or ts[rows[k]] - t > LAZY_TO_LAUNCH_US:
                 continue
         r = rows[k]
-        same = rows[:k][thread[rows[:k]] == thread[r]]
-        a = max(ts[parent[r]] if parent[r] >= 0 else ts[r], end[same[-1]] if len(same) else -np.inf)
+        a = max(ts[parent[r]] if parent[r] >= 0 else ts[r], end[prev[k]] if prev[k] >= 0 else -np.inf)
         out_a.append(min(a, ts[r]))
         out_b.append(end[r])
     return merged_intervals(np.array(out_a), np.array(out_b)) if out_a else (np.zeros(0), np.zeros(0))
