@@ -29,11 +29,10 @@ import pandas as pd
 from .base import KindSpec
 from .reads import copy_reads
 from ..trace.compiles import compile_us_in, while_compiling
-from ..trace.coverage import first_load_spans, missing_event_spans, startup_spans
+from ..trace.coverage import missing_event_spans, startup_intervals
 from ..trace.facts import (BLOCK_TOL_US, blocking_calls, capture_spans, is_collective, launch_latency_us,
                            model_has_cpu_ops)
 from ..trace.host import HostActivity
-from ..trace.steps import merged_intervals
 from ..trace.model import TraceModel
 
 # Idle causes that are no finding kind of their own (yet): their specs live here.
@@ -249,10 +248,7 @@ def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: di
     into host_bound and cuDNN's first cudaFree into sync_stall."""
     # (and the work of an op before a kernel's first, lazily loaded launch: a B200 eager trace's 9.5 ms of such
     # gaps had read as launch overhead, with high confidence)
-    fa, fb = first_load_spans(model)
-    spans = startup_spans(model)
-    over = _overlap(zip(*merged_intervals(np.concatenate([[a for _n, a, _b in spans], fa]),
-                                          np.concatenate([[b for _n, _a, b in spans], fb]))), s, e)
+    over = _overlap(zip(*startup_intervals(model)), s, e)
     if over.any():
         _move(over, res, CPU_LATE, "cuda_startup")
 

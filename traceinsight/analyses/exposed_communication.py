@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import is_collective, waiting_calls
+from ..trace.host import subtract_intervals
 from ..trace.profiler_cost import unprofiled_step_us
 from ..trace.steps import merged_intervals
 from .base import Context, Finding, KindSpec
@@ -15,23 +16,6 @@ from .base import Context, Finding, KindSpec
 SPEC = KindSpec("exposed_communication", "communication-bound", estimate="measured")
 ALREADY_OVERLAPS = 0.15     # of the communication time: the program overlaps already (DDP's buckets do)
 CPU_HELD = 0.5              # of the exposed time: below it compute mostly waited for the CPU, not the collectives
-
-
-def _pieces(cs: np.ndarray, ce: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The parts of the merged intervals [cs, ce) that the merged intervals [ks, ke) leave uncovered."""
-    out_s, out_e = [], []
-    for a, b in zip(cs.tolist(), ce.tolist()):
-        lo, hi = int(np.searchsorted(ke, a, "right")), int(np.searchsorted(ks, b, "left"))
-        at = a
-        for x, y in zip(ks[lo:hi].tolist(), ke[lo:hi].tolist()):
-            if x > at:
-                out_s.append(at)
-                out_e.append(x)
-            at = max(at, y)
-        if b > at:
-            out_s.append(at)
-            out_e.append(b)
-    return np.array(out_s), np.array(out_e)
 
 
 # A launch this soon after a wait on the GPU was held back by that wait (the thread's next calls after a
@@ -90,7 +74,7 @@ def comm_split(ctx: Context) -> pd.DataFrame:
             cs, ce = merged_intervals(ts[c], te[c]) if c.any() else (np.zeros(0), np.zeros(0))
             comp += float((ke - ks).sum())
             comm += float((ce - cs).sum())
-            ps, pe = _pieces(cs, ce, ks, ke)
+            ps, pe = subtract_intervals(cs, ce, ks, ke)
             exposed += float((pe - ps).sum())
             # Each uncovered piece against the compute that follows it: the part after that work was queued.
             k_ts, k_ready = ts[~c], ready[on][~c]

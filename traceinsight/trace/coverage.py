@@ -153,10 +153,17 @@ def one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
 
 def _one_time_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
     a, b = capture_spans(model)
+    sa, sb = startup_intervals(model)
+    return merged_intervals(np.concatenate([a, sa]), np.concatenate([b, sb]))
+
+
+def startup_intervals(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends), merged, of start-up: the start-up calls and the lazily loaded first launches with the work
+    of the op before each (cuda_startup's idle, attribution.py)."""
     start = startup_spans(model)
     fa, fb = first_load_spans(model)
-    return merged_intervals(np.concatenate([a, [s for _n, s, _e in start], fa]),
-                            np.concatenate([b, [e for _n, _s, e in start], fb]))
+    return merged_intervals(np.concatenate([[s for _n, s, _e in start], fa]),
+                            np.concatenate([[e for _n, _s, e in start], fb]))
 
 
 # CUPTI writes a kernel's lazy loading ("Lazy Function Loading", no thread of its own) inside the launch call
