@@ -107,7 +107,7 @@ def test_report_has_verdict_facts_and_findings(ext):
         assert esc(f["title"]) in page
     assert "Minor findings" in page
     # Every number is labelled: tables say per step / mean / total.
-    assert "GPU ms per step (mean)" in page and "ms over the whole trace" in page
+    assert "GPU ms per step (mean)" in page and "ms summed over every step" in page
     # Foldable sections and the per-step table: one row per step.
     assert page.count("<details") >= 4
     for s in d["steps"]:

@@ -27,7 +27,8 @@ def test_idle_while_a_graph_is_recorded_is_the_captures_not_launch_overhead():
     assert _kind(d, "graph_capture")["evidence"]["idle_ms_per_step_while_capturing"] > 55.0
     # xDiT: CUDAGraphNode.record spans 243 ms of its 422 ms window.
     idle = _doc(XDIT)["summary"]["idle_by_cause_ms_median_per_step"]
-    assert 200.0 < idle["graph_capture"] < 250.0 and idle["launch_overhead"] < 100.0
+    # (the graph tree's recording frame, CUDAGraphNode's set-up included, since 2026-12-02: 243 -> 283 ms)
+    assert 200.0 < idle["graph_capture"] < 300.0 and idle["launch_overhead"] < 100.0
 
 
 def test_no_fix_in_a_capture_window_claims_more_than_its_own_idle():

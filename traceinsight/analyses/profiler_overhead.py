@@ -18,7 +18,7 @@ SPEC = KindSpec("profiler_overhead", "inflated by the profiler", estimate="measu
                                                "whether that was measured or estimated)")
 FIX = ("Nothing to change in the program: only the profiled run pays this. For true CPU timings measure the "
        "step time outside the profiler's window (traceinsight record does).")
-COSTLY_OPTIONS = ("with_stack", "record_shapes", "profile_memory")
+COSTLY_OPTIONS = ("with_stack", "record_shapes", "profile_memory", "with_flops")
 
 
 def _fix(opts: str, ops: bool = True) -> str:
@@ -43,7 +43,7 @@ def analyze(ctx: Context) -> list[Finding]:
     lost = max(0.0, profiled - unprof) if unprof is not None else mem
     if lost <= 0:
         return []
-    opts = profiler_options(m) + (" + profile_memory" if len(m.memory) else "")
+    opts = profiler_options(m)
     ops = model_has_cpu_ops(m)
     if not ops:      # (record_shapes costs nothing where no op was recorded: a review)
         opts += ", runtime calls only"

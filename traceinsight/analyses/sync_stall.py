@@ -14,6 +14,7 @@ from ..trace.model import DEVICE_FREE
 from ..trace.compiles import while_compiling
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
+from ..trace.pycalls import callers
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
@@ -36,6 +37,8 @@ def analyze(ctx: Context) -> list[Finding]:
     theirs = _not_the_programs(ctx, gaps["blocker"].to_numpy())
     if len(gaps) and theirs.all():
         return []
+    if theirs.any():     # (their idle is no cost of the program's: the finding's share is what is left)
+        lost *= float(gaps.loc[~theirs, cause].sum()) / float(gaps[cause].sum())
     gaps = gaps[~theirs]
     rows = []
     for blk, grp in gaps.groupby("blocker"):
@@ -235,7 +238,20 @@ def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
     out = ok & while_compiling(ctx.model, np.maximum(rows, 0))
     if program_facts(ctx.model)["graph_tree_calls"]:
         out |= ok & in_compiled_region(ctx.model)[np.maximum(rows, 0)]
+    # PyTorch's CUDA-graph recording (a graph tree's warm-up, torch.cuda.graph's empty_cache and syncs): a review
+    # found xDiT's every device sync and free there, advised as the program's own.
+    cpu = ctx.model.cpu
+    if (cpu["kind"] == "python").any():
+        names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
+        parent, ts, end = cpu["parent"].to_numpy(), cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+        for k in np.flatnonzero(ok & ~out):
+            out[k] = any(kinds[q] == "python" and GRAPH_MACHINERY.search(str(names[q]))
+                         for q in callers(int(rows[k]), parent, kinds, ts, end))
     return out
+
+
+# Python files of PyTorch's CUDA-graph machinery: a blocking call made under them is the recording's.
+GRAPH_MACHINERY = re.compile(r"torch/_inductor/cudagraph_trees\.py|torch/cuda/graphs\.py")
 
 
 def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:
@@ -258,6 +274,9 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     full = np.isin(step, ctx.full_steps)
     edge = _at_step_edge(ctx, blocks, step)
     op_row = _op_instances(cpu, blocks.index.to_numpy())
+    # A call made inside start-up (cuDNN's first cudaFree creating the context) blocked on start-up, not on
+    # queued work: its time is the start-up note's (a review read "cudaFree 6533.7 ms, queued GPU work").
+    once = _in_startup(ctx.model, blocks["ts"].to_numpy())
     stalled = dict(rows)
     by_site: dict[tuple, dict] = {}
     for k, (b, r) in enumerate(zip(blocks.index.to_numpy(), blocks.itertuples(index=False))):
@@ -272,8 +291,9 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
         d["stalls"] += int(b in stalled and full[k])
         if full[k]:
             d["ops"].add(int(op_row[k]))
-        d["calls"][r.name] = d["calls"].get(r.name, 0.0) + (r.end - r.ts) * full[k]
-        d["blocked"] += r.end - r.ts
+        took = 0.0 if once[k] else r.end - r.ts
+        d["calls"][r.name] = d["calls"].get(r.name, 0.0) + took * full[k]
+        d["blocked"] += took
         # Its own copy's time and direction, when it waited for it; and whatever it waited for (an .item() waits
         # for queued work, then copies to the host: the table had said "n/a").
         own_copy = float(queued[k] <= r.ts + QUEUE_TOL_US)

@@ -120,7 +120,7 @@ def pinned_bandwidth_gbps(ctx: Context) -> float:
     if len(pinned) and pinned["dur"].sum() > 0:
         return float(pinned["bytes"].sum() / (pinned["dur"].sum() * 1e-6) / 1e9)
     cc = next((d.compute_capability for d in ctx.model.devices.values() if d.compute_capability), None)
-    if cc is None:
+    if cc is None or ctx.model.meta.get("vendor") == "AMD":     # (AMD's is a gfx architecture: gpu_specs)
         return replay.PINNED_GBPS_DEFAULT
     return PINNED_GBPS_BY_CC.get(int(cc[0]), PINNED_GBPS_OLD if int(cc[0]) < 8 else 50.0)
 

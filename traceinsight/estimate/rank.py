@@ -67,7 +67,8 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     def extra(applied) -> float:
         return absorbed if any(isinstance(fx, RemoveHostWork) for fx in applied) else 0.0
     if info["unprofiled_step_ms"]:
-        _settle_profiler_note(findings, ctx.median_step_us, median_step, measured_unprofiled_us(ctx.model) is not None)
+        _settle_profiler_note(findings, ctx.median_step_us, median_step, measured_unprofiled_us(ctx.model) is not None,
+                              window=ctx.model.step_source == "whole trace")
     gpu_removed: dict[int, float] = {}
     gpu_touched: dict[int, float] = {}      # GPU time per step of the kernels each fix changes
     gpu_removed_ends: dict[int, tuple[float, float]] = {}
@@ -247,8 +248,10 @@ def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
 
 
 def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofiled_us: float,
-                          measured: bool = False) -> None:
-    """The profiler-cost note gives the same un-profiled step as the summary."""
+                          measured: bool = False, window: bool = False) -> None:
+    """The profiler-cost note gives the same un-profiled step as the summary; `window`: the trace is one window
+    with no step markers, no step that repeats (a review read vLLM's one-time capture's "48.34 ms to each step"
+    as a per-step cost)."""
     how = "measured" if measured else "an estimate"
     for f in findings:
         if spec(f.kind).profiler_cost:
@@ -260,9 +263,10 @@ def _settle_profiler_note(findings: list[Finding], profiled_us: float, unprofile
             f.evidence = dict(f.evidence, unprofiled_step_ms_estimate=round(unprofiled_us / 1000, 3),
                               inflation_ms_per_step=round(lost / 1000, 3),
                               inflation_pct_of_unprofiled_step=round(100 * lost / unprofiled_us, 1) if unprofiled_us else None)
-            f.title = (f"Recording ({f.evidence.get('options_seen')}) added about {lost / 1000:.2f} ms to each "
-                       f"step: the un-profiled step is about {unprofiled_us / 1000:.2f} ms ({how}); "
-                       "CPU-side figures here are profiled")
+            each, what = ("the window (no step markers)", "window") if window else ("each step", "step")
+            f.title = (f"Recording ({f.evidence.get('options_seen')}) added about {lost / 1000:.2f} ms to {each}: the "
+                       f"un-profiled {what} is about {unprofiled_us / 1000:.2f} ms ({how}); CPU-side figures here are "
+                       "profiled")
 
 
 def _name_prerequisites(findings: list[Finding], minor: list[Finding]) -> None:

@@ -49,7 +49,10 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
     console = console or Console()
     d = terminal_safe(d)
     b, a = d["before"], d["after"]
-    console.rule(Text(f"traceinsight diff: {b['file']} -> {a['file']}"))
+    # (the file names on lines of their own: a rule cuts them to the width, and the after file had gone from a
+    # piped run's 80 columns)
+    console.rule(Text("traceinsight diff"))
+    console.print(Text(f"before: {b['file']}\nafter:  {a['file']}"))
     if d["comparability_warnings"]:
         console.print(Text("Not like for like: " + "; ".join(d["comparability_warnings"]), style="bold yellow"))
     console.print(Text(d["headline"], style="bold"))
@@ -112,9 +115,21 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
 _cell = md_text
 
 
+def _short_names(before: str, after: str) -> tuple[str, str]:
+    """The two files' names, with as many parent folders as tell them apart (`record` names every trace
+    train.pt.trace.json.gz: a ticket's header had read "train.pt.trace.json.gz -> train.pt.trace.json.gz")."""
+    pb, pa = Path(before), Path(after)
+    for k in range(1, max(len(pb.parts), len(pa.parts)) + 1):
+        nb, na = str(Path(*pb.parts[-k:])), str(Path(*pa.parts[-k:]))
+        if nb != na:
+            return nb, na
+    return before, after
+
+
 def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
     b, a, st = d["before"], d["after"], d["step_time"]
-    out = [f"### traceinsight diff: {md_code(Path(b['file']).name)} -> {md_code(Path(a['file']).name)}\n"]
+    nb, na = _short_names(b["file"], a["file"])
+    out = [f"### traceinsight diff: {md_code(nb)} -> {md_code(na)}\n"]
     if d["comparability_warnings"]:
         out.append("> **Not like for like:** " + _cell("; ".join(d["comparability_warnings"])) + "\n")
     out.append(f"**{_cell(d['headline'])}**\n")

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.coverage import gpu_work_without_gpu_events
+from ..trace.dims import dims_text
 from ..trace.facts import waiting_calls
 from ..trace.steps import cum_lengths, merged_intervals, overlap_many, step_at
 from .numbers import num
@@ -79,9 +80,11 @@ def _cpu_time(a, limit: int) -> dict | None:
     agg = df.groupby("op").agg(calls=("total", "size"), total=("total", "sum"), own=("own", "sum"))
     wall = float(steps["dur"].sum()) or 1.0
     agg = agg.sort_values(["own", "total"], ascending=False).head(limit)
+    shapes = _main_shapes(cpu, np.flatnonzero(ops), rank[ops], self_t[ops], set(agg.index))
     top = [{"op": str(names[op])[:300], "calls_per_step": round(r["calls"] / n, 2),
             "self_ms_per_step": round(r["own"] / n / 1000, 4), "total_ms_per_step": round(r["total"] / n / 1000, 4),
-            "self_pct": round(100 * r["own"] / wall, 1)} for op, r in agg.iterrows()]
+            "self_pct": round(100 * r["own"] / wall, 1)} | ({"input_dims": shapes[op]} if shapes.get(op) else {})
+           for op, r in agg.iterrows()]
 
     # The step's thread: the one with the step annotations, else the one with the most op time.
     thread = cpu["thread"].to_numpy()
@@ -103,6 +106,17 @@ def _cpu_time(a, limit: int) -> dict | None:
     both = np.concatenate([on, waits])
     held = _covered(merged_intervals(ts[both], ts[both] + dur[both]), a_, b_)
     waiting = min(float(np.median(held - in_ops)), out_med)
+    # Waits nested in ops (a blocking copy in aten::copy_): inside ops, said apart (a review read SGLang's 463 ms
+    # blocked in hipMemcpyWithStream as "inside torch ops" beside "0.0 ms waiting for the GPU").
+    # (|ops & waits| = |ops| + |waits| - |ops | waits|)
+    in_waits = in_ops + _covered(merged_intervals(ts[waits], ts[waits] + dur[waits]), a_, b_) - held
+    waiting_in_ops = min(max(float(np.median(in_waits)), 0.0), in_med)
+    # Where the thread records nothing (before its first event, after its last) the window's time is untraced,
+    # not Python: vLLM's replay window ran 16.7 ms past the thread's last event, read as host code.
+    mine = np.flatnonzero(thread == main)
+    first, last = float(ts[mine].min()), float((ts[mine] + dur[mine]).max())
+    untraced = np.minimum(np.clip(first - a_, 0.0, None) + np.clip(b_ - np.maximum(last, a_), 0.0, None), b_ - a_)
+    untraced = min(float(np.median(untraced)), max(0.0, out_med - waiting))
     # While loss.backward() runs, the step's thread waits for autograd's engine thread, outside any op of its
     # own: that is the backward's time, not the loop's Python (a review read "71% outside any op (Python and
     # other host code)" on a step whose backward ran 980 ops on the other thread).
@@ -116,7 +130,7 @@ def _cpu_time(a, limit: int) -> dict | None:
                                 & a.model.cpu_match(BACKWARD_RANGE))
     every = np.concatenate([both, engine])
     backward = _covered(merged_intervals(ts[every], ts[every] + dur[every]), a_, b_) - held
-    backward = min(float(np.median(backward)), max(0.0, out_med - waiting))
+    backward = min(float(np.median(backward)), max(0.0, out_med - waiting - untraced))
     # Collectives the host runs (gloo's on its own threads, a CPU-only job's): a review found 173 of a 210 ms
     # step in gloo:all_reduce on two other threads, which the split above, of the step's thread, cannot show.
     coll = np.flatnonzero(inside & host_coll)
@@ -137,6 +151,8 @@ def _cpu_time(a, limit: int) -> dict | None:
         "outside_ops_ms": num(out_med / 1000),
         "outside_ops_pct": num(100 * out_med / step_med, 1) if step_med else None,
         "waiting_for_gpu_ms": num(waiting / 1000),
+        "waiting_for_gpu_in_ops_ms": num(waiting_in_ops / 1000),
+        "untraced_ms": num(untraced / 1000),
         "waiting_for_backward_ms": num(backward / 1000),
         "backward_thread_recorded": not (unrecorded and backward > 0),
         "loading_ms": num(load / 1000),
@@ -147,6 +163,20 @@ def _cpu_time(a, limit: int) -> dict | None:
         "collectives_on_other_threads": bool(len(coll)) and not (thread[coll] == main).any(),
         "top_ops": top,
     }
+
+
+def _main_shapes(cpu: pd.DataFrame, rows: np.ndarray, op: np.ndarray, own: np.ndarray, wanted: set) -> dict:
+    """Per op (name rank) of the table, the input shapes it spent most of its self time on (record_shapes): what
+    diff compares where a CPU-only run has no GPU op table (a user's batch 32 -> 512 had read "like for like")."""
+    if "input_dims" not in cpu or not len(rows):
+        return {}
+    keep = np.isin(op, list(wanted))
+    codes, raw = pd.factorize(cpu["input_dims"].to_numpy()[rows[keep]])      # (each distinct shape read once)
+    text = np.array([dims_text(x) for x in raw] + [""], dtype=object)
+    df = pd.DataFrame({"op": op[keep], "dims": text[codes], "own": own[keep]})
+    df = df[df["dims"] != ""]
+    best = df.groupby(["op", "dims"])["own"].sum().reset_index().sort_values("own").drop_duplicates("op", keep="last")
+    return {o: d[:200] for o, d in zip(best["op"], best["dims"])}
 
 
 def _covered(union: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,9 +5,8 @@ render/diff_view.py only format it. The headline is the *measured* median step t
 compares with each trace's step-to-step noise; findings come second, because a fix can remove its
 finding and still make the step slower (a new memory layout can pick a slower kernel).
 
-Each side is either a Kineto trace (.json / .json.gz, analyzed with report.analyze.analyze_file) or an earlier
-`traceinsight analyze --json` output of ONE trace (detected by its "schema_version", "summary" and
-"findings" keys). A JSON side has no timeline and only the top 50 kernels and ops.
+Each side is a Kineto trace (.json / .json.gz, analyzed with report.analyze.analyze_file) or an earlier `traceinsight
+analyze --json` output of ONE trace (its "schema_version", "summary" and "findings" keys): no timeline, top 50 rows.
 
 Kernel matching (normalize_kernel): kernels with the same *normalized* name are one row. The rule:
   * memcpy / memset activities keep their exact name ("Memcpy HtoD (Pageable -> Device)" must not match
@@ -230,13 +229,15 @@ TOP_OPS_FOR_SHAPES = 5
 
 
 def _shape_mismatch(db: dict, da: dict) -> dict | None:
-    """The first of the before trace's top ops (by GPU time, with recorded shapes) that the after
-    trace runs only with other input shapes: a sign of a different batch size or model."""
+    """The first of the before trace's top ops (by GPU time, or a CPU-only run's by self time; with recorded
+    shapes) that the after trace runs only with other input shapes: a sign of a different batch size or model."""
     def by_op(doc):
+        rows, ms = (doc.get("top_ops"), "gpu_ms_per_step") if doc.get("top_ops") else (
+            (doc.get("cpu_time") or {}).get("top_ops"), "self_ms_per_step")
         out: dict[str, list[tuple[str, float]]] = {}
-        for r in doc.get("top_ops") or []:
+        for r in rows or []:
             if isinstance(r, dict) and r.get("input_dims") and r.get("op") != "(no op)":
-                out.setdefault(r["op"], []).append((str(r["input_dims"]), _f(r.get("gpu_ms_per_step")) or 0.0))
+                out.setdefault(r["op"], []).append((str(r["input_dims"]), _f(r.get(ms)) or 0.0))
         return out
     ob, oa = by_op(db), by_op(da)
     ranked = sorted(ob, key=lambda op: -max(ms for _, ms in ob[op]))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
-from ..trace.coverage import (after_startup, enclosing_op, gpu_work_without_gpu_events, missing_event_spans, seconds_or_ms,
-                               startup_calls, unwritten_records)
+from ..trace.coverage import (after_startup, enclosing_op, gpu_events_cut_off, gpu_work_without_gpu_events,
+                               missing_event_spans, seconds_or_ms, startup_calls, unwritten_records)
 from ..trace.dispatch_pace import slow_dispatch
 from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
@@ -24,14 +24,16 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "rank": model.rank,
         "world_size": (meta.get("distributed") or {}).get("world_size"),
         "gpu": model.device_name(),
-        "compute_capability": next((f"{d.compute_capability[0]}.{d.compute_capability[1]}"
-                                    for d in model.devices.values() if d.compute_capability), None),
+        # (an AMD GPU's computeMajor/Minor are its gfx architecture's, no CUDA compute capability: trace/gpu_specs)
+        "compute_capability" if meta.get("vendor") != "AMD" else "gfx_arch": next(
+            (f"{d.compute_capability[0]}.{d.compute_capability[1]}" for d in model.devices.values()
+             if d.compute_capability), None),
         "torch_version": rec.get("torch_version"),
         "cuda_runtime_version": meta.get("cuda_runtime_version"),
         "cuda_driver_version": meta.get("cuda_driver_version"),
         "cupti_version": meta.get("cupti_version"),
         # ROCm's tracer or HIP's runtime named: an AMD GPU, also where the trace leaves its name out
-        "vendor": "AMD" if meta.get("roctracer_version") or meta.get("hip_runtime_version") else None,
+        "vendor": meta.get("vendor"),
         "events": model.n_events,
         "steps": int(len(model.steps)),
         "step_source": model.step_source,
@@ -41,7 +43,8 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "steps_moved_to_gpu": _moved_steps(model),
         "gpu_activities": int(len(model.gpu)),
         # No GPU activity, but the CPU drove GPU work (its names): a GPU job whose GPU side went unrecorded.
-        "gpu_work_unrecorded": gpu_work_without_gpu_events(model),
+        "gpu_work_unrecorded": gpu_work_without_gpu_events(model) or (
+            [f"cut off: the header names {gpu_events_cut_off(model)}"] if gpu_events_cut_off(model) else []),
         "devices_with_activity": sorted(int(d) for d in model.gpu["device"].unique()) if model.has_gpu else [],
         "streams": int(model.gpu.groupby(["device", "stream"]).ngroups) if model.has_gpu else 0,
         "profiler": {k: meta.get(k) for k in ("with_stack", "profile_memory", "record_shapes")
@@ -112,6 +115,11 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                        "runtime calls' correlation ids were used: the trace was filtered or cut after recording. GPU "
                        "idle there is left unattributed, not blamed on host code; analyze the trace as the profiler "
                        "wrote it.")
+    lost = gpu_events_cut_off(model)
+    if lost:
+        out.append(f"The file is cut off and holds no GPU activity, though its header names {lost}: Kineto writes a "
+                   "trace's CPU events first, so the GPU's were most likely in the part lost. This is not a CPU-only "
+                   "program; record or copy the trace again.")
     drove = gpu_work_without_gpu_events(model)
     if drove:
         out.append(f"The CPU drove GPU work ({', '.join(drove)}) but no GPU activity was recorded: the profiler "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..analyses import CAUSES, spec
 from ..analyses.dependency_wait import UNSEEN
 from ..estimate.rank import MEASURED_NOTE, MIN_SHARE
-from ..trace.coverage import gpu_work_without_gpu_events, seconds_or_ms, startup_calls
+from ..trace.coverage import gpu_events_cut_off, gpu_work_without_gpu_events, seconds_or_ms, startup_calls
 from ..trace.facts import WORKER_WAIT, no_complete_step
 from .breakdown import breakdown, unprofiled_measured, unprofiled_ms_read
 from .cpu_time import cpu_time
@@ -27,6 +27,12 @@ def verdict(a) -> str:
     if head is not None:
         return f"{_sentence(spec(head.kind).label)}: {head.title}"
     if not m.has_gpu:
+        lost = gpu_events_cut_off(m)
+        if lost:
+            return (f"No GPU activity in the part of the file that could be read: the file is cut off and its header "
+                    f"names {lost}, so its GPU events were most likely in the lost part. GPU idle cannot be told "
+                    f"from it; what it shows is the CPU side ({_steps(len(m.steps))}, median "
+                    f"{a.median_step_us / 1000:.2f} ms). Record or copy the trace again.")
         drove = gpu_work_without_gpu_events(m)
         if drove:
             return ("No GPU activity was recorded, though the CPU drove GPU work (" + ", ".join(drove) + "): "

@@ -30,6 +30,15 @@ def gpu_work_without_gpu_events(model: TraceModel) -> list[str]:
     return list(dict.fromkeys(str(n) for n in cpu.loc[hit, "name"]))[:4]
 
 
+def gpu_events_cut_off(model: TraceModel) -> str | None:
+    """The GPU a cut-off file's header names where the part read holds no GPU activity: Kineto writes the
+    CPU's events first, so a file cut short loses its GPU side (a user's truncated H200 trace was called a
+    CPU-only run); None otherwise."""
+    if model.has_gpu or not model.meta.get("cut_off") or not model.devices:
+        return None
+    return model.device_name() or "a GPU"
+
+
 # Consecutive runtime calls (any thread) whose correlation ids jump by this much, with this long between
 # them, had runtime calls between them that the file no longer holds: it was filtered or cut. Kineto's own
 # filtering skips at most ~110 ids (our 4,000 traces); HTA's a100_cuda_event_sync_multi_stream skips 1,323

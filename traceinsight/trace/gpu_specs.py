@@ -6,6 +6,19 @@ FP32 non-tensor TFLOP/s, relative to an H100 SXM; and the bandwidth alone, relat
 """
 from __future__ import annotations
 
+import re
+
+# An AMD GPU by its name, for the traces whose header names no ROCm tracer (HTA's MI250: "AMD Radeon Graphics").
+AMD_NAME = re.compile(r"\bAMD\b|Radeon|Instinct")
+
+
+def rocm_trace(meta: dict, device_names: list) -> bool:
+    """A ROCm (AMD) trace: its header names ROCm's tracer or HIP's runtime, or a GPU is AMD's. Its devices'
+    computeMajor/Minor are then the gfx architecture's (9.0 for an MI250's gfx90a), no CUDA compute capability
+    (a review read it as Hopper's, and the pinned-bandwidth default took it for one)."""
+    return bool(meta.get("roctracer_version") or meta.get("hip_runtime_version")
+                or any(AMD_NAME.search(n or "") for n in device_names))
+
 # (name substring, HBM TB/s, FP32 TFLOP/s); the first match wins, so specific names come first.
 PEAKS = (
     ("H100 PCIe", 2.0, 51.2), ("H100 NVL", 3.9, 60.0), ("H100", 3.35, 67.0), ("GH200", 4.0, 67.0),

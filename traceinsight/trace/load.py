@@ -82,6 +82,7 @@ class TraceMeta(msgspec.Struct, forbid_unknown_fields=False):
     with_stack: Any = None
     with_modules: Any = None
     profile_memory: Any = None
+    with_flops: Any = None
     record_shapes: Any = None
     traceName: Union[str, None] = None
     trace_id: Any = None
@@ -91,7 +92,7 @@ class TraceMeta(msgspec.Struct, forbid_unknown_fields=False):
 
 META_KEYS = ("schemaVersion", "baseTimeNanoseconds", "displayTimeUnit", "cupti_version", "cuda_runtime_version",
              "cuda_driver_version", "roctracer_version", "hip_runtime_version", "with_stack", "with_modules",
-             "profile_memory", "record_shapes", "traceName", "traceinsight_record")
+             "profile_memory", "with_flops", "record_shapes", "traceName", "traceinsight_record")
 
 
 @dataclass
@@ -170,6 +171,8 @@ def _result(sp: Splitter, source_warnings: list[str]) -> RawTrace:
     if cols.n == 0:
         raise TraceError(sp.path, "not a Kineto trace: it has no traceEvents")
     meta = {k: getattr(meta_struct, k) for k in META_KEYS if getattr(meta_struct, k) is not None}
+    if getattr(sp, "cut_off", False):
+        meta["cut_off"] = True      # (what the file lost may be its GPU side: trace/coverage.py)
     log = _kineto_log_counts(meta_struct.INFO)
     if log:
         meta["kineto_log"] = log

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .compiles import mark_compiling
 from .events import BAD, MISSING
+from .gpu_specs import rocm_trace
 from .instants import allocation_rows, memory_table
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
@@ -293,18 +294,17 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     steps = step_gpu_accounting(steps, gpu, gaps)
     steps, warmup = mark_warmup(steps)
 
-    devices = {}
+    devices, rocm = {}, rocm_trace(raw.meta, [d.name for d in raw.devices])
     for d in raw.devices:
         if d.id is None:
             continue
-        cc = (d.computeMajor, d.computeMinor) if d.computeMajor is not None else None
-        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc,
-                                    num_sms=d.numSms,
+        cc = (d.computeMajor, d.computeMinor) if d.computeMajor is not None else None   # (AMD's: gfx; rocm_trace)
+        devices[int(d.id)] = Device(id=int(d.id), name=d.name or "unknown GPU", compute_capability=cc, num_sms=d.numSms,
                                     memory_gb=(d.totalGlobalMem / 2**30) if d.totalGlobalMem else None)
     rank = _int_or(raw.distributed.get("rank"), 0) if raw.distributed else 0
     # (peer_wait_us None: not read with a job's other ranks)
-    meta = dict(raw.meta, distributed=raw.distributed, warmup_steps=warmup, leading_idle_excluded_us=leading_idle,
-                steps_cut_to_data=cut, peer_wait_us=peer_wait_us,
+    meta = dict(raw.meta, vendor="AMD" if rocm else None, distributed=raw.distributed, warmup_steps=warmup,
+                leading_idle_excluded_us=leading_idle, steps_cut_to_data=cut, peer_wait_us=peer_wait_us,
                 lazy_loads_us=sorted(float(x) - t0 for x in tb.c["ts"][tb.lazy_rows]))
     _pid, _tid, mem_threads, mem_codes, _rank = _threads(tb, tb.memory_rows)   # (profile_memory's events)
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,

@@ -176,6 +176,11 @@ def profiler_options(model: TraceModel) -> str:
         on.append("with_stack")
     if model.meta.get("record_shapes") or _has_shapes(cpu):
         on.append("record_shapes")
+    # (a review found vLLM's profile_memory and with_flops, in the file's header, left unnamed)
+    if len(model.memory) or model.meta.get("profile_memory"):
+        on.append("profile_memory")
+    if model.meta.get("with_flops"):
+        on.append("with_flops")
     return " + ".join(on) if on else "default options"
 
 

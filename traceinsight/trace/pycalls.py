@@ -18,8 +18,9 @@ from .model import TraceModel
 from .nesting import EPS
 
 PY_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-# (traceinsight's own modules too, wherever it was installed from: `record` runs the user's script under them.)
-LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in|"
+# (traceinsight's own modules too, wherever it was installed from: `record` runs the user's script under them;
+# and torch.compile's generated output code, /tmp/torchinductor_<user>/..., which no user edits.)
+LIB = re.compile(r"(site-packages|dist-packages|(^|/)torch/|/lib/python\d|<frozen|<built-in|torchinductor_|"
                  r"(^|/)traceinsight/(trace|analyses|estimate|report|render|cli)/)")
 # A call of a C built-in, as with_stack names it (the method's name may be empty: pybind11's functions).
 BUILTIN_CALL = r"^<built-in (?:method|function) "
