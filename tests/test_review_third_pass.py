@@ -158,3 +158,15 @@ def test_the_profilers_cost_on_one_window_is_not_per_step():
     a per-step cost."""
     note = next(f for f in _doc(VLLM_CAPTURE)["notes"] if f["kind"] == "profiler_overhead")
     assert "to the window" in note["title"] and "each step" not in note["title"]
+
+
+def test_a_wait_names_the_host_call_blocked_behind_it():
+    """SGLang's decode: while the kernel waited 463 ms on an event the trace never records, the step thread sat in
+    hipMemcpyWithStream (aten::copy_ in populate_from_forward_batch) behind it: half of the diagnosis, which the
+    report had left to a minor sync finding's table."""
+    f = _doc(SGLANG)["findings"][0]
+    assert f["kind"] == "dependency_wait"
+    w = f["evidence"]["largest_waits"][0]
+    assert "hipMemcpyWithStream" in w["host_blocked_in"] and "populate_from_forward_batch" in w["host_blocked_in"]
+    assert 460 < w["host_blocked_ms"] < 465
+    assert "Meanwhile the host sat 463." in f["fix"]

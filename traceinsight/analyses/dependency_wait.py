@@ -8,9 +8,9 @@ import numpy as np
 
 import pandas as pd
 
-from ..trace.facts import host_copies
+from ..trace.facts import blocking_calls, host_copies
 from ..trace.steps import merged_intervals
-from .base import Context, Finding, KindSpec
+from .base import Context, Finding, KindSpec, top_op, user_frame
 
 # Small waits behind other streams are normal (a copy stream, a graph's own kernel spacing): reported
 # only when they are a large share of the step.
@@ -91,7 +91,7 @@ def analyze(ctx: Context) -> list[Finding]:
                       "kernel": str(g["name"])[:120] if g is not None else "?",
                       "stream": int(g["stream"]) if g is not None else None,
                       "after": after, "after_stream": int(prev["stream"]) if prev is not None else None,
-                      "unseen": unseen})
+                      "unseen": unseen} | _host_blocked(ctx, float(r.start), float(r.end)))
     wait_events = int(((cpu["kind"] == "runtime").to_numpy() &
                        ctx.model.cpu_names_where(lambda n: "StreamWaitEvent" in n)).sum())
     n_steps = max(1, len(ctx.model.steps))
@@ -121,6 +121,11 @@ def analyze(ctx: Context) -> list[Finding]:
     in_order = not cross and (not wait_events or one_stream)     # no other stream to wait for
     same_stream = in_order and copy_wait <= 0
     copies_inline = in_order and copy_wait > 0 and _copies_on_compute_streams(gpu)
+    held = next((w for w in waits if w.get("host_blocked_in")), None)
+    # (the host's side of the same wait: SGLang's step thread sat 463 ms in a copy behind the waiting kernel, which a
+    # review found only in a minor sync finding's table)
+    meanwhile = (f" Meanwhile the host sat {held['host_blocked_ms']:.3f} ms in {held['host_blocked_in']}, blocked "
+                 "behind the same wait." if held else "")
     return [Finding(
         kind=cause,
         title=(f"Work launched in time waits on something the trace does not show ({share:.0%} of each step): no "
@@ -135,8 +140,27 @@ def analyze(ctx: Context) -> list[Finding]:
              "Find what the waiting kernel depends on (the largest waits name it): a cudaStreamWaitEvent on "
              "an event recorded late, a side stream that serialises with the main one, or a blocking copy "
              "in front of it. Record the event as early as the data is ready, move independent work onto "
-             "the waiting stream's idle time, and use non-blocking copies on their own stream."),
+             "the waiting stream's idle time, and use non-blocking copies on their own stream.") + meanwhile,
         confidence="low" if unseen else "medium", evidence=ev, beyond_idle_us=copy_wait)]
+
+
+def _host_blocked(ctx: Context, start: float, end: float) -> dict:
+    """The blocking call (any thread) that held the host through most of a wait [start, end): what it was, where
+    the program made it, and for how long; {} where none did."""
+    blocks = blocking_calls(ctx.model)
+    if blocks.empty or end <= start:
+        return {}
+    over = (np.minimum(blocks["end"].to_numpy(), end) - np.maximum(blocks["ts"].to_numpy(), start))
+    k = int(np.argmax(over))
+    if over[k] < HELD_SHARE * (end - start):
+        return {}
+    cpu, row = ctx.model.cpu, int(blocks.index[k])
+    src = user_frame(cpu, row)
+    return {"host_blocked_in": f"{cpu['name'].iat[row]} ({top_op(cpu, row)}" + (f", {src}" if src else "") + ")",
+            "host_blocked_ms": round(float(blocks["end"].iat[k] - blocks["ts"].iat[k]) / 1000, 3)}
+
+
+HELD_SHARE = 0.5    # of a wait, that a blocking call must span to be the host's side of it
 
 
 def _copies_on_compute_streams(gpu: pd.DataFrame) -> bool:

@@ -92,8 +92,10 @@ def analyze(ctx: Context) -> list[Finding]:
              "torch.autocast('cuda', dtype=torch.float16) and scale the loss with torch.amp.GradScaler('cuda') "
              "(mixed precision)." if fp16_only else
              "Allow TF32 tensor cores: torch.set_float32_matmul_precision('high') (or "
-             "torch.backends.cuda.matmul.allow_tf32 = True; cudnn.allow_tf32 for convs), or run the model "
-             "under torch.autocast('cuda', dtype=torch.bfloat16)."),
+             "torch.backends.cuda.matmul.allow_tf32 = True" + ("; cudnn.allow_tf32 = True for the convolutions"
+                                                                if what != "Matrix multiplies" else "")
+             # (only where convolutions are among them: AlexNet's ran TF32 already, and the advice had named it)
+             + "), or run the model under torch.autocast('cuda', dtype=torch.bfloat16)."),
         confidence="low" if fp16_only else "medium", evidence=ev,
         fixes=(ScaleKernels("^(?:" + "|".join(re.escape(n) for n in names) + ")$", 1 / central,
                             bounds=(1 / peak, 1 / 2.0)),)
