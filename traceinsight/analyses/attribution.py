@@ -18,7 +18,7 @@ activity (the launch edge of the graph):
     (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches;
     and the part inside a start-up call (context creation, lazy module loading, first allocations:
     trace/coverage.startup_spans) is cuda_startup's, paid once per process; and the part inside a CUDA-graph
-    capture (trace/facts.capture_spans) is graph_capture's: launches made then run nothing.
+    capture (trace/capture.capture_spans) is graph_capture's: launches made then run nothing.
 """
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ import pandas as pd
 
 from .base import KindSpec
 from .reads import copy_reads
+from ..trace.capture import capture_spans
 from ..trace.compiles import compile_us_in, while_compiling
 from ..trace.coverage import missing_event_spans, startup_intervals
-from ..trace.facts import (BLOCK_TOL_US, blocking_calls, capture_spans, is_collective, launch_latency_us,
+from ..trace.facts import (BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us,
                            model_has_cpu_ops)
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel

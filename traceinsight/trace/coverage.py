@@ -9,7 +9,8 @@ import re
 import numpy as np
 
 from .compiles import compile_us_in
-from .facts import COMPILED_RANGE, capture_spans, waiting_calls
+from .capture import capture_spans
+from .facts import COMPILED_RANGE, waiting_calls
 from .model import TraceModel
 from .steps import STEP_SOURCES, merged_intervals, step_at
 

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from .capture import capture_ranges as capture_rows
 from .kernel_names import COLLECTIVE
 from .model import TraceModel
 from .profiler_cost import GRAPH_LAUNCH, event_cost_us
@@ -142,13 +143,6 @@ def _has_cpu_ops(model: TraceModel) -> bool:
 
 # cudaThreadExchangeStreamCaptureMode is not here: the caching allocator calls it in every eager run.
 _CAPTURE_CALL = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiate", re.I)
-# Ranges (annotations, ops), not Python frames: optimizer.py's _accelerator_graph_capture_health_check
-# runs in every eager optimizer step.
-_CAPTURE_RANGE = re.compile(r"CUDAGraphNode\.record|^capture_|cuda_graph_capture|CUDAGraph\.capture|"
-                            r"capture_cudagraph", re.I)
-# A graph tree recording a new graph (with_stack's frame): its node's set-up (the recording inputs, the memory
-# pool) and the capture; a review found xDiT's 22 ms CUDAGraphNode.__init__ read as launch overhead.
-_GRAPH_TREE_RECORD = r"torch/_inductor/cudagraph_trees\.py\(\d+\): record_function$"
 _TRITON = re.compile(r"^triton_|triton_poi|triton_red|triton_per|triton_tem")
 
 
@@ -178,7 +172,7 @@ def _program_facts(model: TraceModel) -> dict:
     rt = (cpu["kind"] == "runtime").to_numpy()
     capture_calls = int((rt & model.cpu_match(_CAPTURE_CALL.pattern, re.I)).sum()) if len(cpu) else 0
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
-    capture_ranges = int(_capture_ranges(model).sum()) if len(cpu) else 0
+    capture_ranges = int(capture_rows(model).sum()) if len(cpu) else 0
     graph_launch = rt & model.cpu_match(GRAPH_LAUNCH) if len(cpu) else np.zeros(0, dtype=bool)
     launch_rows = (cpu["rkind"] == "launch").to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     launches = int(launch_rows.sum())
@@ -218,13 +212,6 @@ def _program_facts(model: TraceModel) -> dict:
 GRAPH_TREE_CALL = r"^cudagraphify\.get_container$"
 
 
-def _capture_ranges(model: TraceModel) -> np.ndarray:
-    """Per CPU row: a range (op or annotation) that records a graph, or a graph tree's recording frame."""
-    kind = model.cpu["kind"].to_numpy()
-    return ((np.isin(kind, ("op", "annotation")) & model.cpu_match(_CAPTURE_RANGE.pattern, re.I))
-            | ((kind == "python") & model.cpu_match(_GRAPH_TREE_RECORD)))
-
-
 def graph_launched(model: TraceModel) -> np.ndarray:
     """Per GPU row: launched by a graph launch call (work of a graph replay)."""
     cpu, lr = model.cpu, model.gpu["launcher"].to_numpy()
@@ -234,30 +221,6 @@ def graph_launched(model: TraceModel) -> np.ndarray:
     return (lr >= 0) & graph[np.maximum(lr, 0)]
 
 
-def capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of the stretches where the program records a CUDA/HIP graph: capture ranges
-    (CUDAGraphNode.record, vLLM's capture_*), BeginCapture to the next EndCapture on its thread, and the
-    instantiation. Launches there run nothing, so the GPU idles without the launches being late."""
-    return model.memo("capture_spans", lambda: _capture_spans(model))
-
-
-def _capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
-    cpu = model.cpu
-    if cpu.empty:
-        return np.zeros(0), np.zeros(0)
-    rt = (cpu["kind"] == "runtime").to_numpy()
-    rows = _capture_ranges(model) | (rt & model.cpu_match(r"GraphInstantiate", re.I))
-    spans = [cpu.loc[rows, ["ts", "end"]].to_numpy()]
-    for _th, c in cpu[rt & model.cpu_match(r"StreamBeginCapture|StreamEndCapture", re.I)].groupby("thread"):
-        c = c.sort_values("ts")
-        begin = c["name"].str.contains("BeginCapture").to_numpy()
-        ts, end = c["ts"].to_numpy(), c["end"].to_numpy()
-        for i in np.flatnonzero(begin):
-            later = np.flatnonzero(~begin[i + 1:])
-            if len(later):
-                spans.append(np.array([[ts[i], end[i + 1 + later[0]]]]))
-    both = np.concatenate(spans)
-    return merged_intervals(both[:, 0], both[:, 1]) if len(both) else (np.zeros(0), np.zeros(0))
 # DistributedDataParallel's range around each forward (its buffer broadcast and timing syncs run inside it).
 DDP_FORWARD = "DistributedDataParallel.forward"
 # torch.compile's profiler ranges, named once. A Dynamo frame (graph breaks split a step into several):
