@@ -170,3 +170,32 @@ def test_a_wait_names_the_host_call_blocked_behind_it():
     assert "hipMemcpyWithStream" in w["host_blocked_in"] and "populate_from_forward_batch" in w["host_blocked_in"]
     assert 460 < w["host_blocked_ms"] < 465
     assert "Meanwhile the host sat 463." in f["fix"]
+
+
+def test_the_programs_own_ranges_can_be_the_steps(tmp_path):
+    """AlexNet's PARAM benchmark marks its warm-up and its measured forward but no ProfilerStep: read as one 43 s
+    window, CUDA start-up and all. The limits name the program's ranges, and --step-ranges takes them as steps."""
+    d = _doc(ALEXNET)
+    limit = next(x for x in d["trace"]["limits"] if x.startswith("No ProfilerStep markers"))
+    assert "measure|forward" in limit and "--step-ranges" in limit
+    own = build_report(analyze_file(ALEXNET, step_ranges=r"measure\|forward")).doc
+    assert own["trace"]["step_source"] == "your ranges" and own["summary"]["steps"] == 1
+    assert 79.0 < own["summary"]["median_step_ms"] < 80.5          # (the measured forward's range: 79.68 ms)
+    assert not any(n["kind"] == "cuda_startup" for n in own["notes"])   # (start-up is outside it)
+    assert any("--step-ranges" in x for x in own["trace"]["limits"])
+    # A pattern nothing matches is said, and the steps stay as they were.
+    none = analyze_file(ALEXNET, step_ranges="no such range")
+    assert none.model.step_source == "whole trace"
+    assert any("matches --step-ranges" in w for w in none.model.warnings)
+
+
+def test_step_ranges_on_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+    from traceinsight.cli import app
+    r = CliRunner().invoke(app, ["analyze", str(ALEXNET), "--step-ranges", "measure(", "-q"])
+    assert r.exit_code == 2 and "not a regular expression" in r.stderr and "Traceback" not in r.stderr
+    out = tmp_path / "a.json"
+    r = CliRunner().invoke(app, ["analyze", str(ALEXNET), "--step-ranges", r"measure\|forward", "-q", "--json", str(out)])
+    assert r.exit_code == 0, r.stderr
+    import json
+    assert json.loads(out.read_text())["trace"]["step_source"] == "your ranges"

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from ..job.discover import looks_like_job
+from ..errors import UsageError
 from ..trace.load import expand
 from .common import analyze_and_write, check_writable, run_guarded, said_written, warn
 from .help import TidyCommand, examples
@@ -39,8 +40,14 @@ def analyze(
                                              help="Multi-rank jobs: ranks that also get the full single-rank analysis "
                                                   "in the JSON (default: the straggler and the median rank; the HTML "
                                                   "and Markdown show the straggler's, or the median rank's)."),
+    step_ranges: Optional[str] = typer.Option(
+        None, "--step-ranges", metavar="REGEX",
+        help="Take as the steps the program's own ranges (record_function, user annotations) whose names match "
+             "REGEX, the outermost of them: for a trace without ProfilerStep markers, or with the wrong ones."),
 ) -> None:
     def go():
+        if step_ranges:
+            _check_regex(step_ranges)
         skipped: list[str] = []
         files = expand(traces, skipped)
         for s in skipped:
@@ -51,6 +58,8 @@ def analyze(
             from .job import analyze_job_and_write
             pictures = picture_paths(markdown, 1) if markdown is not None else []   # (the focus rank's)
             check_writable([output, json_out, markdown, *pictures], [Path(f) for f in files], force)
+            if step_ranges:     # (said, not silently ignored)
+                warn("--step-ranges applies to single traces for now; the job's ranks keep their own steps")
             analyze_job_and_write(files, engine, workers, address, steps, full_ranks, html=output, json=json_out,
                                   markdown=markdown, show=not quiet)
             said_written({"report": output, "json": json_out, "markdown": markdown})
@@ -64,10 +73,19 @@ def analyze(
             from ..render.markdown import picture_paths
             pictures = picture_paths(markdown, len(inputs))
         check_writable([output, json_out, markdown, *pictures], inputs, force)
-        analyze_and_write(inputs, html=output, json=json_out, markdown=markdown, show=not quiet)
+        analyze_and_write(inputs, html=output, json=json_out, markdown=markdown, show=not quiet,
+                          step_ranges=step_ranges)
         said_written({"report": output, "json": json_out, "markdown": markdown})
 
     run_guarded(go)
+
+
+def _check_regex(pattern: str) -> None:
+    import re
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--step-ranges {pattern!r} is not a regular expression ({exc})") from None
 
 
 analyze.__doc__ = HELP

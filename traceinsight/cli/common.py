@@ -111,10 +111,10 @@ def with_progress(path: Path, fn):
         status.stop()
 
 
-def analyze_one(path: Path, in_job: bool = False, peer_waits: tuple | None = None):
+def analyze_one(path: Path, in_job: bool = False, peer_waits: tuple | None = None, step_ranges: str | None = None):
     """Analyze one file; an unexpected failure still names the file it came from."""
     try:
-        return analyze_file(path, in_job, peer_waits)
+        return analyze_file(path, in_job, peer_waits, step_ranges)
     except (TraceError, UsageError, KeyboardInterrupt):
         raise
     except Exception as exc:
@@ -125,10 +125,11 @@ def analyze_one(path: Path, in_job: bool = False, peer_waits: tuple | None = Non
 
 
 def analyze_and_write(paths: list[Path], html: Path | None = None, json: Path | None = None,
-                      markdown: Path | None = None, show: bool = False, brief: bool = False) -> list[Report]:
+                      markdown: Path | None = None, show: bool = False, brief: bool = False,
+                      step_ranges: str | None = None) -> list[Report]:
     """Analyze the traces (files or directories), print the summary if asked, write the outputs."""
     files = [Path(f) for f in expand(paths)]
-    analyses = [with_progress(f, lambda f=f: analyze_one(f)) for f in files]
+    analyses = [with_progress(f, lambda f=f: analyze_one(f, step_ranges=step_ranges)) for f in files]
     budget = items_per_trace(len(analyses))
     reports = [build_report(a, timeline_items=budget) for a in analyses]
     # The files first: a summary piped into `head` ends in a broken pipe, and must not cost the report.

@@ -17,7 +17,7 @@ from ..estimate.rank import estimate
 from ..trace.host import HostActivity
 from ..trace.load import load_trace
 from ..trace.model import TraceModel, build_model
-from ..trace.steps import full_step_mask
+from ..trace.steps import USER_RANGES, full_step_mask
 from .breakdown import breakdown, unprofiled_ms_read
 from .facts import trace_facts
 from .verdict import verdict
@@ -79,9 +79,18 @@ class Analysis:
         return float(self.full_steps["dur"].median())
 
 
-def analyze_file(path: Path, in_job: bool = False, peer_waits: tuple | None = None) -> Analysis:
-    """`peer_waits`: what the job's other ranks say this rank waited for in its collectives (trace/peer_waits.py)."""
-    return analyze_model(build_model(load_trace(path), peer_waits), in_job)
+def analyze_file(path: Path, in_job: bool = False, peer_waits: tuple | None = None,
+                 step_ranges: str | None = None) -> Analysis:
+    """`peer_waits`: what the job's other ranks say this rank waited for in its collectives (trace/peer_waits.py);
+    `step_ranges`: a regex naming the program's own ranges to take as the steps (trace/steps.find_steps)."""
+    raw = load_trace(path)
+    if step_ranges:
+        raw.meta["step_ranges"] = step_ranges
+    model = build_model(raw, peer_waits)
+    if step_ranges and model.step_source != USER_RANGES:    # (said, not silently ignored)
+        model.warnings.append(f"no op or annotation matches --step-ranges {step_ranges!r}: the steps are as "
+                              "without it")
+    return analyze_model(model, in_job)
 
 
 def analyze_model(model: TraceModel, in_job: bool = False) -> Analysis:

@@ -13,7 +13,7 @@ from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_wi
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
-from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, step_at
+from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, USER_RANGES, step_at
 
 
 def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
@@ -133,13 +133,19 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "one Optimizer.step range to the end of the next; what ran before the first one ended (the "
                    "program's start, or the middle of an iteration) is a partial step, left out of the medians "
                    "(a profiler schedule with prof.step() each iteration marks steps exactly).")
+    elif model.step_source == USER_RANGES:
+        out.append(f"The steps are your ranges whose names match {meta.get('step_ranges')!r} (--step-ranges): the "
+                   "outermost of them, each timed from its start to its end; the time between them is in no step.")
     elif model.step_source != "ProfilerStep":
         how = ("traceinsight record ends a step at each optimizer.step() or outermost nn.Module forward call, "
                "and the script made neither; run the loop through one to get steps"
                if isinstance(rec, dict) and rec.get("window") == "whole_run" else
                "call prof.step() once per iteration to get steps")
+        own = _own_ranges(model)
         out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
-                   f"are for that window ({how}).")
+                   f"are for that window ({how})." + (
+                       f" The program marks ranges of its own ({own}): `traceinsight analyze --step-ranges REGEX` "
+                       "takes those whose names match REGEX as the steps." if own else ""))
     if meta.get("warmup_steps"):
         warm = steps[steps["step"].isin(meta["warmup_steps"])]
         compiled = compile_ms_by_step(model, warm)
@@ -206,7 +212,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         # ("steady" they are not: a review found the one complete step of a trace was its first, cold.)
         first = int(steps.loc[~steps["partial"], "step"].min()) if full else None
         cold = (f" (ProfilerStep#{first}, among the run's first steps, which often run cold: lazy kernel "
-                "loading, allocator warm-up)" if first is not None and first <= 1 else "")
+                "loading, allocator warm-up)" if first is not None and first <= 1 and model.step_source != USER_RANGES
+                else "")
         out.append(f"Only {full} complete step{'' if full == 1 else 's'}{cold}: medians over so few steps are "
                    "not a steady state; record more active steps.")
     rising = rising_steps(model)
@@ -400,3 +407,26 @@ def _lazy_in_full_steps(model: TraceModel) -> int:
         return 0
     full = steps[~steps["partial"]]
     return int(sum(((at >= a) & (at < b)).sum() for a, b in zip(full["start"], full["end"])))
+
+
+OWN_RANGE_SHARE = 0.001    # of the window: a range of the program's this short is no candidate step
+
+
+def _own_ranges(model: TraceModel, most: int = 3) -> str:
+    """The program's own named ranges (user annotations) that could be its steps, by their time: "'name' x2
+    (36.4-79.7 ms)"; "" where there is none (a review found a benchmark's warm-up and measured ranges unused)."""
+    cpu = model.cpu
+    if cpu.empty:
+        return ""
+    span = float(max(cpu["end"].max(), model.gpu["end"].max() if len(model.gpu) else 0.0) - cpu["ts"].min())
+    dur = cpu["dur"].to_numpy()
+    # (not one around the whole run: no step)
+    ann = cpu[(cpu["kind"] == "annotation").to_numpy() & ~cpu["is_step"].to_numpy()
+              & (dur >= OWN_RANGE_SHARE * span) & (dur < 0.9 * span)]
+    if ann.empty:
+        return ""
+    # Repeated ones first (an iteration repeats), then by their time.
+    by = ann.groupby("name")["dur"].agg(["size", "min", "max", "sum"]).sort_values(
+        ["size", "sum"], ascending=False).head(most)
+    return "; ".join(f"{str(n)[:80]!r} x{int(r['size'])} ({r['min'] / 1000:.1f}" + (
+        f"-{r['max'] / 1000:.1f}" if r["max"] > r["min"] * 1.05 else "") + " ms)" for n, r in by.iterrows())

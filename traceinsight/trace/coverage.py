@@ -12,7 +12,7 @@ from .compiles import compile_us_in
 from .capture import capture_spans
 from .facts import COMPILED_RANGE, waiting_calls
 from .model import TraceModel
-from .steps import STEP_SOURCES, merged_intervals, step_at
+from .steps import STEP_SOURCES, USER_RANGES, merged_intervals, step_at
 
 
 # CPU ops that only a GPU program runs: NCCL collectives, cuDNN / cuBLAS ops, the GPU-only fused optimizers.
@@ -247,7 +247,11 @@ def _startup_spans(model: TraceModel) -> list[tuple[str, float, float]]:
         return []
     starts, ends = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy()) if len(g) else (np.zeros(0), np.zeros(0))
     out = []
+    # Steps that are the program's own ranges leave stretches out (its start-up, a warm-up): only calls in them count.
+    st = model.steps if model.step_source == USER_RANGES else None
     for name, a, b in zip(long["name"], long["ts"].to_numpy(), long["end"].to_numpy()):
+        if st is not None and not ((st["start"].to_numpy() < b) & (st["end"].to_numpy() > a)).any():
+            continue
         busy = float(np.clip(np.minimum(ends, b) - np.maximum(starts, a), 0.0, None).sum())
         if busy < STARTUP_GPU_SHARE * (b - a):
             out.append((str(name), float(a), float(b)))

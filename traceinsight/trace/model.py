@@ -285,7 +285,7 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     peer_wait_us = None
     if peer_waits is not None:
         gpu, gpu_names, peer_wait_us = peer_wait_shift(gpu, gpu_names, tb.names, *peer_waits)
-    steps, step_source = find_steps(cpu, gpu)
+    steps, step_source = find_steps(cpu, gpu, raw.meta.get("step_ranges"))
     steps, cut = clip_to_data(steps, cpu, gpu)
     steps = mark_partial(gpu_aware_bounds(steps, cpu, gpu), step_source)
     if step_source == "whole trace":

@@ -34,9 +34,13 @@ def step_at(steps: pd.DataFrame, ts: np.ndarray, start_col: str = "start", end_c
     return np.where(k >= 0, steps["step"].to_numpy()[np.maximum(k, 0)], -1)
 
 
-def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame, ranges: str | None = None) -> tuple[pd.DataFrame, str]:
+    """The step windows and where they came from. `ranges` (analyze --step-ranges): a regex the program's own
+    ranges' names must match, whose outermost matches are the steps, markers or not."""
     ann = cpu[cpu["is_step"].to_numpy()]
-    if len(ann):
+    if ranges and (own := _range_steps(cpu, ranges)) is not None:
+        steps, source = own, USER_RANGES
+    elif len(ann):
         num = ann["name"].str.extract(STEP_NAME)[0]
         ann = ann[num.notna()]
         steps = pd.DataFrame({"step": num[num.notna()].astype(int).to_numpy(),
@@ -62,7 +66,24 @@ def find_steps(cpu: pd.DataFrame, gpu: pd.DataFrame) -> tuple[pd.DataFrame, str]
 # conv net on an H200 put 1.1 s of CUDA start-up and first runs in it, and read the GPU-bound loop as launch-bound).
 OPTIMIZER_STEPS = "Optimizer.step"
 OPTIMIZER_STEP = r"^Optimizer\.step#"
-STEP_SOURCES = ("ProfilerStep", OPTIMIZER_STEPS)     # sources whose steps are the loop's iterations
+# The program's own ranges (user annotations, record_function), chosen by name with analyze --step-ranges: a
+# benchmark that marks its warm-up and its measured iteration (PARAM's "[param|...|measure|forward]") but not
+# ProfilerStep had been read as one 43 s window, CUDA start-up and all.
+USER_RANGES = "your ranges"
+STEP_SOURCES = ("ProfilerStep", OPTIMIZER_STEPS, USER_RANGES)     # sources whose steps are the loop's iterations
+
+
+def _range_steps(cpu: pd.DataFrame, pattern: str) -> pd.DataFrame | None:
+    """The outermost op or annotation ranges whose names match `pattern`, in time order, as steps 1..n (a range
+    that overlaps an earlier one is dropped); None where none matches."""
+    kind = cpu["kind"].to_numpy()
+    hit = np.isin(kind, ("op", "annotation")) & cpu["name"].str.contains(pattern, regex=True).to_numpy()
+    if not hit.any():
+        return None
+    r = cpu.loc[hit, ["ts", "end"]].sort_values(["ts", "end"], ascending=[True, False])
+    ts, end = r["ts"].to_numpy(dtype=float), r["end"].to_numpy(dtype=float)
+    keep = ts >= np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])    # (not inside an earlier one)
+    return pd.DataFrame({"step": np.arange(1, int(keep.sum()) + 1), "start": ts[keep], "end": end[keep]})
 
 
 def _optimizer_steps(cpu: pd.DataFrame) -> pd.DataFrame | None:
