@@ -199,3 +199,18 @@ def test_step_ranges_on_the_command_line(tmp_path):
     assert r.exit_code == 0, r.stderr
     import json
     assert json.loads(out.read_text())["trace"]["step_source"] == "your ranges"
+
+
+@pytest.mark.parametrize("args, said", [(["analyze"], "Missing argument"), (["analyze", "x.json", "--bogus"], "--bogus"),
+                                        (["record"], "Missing argument 'SCRIPT"), (["diff", "a"], "Missing argument")])
+def test_a_bad_command_line_is_one_line_and_exit_2(args, said):
+    """A user's `traceinsight record` with no script printed 76 lines of help to stdout and nothing on stderr; a
+    missing argument or an unknown option was a usage line and a five-line box."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", "from traceinsight.cli import main; main()", *args],
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("traceinsight: error: ") and said in lines[0] and "--help" in lines[0]
+    assert "Traceback" not in p.stderr and not p.stdout.strip()

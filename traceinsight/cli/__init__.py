@@ -6,6 +6,7 @@ Set TRACEINSIGHT_DEBUG=1 to see the traceback of an unexpected error.
 from __future__ import annotations
 
 import gc
+import sys
 
 import typer
 
@@ -43,4 +44,37 @@ def main() -> None:
     # frozen, the collector's full passes during an analysis do not walk it again (about 50 ms on a
     # trace of a million events).
     gc.freeze()
-    app()
+    try:
+        rv = app(standalone_mode=False)
+    except Exception as e:
+        # (by class name: typer vendors its own copy of click's exceptions in newer releases)
+        if _is(e, "UsageError"):
+            sys.exit(_usage_error(e))
+        if _is(e, "ClickException"):
+            sys.stderr.write(f"traceinsight: error: {e.format_message()}\n")
+            sys.exit(e.exit_code)
+        if _is(e, "Abort"):
+            sys.exit(130)
+        raise
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _is(e: BaseException, name: str) -> bool:
+    return any(k.__name__ == name for k in type(e).__mro__)
+
+
+def _usage_error(e) -> int:
+    """A command line the commands cannot take: one line on stderr, exit 2, as bad input is (typer's own is a
+    usage line and a box; a user's `traceinsight record` with no script printed 76 lines of help to stdout).
+    The bare `traceinsight` still prints its help."""
+    ctx = e.ctx
+    path = ctx.command_path if ctx is not None else "traceinsight"
+    if type(e).__name__ == "NoArgsIsHelpError":
+        if ctx is not None and ctx.parent is None:      # (the program alone: its help)
+            typer.echo(ctx.get_help())
+            return 2
+        message = "no arguments given"
+    else:
+        message = e.format_message()
+    sys.stderr.write(f"traceinsight: error: {path}: {message} (see '{path} --help')\n")
+    return 2

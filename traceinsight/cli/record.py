@@ -111,8 +111,9 @@ CONTEXT_SETTINGS = {
 
 def register(app: typer.Typer) -> None:
     """Add the ``record`` command to a typer app."""
+    # (no no_args_is_help: without a script it is a one-line usage error, cli.main; it had printed 76 lines of help)
     app.command("record", cls=TidyCommand, context_settings=dict(CONTEXT_SETTINGS), help=RECORD_HELP,
-                no_args_is_help=True, epilog=examples(
+                epilog=examples(
                     "traceinsight record train.py --lr 0.1",
                     "traceinsight record --steps 5 --with-stack -o run1 train.py --epochs 1",
                     "traceinsight record -m mypkg.train --config small.yaml"))(record_command)
