@@ -140,5 +140,5 @@ def test_amd_gpus_are_named(run_cli, tmp_path):
     p = run_cli(["analyze", MI300, VLLM, "--markdown", tmp_path / "t.md"])
     assert p.returncode == 0, p.stderr
     assert "GPU AMD Instinct MI300X" in p.stdout
-    assert "unknown GPU" not in p.stdout and "not named in the trace (an AMD GPU: a ROCm trace, gfx architecture 9.4)" in p.stdout
+    assert "unknown GPU" not in p.stdout and "not named in the trace (an AMD GPU: a ROCm trace, gfx version 9.4 (no CUDA compute capability))" in p.stdout
     assert "unknown GPU" not in (tmp_path / "t.md").read_text()

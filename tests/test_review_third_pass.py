@@ -65,8 +65,11 @@ def test_a_cut_off_gpu_trace_is_not_called_cpu_only(tmp_path):
     cut.write_bytes((ROOT / "sample_traces" / "fp32_matmul__before.json.gz").read_bytes()[:3000])
     d = build_report(analyze_file(cut)).doc
     assert "CPU-only" not in d["verdict"] and "cut off" in d["verdict"] and "H200" in d["verdict"]
-    assert d["trace"]["gpu_work_unrecorded"]
+    assert d["trace"]["gpu_events_cut_off"] == "NVIDIA H200" and not d["trace"]["gpu_work_unrecorded"]
     assert any("cut off" in x for x in d["trace"]["limits"])
+    from traceinsight.render import html, sections
+    assert "cut off" in sections.no_gpu_label(d)
+    assert "GPU side lost" in html.render([build_report(analyze_file(cut))])
 
 
 def _cpu_only(path: Path, batch: int, unprofiled_ms: float | None = None) -> Path:
@@ -214,3 +217,18 @@ def test_a_bad_command_line_is_one_line_and_exit_2(args, said):
     assert p.returncode == 2 and len(lines) == 1, p.stderr
     assert lines[0].startswith("traceinsight: error: ") and said in lines[0] and "--help" in lines[0]
     assert "Traceback" not in p.stderr and not p.stdout.strip()
+
+
+def test_the_regression_gate_exits_1_through_the_real_entry_point():
+    """cli.main runs typer with standalone_mode=False (one-line usage errors): the gate's exit code still comes
+    back (CliRunner, which the gate's own tests use, does not go through main)."""
+    import subprocess
+    import sys
+    samples = ROOT / "sample_traces"
+    p = subprocess.run([sys.executable, "-c", "from traceinsight.cli import main; main()", "diff",
+                        str(samples / "launch_small_mlp__after.json.gz"), str(samples / "launch_small_mlp__before.json.gz"),
+                        "--fail-on-regression", "5"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1, p.stderr
+    ok = subprocess.run([sys.executable, "-c", "from traceinsight.cli import main; main()", "--version"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.startswith("traceinsight ")

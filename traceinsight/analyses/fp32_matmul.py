@@ -44,8 +44,12 @@ FP16_ONLY_SPEEDUP = 3.0
 
 
 def tensor_core_arch(ctx: Context) -> int | None:
+    """An NVIDIA GPU's compute capability major, from 7 (Volta) on; None otherwise (an AMD GPU's figures are its
+    gfx version: trace/gpu_specs.rocm_trace)."""
+    if ctx.model.meta.get("vendor") == "AMD":
+        return None
     for d in ctx.model.devices.values():
-        if d.compute_capability and d.compute_capability[0] >= 7 and "AMD" not in (d.name or ""):
+        if d.compute_capability and d.compute_capability[0] >= 7:
             return d.compute_capability[0]
     return None
 

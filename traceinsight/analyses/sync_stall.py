@@ -11,10 +11,10 @@ import numpy as np
 
 
 from ..trace.model import DEVICE_FREE
+from ..trace.capture import under_graph_machinery
 from ..trace.compiles import while_compiling
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
-from ..trace.pycalls import callers
 from ..trace.facts import blocking_calls, in_compiled_region, program_facts
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
@@ -37,8 +37,10 @@ def analyze(ctx: Context) -> list[Finding]:
     theirs = _not_the_programs(ctx, gaps["blocker"].to_numpy())
     if len(gaps) and theirs.all():
         return []
-    if theirs.any():     # (their idle is no cost of the program's: the finding's share is what is left)
-        lost *= float(gaps.loc[~theirs, cause].sum()) / float(gaps[cause].sum())
+    if theirs.any():     # (their idle is no cost of the program's: the median over full steps of what is left)
+        ndev = max(1, int(ctx.model.steps["n_devices"].iloc[0])) if len(ctx.model.steps) else 1
+        lost = ctx.per_step_median(ctx.per_step[cause].sub(gaps[theirs].groupby("step")[cause].sum() / ndev,
+                                                           fill_value=0.0))
     gaps = gaps[~theirs]
     rows = []
     for blk, grp in gaps.groupby("blocker"):
@@ -238,20 +240,8 @@ def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
     out = ok & while_compiling(ctx.model, np.maximum(rows, 0))
     if program_facts(ctx.model)["graph_tree_calls"]:
         out |= ok & in_compiled_region(ctx.model)[np.maximum(rows, 0)]
-    # PyTorch's CUDA-graph recording (a graph tree's warm-up, torch.cuda.graph's empty_cache and syncs): a review
-    # found xDiT's every device sync and free there, advised as the program's own.
-    cpu = ctx.model.cpu
-    if (cpu["kind"] == "python").any():
-        names, kinds = cpu["name"].to_numpy(), cpu["kind"].to_numpy()
-        parent, ts, end = cpu["parent"].to_numpy(), cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-        for k in np.flatnonzero(ok & ~out):
-            out[k] = any(kinds[q] == "python" and GRAPH_MACHINERY.search(str(names[q]))
-                         for q in callers(int(rows[k]), parent, kinds, ts, end))
-    return out
-
-
-# Python files of PyTorch's CUDA-graph machinery: a blocking call made under them is the recording's.
-GRAPH_MACHINERY = re.compile(r"torch/_inductor/cudagraph_trees\.py|torch/cuda/graphs\.py")
+    # PyTorch's CUDA-graph recording (a graph tree's warm-up, torch.cuda.graph's empty_cache and syncs)
+    return out | (ok & under_graph_machinery(ctx.model)[np.maximum(rows, 0)])
 
 
 def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:

@@ -12,6 +12,7 @@ import typer
 
 from .. import __version__
 from . import analyze, diff, record
+from .common import error_line
 from .help import TidyGroup, examples
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=TidyGroup,
@@ -47,27 +48,30 @@ def main() -> None:
     try:
         rv = app(standalone_mode=False)
     except Exception as e:
-        # (by class name: typer vendors its own copy of click's exceptions in newer releases)
         if _is(e, "UsageError"):
             sys.exit(_usage_error(e))
         if _is(e, "ClickException"):
-            sys.stderr.write(f"traceinsight: error: {e.format_message()}\n")
+            error_line(e.format_message())
             sys.exit(e.exit_code)
-        if _is(e, "Abort"):
-            sys.exit(130)
+        if _is(e, "Abort"):       # (Ctrl-C: 130, as a shell gives; Ctrl-D at a prompt: 1)
+            if not isinstance(e.__context__, KeyboardInterrupt):
+                error_line("aborted")
+            sys.exit(130 if isinstance(e.__context__, KeyboardInterrupt) else 1)
         raise
     sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def _is(e: BaseException, name: str) -> bool:
-    return any(k.__name__ == name for k in type(e).__mro__)
+    """Click's exception of that name (by name and module: typer vendors its own copy of click in newer releases;
+    traceinsight's own UsageError is run_guarded's)."""
+    return any(k.__name__ == name and "click" in k.__module__ for k in type(e).__mro__)
 
 
 def _usage_error(e) -> int:
     """A command line the commands cannot take: one line on stderr, exit 2, as bad input is (typer's own is a
     usage line and a box; a user's `traceinsight record` with no script printed 76 lines of help to stdout).
     The bare `traceinsight` still prints its help."""
-    ctx = e.ctx
+    ctx = getattr(e, "ctx", None)
     path = ctx.command_path if ctx is not None else "traceinsight"
     if type(e).__name__ == "NoArgsIsHelpError":
         if ctx is not None and ctx.parent is None:      # (the program alone: its help)
@@ -76,5 +80,5 @@ def _usage_error(e) -> int:
         message = "no arguments given"
     else:
         message = e.format_message()
-    sys.stderr.write(f"traceinsight: error: {path}: {message} (see '{path} --help')\n")
+    error_line(f"{path}: {message} (see '{path} --help')")
     return 2

@@ -85,7 +85,7 @@ def _check_regex(pattern: str) -> None:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise UsageError(f"--step-ranges {pattern!r} is not a regular expression ({exc})") from None
+        raise UsageError(f"--step-ranges '{pattern}' is not a regular expression ({exc})") from None
 
 
 analyze.__doc__ = HELP

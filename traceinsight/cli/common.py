@@ -19,8 +19,13 @@ from ..report.timeline import items_per_trace
 from ..trace.load import expand
 
 
-def fail(message: str) -> None:
+def error_line(message: str) -> None:
+    """The one line on stderr that bad input gets."""
     typer.echo(f"traceinsight: error: {terminal_safe(message)}", err=True)
+
+
+def fail(message: str) -> None:
+    error_line(message)
     raise typer.Exit(2)
 
 

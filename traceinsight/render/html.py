@@ -195,6 +195,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "tone": S.verdict_tone(d),
         "cpu_only": S.cpu_only(d),
         "gpu_unrecorded": bool((d.get("trace") or {}).get("gpu_work_unrecorded")),
+        "gpu_cut_off": (d.get("trace") or {}).get("gpu_events_cut_off"),
         "interrupted": S.interrupted(d),
         "gpu": S.gpu_label(t),
         "rank": S.rank_label(t),

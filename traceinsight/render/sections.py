@@ -34,6 +34,8 @@ def cpu_only(doc) -> bool:
 
 def no_gpu_label(doc) -> str:
     """What a trace without GPU activity is: a CPU-only run, or a GPU job whose GPU side was not recorded."""
+    if (doc.get("trace") or {}).get("gpu_events_cut_off"):
+        return f"no GPU activity in the file: it is cut off, and its header names {doc['trace']['gpu_events_cut_off']}"
     if (doc.get("trace") or {}).get("gpu_work_unrecorded"):
         return "no GPU activity was recorded, though the CPU drove GPU work (see the limits)"
     return "CPU only: no GPU activity was recorded"
@@ -74,7 +76,8 @@ def gpu_label(t) -> str:
         return name
     cc = t.get("compute_capability")
     gfx = t.get("gfx_arch")
-    amd = ("an AMD GPU: a ROCm trace" + (f", gfx architecture {gfx}" if gfx else "")) if t.get("vendor") == "AMD" else ""
+    amd = ("an AMD GPU: a ROCm trace" + (f", gfx version {gfx} (no CUDA compute capability)" if gfx else "")
+           if t.get("vendor") == "AMD" else "")
     return "not named in the trace" + (f" ({', '.join(x for x in (amd, f'compute capability {cc}' if cc else '') if x)})"
                                        if amd or cc else "")
 
@@ -122,9 +125,10 @@ def unprofiled(doc) -> str | None:
     shares = "Savings are shares of it. " if fixes(doc) or doc.get("minor_findings") else ""
     # (the profiler only adds time: a measured step well above the profiled one says the host was disturbed while
     # it was timed; a user's 2-rank gloo job read 4.85 ms un-profiled beside 2.72 ms profiled, without a word)
-    odd = (" It measured longer than the profiled step, which the profiler only lengthens: the host ran slower while "
-           "it was timed (other processes, a shared or throttled machine, ranks waiting on each other); time it "
-           "again on a quiet machine before trusting shares of it." if kind == "measured" and u > ODD_UNPROFILED * p
+    odd = (" It measured longer than the profiled step, which the profiler only lengthens: most likely the host ran "
+           "slower while it was timed (other processes, a shared or throttled machine, ranks waiting on each other), "
+           "or the steps timed did other work; time it again on a quiet machine before trusting shares of it."
+           if kind == "measured" and u > ODD_UNPROFILED * p
            else "")
     return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}).{odd} "
             f"{shares}Method: {how}.")

@@ -88,7 +88,7 @@ def analyze_file(path: Path, in_job: bool = False, peer_waits: tuple | None = No
         raw.meta["step_ranges"] = step_ranges
     model = build_model(raw, peer_waits)
     if step_ranges and model.step_source != USER_RANGES:    # (said, not silently ignored)
-        model.warnings.append(f"no op or annotation matches --step-ranges {step_ranges!r}: the steps are as "
+        model.warnings.append(f"no op or annotation matches --step-ranges '{step_ranges}': the steps are as "
                               "without it")
     return analyze_model(model, in_job)
 

@@ -43,8 +43,8 @@ def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
         "steps_moved_to_gpu": _moved_steps(model),
         "gpu_activities": int(len(model.gpu)),
         # No GPU activity, but the CPU drove GPU work (its names): a GPU job whose GPU side went unrecorded.
-        "gpu_work_unrecorded": gpu_work_without_gpu_events(model) or (
-            [f"cut off: the header names {gpu_events_cut_off(model)}"] if gpu_events_cut_off(model) else []),
+        "gpu_work_unrecorded": gpu_work_without_gpu_events(model),
+        "gpu_events_cut_off": gpu_events_cut_off(model),
         "devices_with_activity": sorted(int(d) for d in model.gpu["device"].unique()) if model.has_gpu else [],
         "streams": int(model.gpu.groupby(["device", "stream"]).ngroups) if model.has_gpu else 0,
         "profiler": {k: meta.get(k) for k in ("with_stack", "profile_memory", "record_shapes")
@@ -134,7 +134,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "program's start, or the middle of an iteration) is a partial step, left out of the medians "
                    "(a profiler schedule with prof.step() each iteration marks steps exactly).")
     elif model.step_source == USER_RANGES:
-        out.append(f"The steps are your ranges whose names match {meta.get('step_ranges')!r} (--step-ranges): the "
+        out.append(f"The steps are your ranges whose names match '{meta.get('step_ranges')}' (--step-ranges): the "
                    "outermost of them, each timed from its start to its end; the time between them is in no step.")
     elif model.step_source != "ProfilerStep":
         how = ("traceinsight record ends a step at each optimizer.step() or outermost nn.Module forward call, "
@@ -145,7 +145,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         out.append("No ProfilerStep markers: the whole trace is analysed as one window, so per-step numbers "
                    f"are for that window ({how})." + (
                        f" The program marks ranges of its own ({own}): `traceinsight analyze --step-ranges REGEX` "
-                       "takes those whose names match REGEX as the steps." if own else ""))
+                       "takes those whose names match REGEX as the steps (a part of a name will do; escape | [ ] ( ) "
+                       "with a backslash)." if own else ""))
     if meta.get("warmup_steps"):
         warm = steps[steps["step"].isin(meta["warmup_steps"])]
         compiled = compile_ms_by_step(model, warm)
@@ -214,8 +215,10 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
         cold = (f" (ProfilerStep#{first}, among the run's first steps, which often run cold: lazy kernel "
                 "loading, allocator warm-up)" if first is not None and first <= 1 and model.step_source != USER_RANGES
                 else "")
+        more = ("record more iterations, or name more of them with --step-ranges" if model.step_source == USER_RANGES
+                else "record more active steps")
         out.append(f"Only {full} complete step{'' if full == 1 else 's'}{cold}: medians over so few steps are "
-                   "not a steady state; record more active steps.")
+                   f"not a steady state; {more}.")
     rising = rising_steps(model)
     if rising:
         why = (" (the loop waits for DataLoader workers: their prefetched batches running out)"

@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from .model import TraceModel
-from .steps import merged_intervals
+from .steps import interval_of, merged_intervals
 
 # Ranges (annotations, ops), not Python frames: optimizer.py's _accelerator_graph_capture_health_check
 # runs in every eager optimizer step.
@@ -16,6 +16,9 @@ _CAPTURE_RANGE = re.compile(r"CUDAGraphNode\.record|^capture_|cuda_graph_capture
 # A graph tree recording a new graph (with_stack's frame): its node's set-up (the recording inputs, the memory
 # pool) and the capture; a review found xDiT's 22 ms CUDAGraphNode.__init__ read as launch overhead.
 _GRAPH_TREE_RECORD = r"torch/_inductor/cudagraph_trees\.py\(\d+\): record_function$"
+# Python files of PyTorch's CUDA-graph machinery (graph trees, torch.cuda.graph): what runs under them is the
+# recording's, not the program's (a review found xDiT's every device sync and free there, advised as the program's).
+GRAPH_MACHINERY = r"(?:^|/)torch/(?:_inductor/cudagraph_trees|cuda/graphs)\.py\("
 
 
 def capture_ranges(model: TraceModel) -> np.ndarray:
@@ -49,3 +52,23 @@ def _capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:
                 spans.append(np.array([[ts[i], end[i + 1 + later[0]]]]))
     both = np.concatenate(spans)
     return merged_intervals(both[:, 0], both[:, 1]) if len(both) else (np.zeros(0), np.zeros(0))
+
+
+def under_graph_machinery(model: TraceModel) -> np.ndarray:
+    """Per cpu row: it starts inside a Python frame of PyTorch's CUDA-graph machinery on its thread (with_stack)."""
+    return model.memo("under_graph_machinery", lambda: _under_graph_machinery(model))
+
+
+def _under_graph_machinery(model: TraceModel) -> np.ndarray:
+    cpu = model.cpu
+    out = np.zeros(len(cpu), dtype=bool)
+    frames = (cpu["kind"] == "python").to_numpy() & model.cpu_match(GRAPH_MACHINERY) if len(cpu) else out
+    if not frames.any():
+        return out
+    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    for rows in model.thread_rows().values():
+        r = rows[frames[rows]]
+        if len(r):
+            s, e = merged_intervals(ts[r], end[r])
+            out[rows] = interval_of(ts[rows], s, e) >= 0
+    return out

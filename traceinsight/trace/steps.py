@@ -76,13 +76,18 @@ STEP_SOURCES = ("ProfilerStep", OPTIMIZER_STEPS, USER_RANGES)     # sources whos
 def _range_steps(cpu: pd.DataFrame, pattern: str) -> pd.DataFrame | None:
     """The outermost op or annotation ranges whose names match `pattern`, in time order, as steps 1..n (a range
     that overlaps an earlier one is dropped); None where none matches."""
-    kind = cpu["kind"].to_numpy()
-    hit = np.isin(kind, ("op", "annotation")) & cpu["name"].str.contains(pattern, regex=True).to_numpy()
+    ranges = cpu[np.isin(cpu["kind"].to_numpy(), ("op", "annotation")) & (cpu["dur"].to_numpy() > 0)]
+    codes, names = pd.factorize(ranges["name"])          # (the pattern tried once per distinct name)
+    rx = re.compile(pattern)
+    hit = np.array([bool(rx.search(str(n))) for n in names] + [False])[codes]
     if not hit.any():
         return None
-    r = cpu.loc[hit, ["ts", "end"]].sort_values(["ts", "end"], ascending=[True, False])
+    r = ranges.loc[hit, ["ts", "end"]].sort_values(["ts", "end"], ascending=[True, False])
     ts, end = r["ts"].to_numpy(dtype=float), r["end"].to_numpy(dtype=float)
-    keep = ts >= np.concatenate([[-np.inf], np.maximum.accumulate(end)[:-1]])    # (not inside an earlier one)
+    keep, kept_end = np.zeros(len(ts), dtype=bool), -np.inf
+    for i in range(len(ts)):         # (inside or across a range already kept: not a step of its own)
+        if ts[i] >= kept_end:
+            keep[i], kept_end = True, end[i]
     return pd.DataFrame({"step": np.arange(1, int(keep.sum()) + 1), "start": ts[keep], "end": end[keep]})
 
 
