@@ -49,8 +49,17 @@ def test_a_graph_that_saves_most_even_after_the_syncs_stays_on_top(run, workload
     # Measured on the clean hosts: the syncs removed, then the step graphed, 2.5-9.8x; the syncs alone
     # 1.0-1.4x (sync_and_small_kernels has no syncs-only variant).
     d = document(analyze_file(MATRIX / run / f"{workload}__before__default.json.gz"))
-    top, second = d["findings"][0], d["findings"][1]
-    assert (top["kind"], second["kind"]) == ("launch_overhead", "sync_stall")
+    top = d["findings"][0]
+    plan = [r["kind"] for r in d["whatif"]["plan"]]
+    assert top["kind"] == "launch_overhead" and plan[:2] == ["sync_stall", "launch_overhead"]
+    assert top["fix"].startswith("First: ") and "needs sync_stall fixed first" in d["verdict"]
+    if workload == "sync_and_small_kernels":
+        # Its syncs' own idle (0.06 ms of a 3.1 ms step, the refill after a copy that waited only for itself capped
+        # at its blocked time since 2026-12-02) is under the bar: a minor finding, still the plan's first fix.
+        assert any(f["kind"] == "sync_stall" for f in d["minor_findings"])
+        return
+    second = d["findings"][1]
+    assert second["kind"] == "sync_stall"
     assert top["needs_first"] == ["sync_stall"]
     assert top["saves_after_needs_first_ms"] > second["estimated_savings_ms"]
     # No fix that needs nothing first carries the note.

@@ -232,3 +232,15 @@ def test_the_regression_gate_exits_1_through_the_real_entry_point():
     ok = subprocess.run([sys.executable, "-c", "from traceinsight.cli import main; main()", "--version"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and ok.stdout.startswith("traceinsight ")
+
+
+def test_a_copy_that_waited_only_for_itself_does_not_own_the_dispatch_after_it():
+    """MI250's cold step: two 5x128 copies to the host with nothing queued before them waited 22 and 7 us for
+    themselves; the 0.25 ms of dispatch after each (aten::linear) had been counted as the sync's refill: 0.42 ms of
+    sync_stall where the host was blocked about 0.03 ms. Made asynchronous, the dispatch would overlap the copy call
+    and no more: the refill it owns is capped at the time it blocked."""
+    idle = _doc(MI250)["summary"]["idle_by_cause_ms_median_per_step"]
+    assert 0.02 < idle.get("sync_stall", 0.0) < 0.2
+    # A large blocking copy keeps its refill: 16.8 MB to pageable memory, the dispatch after it overlapped by the copy.
+    big = _doc(ROOT / "sample_traces" / "matrix" / "h100" / "blocking_pageable_d2h__before__default.json.gz")
+    assert big["summary"]["idle_by_cause_ms_median_per_step"]["pageable_memcpy"] > 0.2

@@ -15,11 +15,12 @@ from ..trace.capture import under_graph_machinery
 from ..trace.compiles import while_compiling
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
-from ..trace.facts import blocking_calls, in_compiled_region, program_facts
+from ..trace.facts import blocking_calls, in_compiled_region, program_facts, queued_until
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .sync_advice import DDP_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing, site_fix, small_read
+from .attribution import QUEUE_TOL_US
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
@@ -251,7 +252,7 @@ def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> 
     half the time blocked: a large .cpu(), not an .item()'s round trip)."""
     cpu = ctx.model.cpu
     blocks = blocking_calls(ctx.model).reindex(blockers).dropna(subset=["ts"])
-    queued = _queued_until(ctx.model, blocks["ts"].to_numpy())
+    queued = queued_until(ctx.model, blocks["ts"].to_numpy())
     g = ctx.model.gpu
     own = g[g["launcher"].isin(blocks.index).to_numpy() & (g["kind"] == "memcpy").to_numpy()]
     per_call = own.groupby("launcher")[["dur", "bytes"]].sum()
@@ -344,20 +345,6 @@ def _at_step_edge(ctx: Context, blocks, step: np.ndarray) -> np.ndarray:
     return out
 
 
-QUEUE_TOL_US = 5.0   # GPU work ending this close after a blocking call starts was not waited for
-
-
-def _queued_until(model, ts: np.ndarray) -> np.ndarray:
-    """Per time: when the GPU work launched before it ends (the queue a blocking call starting then
-    waits for; -inf when nothing was launched)."""
-    g = model.gpu[model.gpu["launcher"] >= 0]
-    if g.empty:
-        return np.full(len(ts), -np.inf)
-    lts = model.cpu["ts"].to_numpy()[g["launcher"].to_numpy()]
-    order = np.argsort(lts, kind="stable")
-    ends = np.maximum.accumulate(g["end"].to_numpy()[order])
-    k = np.searchsorted(lts[order], ts, side="left")
-    return np.where(k > 0, ends[np.maximum(k - 1, 0)], -np.inf)
 
 
 # Kernels of data-dependent ops, and the backward of boolean-mask indexing (index_put with accumulate).

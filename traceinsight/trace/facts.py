@@ -416,3 +416,16 @@ def _erratic_steps(model: TraceModel) -> dict | None:
 def no_complete_step(model: TraceModel) -> bool:
     """Step markers, but every step partial or warm-up (a step cut at the last event): no steady state."""
     return model.step_source in STEP_SOURCES and len(model.steps) > 0 and bool(model.steps["partial"].all())
+
+
+def queued_until(model, ts: np.ndarray) -> np.ndarray:
+    """Per time: when the GPU work launched before it ends (the queue a blocking call starting then
+    waits for; -inf when nothing was launched)."""
+    g = model.gpu[model.gpu["launcher"] >= 0]
+    if g.empty:
+        return np.full(len(ts), -np.inf)
+    lts = model.cpu["ts"].to_numpy()[g["launcher"].to_numpy()]
+    order = np.argsort(lts, kind="stable")
+    ends = np.maximum.accumulate(g["end"].to_numpy()[order])
+    k = np.searchsorted(lts[order], ts, side="left")
+    return np.where(k > 0, ends[np.maximum(k - 1, 0)], -np.inf)
