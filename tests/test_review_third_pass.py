@@ -244,3 +244,14 @@ def test_a_copy_that_waited_only_for_itself_does_not_own_the_dispatch_after_it()
     # A large blocking copy keeps its refill: 16.8 MB to pageable memory, the dispatch after it overlapped by the copy.
     big = _doc(ROOT / "sample_traces" / "matrix" / "h100" / "blocking_pageable_d2h__before__default.json.gz")
     assert big["summary"]["idle_by_cause_ms_median_per_step"]["pageable_memcpy"] > 0.2
+
+
+def test_diff_of_a_trace_with_itself_is_said(tmp_path):
+    """A user's `traceinsight diff A A` gave no word that both sides were one file."""
+    from typer.testing import CliRunner
+    from traceinsight.cli import app
+    t = str(ROOT / "sample_traces" / "launch_small_mlp__before.json.gz")
+    r = CliRunner().invoke(app, ["diff", t, t, "-q"])
+    assert r.exit_code == 0 and "compares a trace with itself" in r.stderr
+    other = str(ROOT / "sample_traces" / "launch_small_mlp__after.json.gz")
+    assert "with itself" not in CliRunner().invoke(app, ["diff", t, other, "-q"]).stderr

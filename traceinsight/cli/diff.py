@@ -72,6 +72,8 @@ def register(app: typer.Typer) -> None:
             from ..report.diff import compare, load_side
             from ..report.diff_regression import regression
             check_writable([output, json_out, markdown], [before, after], force)
+            if str(before) != "-" and before.exists() and after.exists() and before.samefile(after):
+                warn(f"{before}: is both the before and the after trace: the diff compares a trace with itself")
             b, a = Path(spooled(str(before))), Path(spooled(str(after)))
             sb = with_progress(before, lambda: load_side(b))
             sa = with_progress(after, lambda: load_side(a))
