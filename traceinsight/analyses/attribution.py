@@ -31,7 +31,7 @@ from .reads import copy_reads
 from ..trace.capture import capture_spans
 from ..trace.compiles import compile_us_in, while_compiling
 from ..trace.coverage import missing_event_spans, startup_intervals
-from ..trace.facts import (BLOCK_TOL_US, blocking_calls, is_collective, launch_latency_us,
+from ..trace.facts import (BLOCK_TOL_US, QUEUE_TOL_US, blocking_calls, is_collective, launch_latency_us,
                            model_has_cpu_ops, queued_until)
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
@@ -43,8 +43,6 @@ CAUSE_ONLY = (
 )
 # A blocking call that lasted at least this long (it really waited) also owns the refill after it.
 SYNC_REFILL_MIN_US = 20.0
-# GPU work ending this close after a blocking call starts was not waited for.
-QUEUE_TOL_US = 5.0
 # Blocking calls at most this far apart are one wait (a pageable copy and the stream sync after it).
 CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.

@@ -15,12 +15,12 @@ from ..trace.capture import under_graph_machinery
 from ..trace.compiles import while_compiling
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
-from ..trace.facts import blocking_calls, in_compiled_region, program_facts, queued_until
+from ..trace.facts import QUEUE_TOL_US, blocking_calls, in_compiled_region, program_facts, queued_until
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .sync_advice import DDP_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing, site_fix, small_read
-from .attribution import QUEUE_TOL_US
+from .attribution import per_step_causes
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
 
@@ -39,9 +39,7 @@ def analyze(ctx: Context) -> list[Finding]:
     if len(gaps) and theirs.all():
         return []
     if theirs.any():     # (their idle is no cost of the program's: the median over full steps of what is left)
-        ndev = max(1, int(ctx.model.steps["n_devices"].iloc[0])) if len(ctx.model.steps) else 1
-        lost = ctx.per_step_median(ctx.per_step[cause].sub(gaps[theirs].groupby("step")[cause].sum() / ndev,
-                                                           fill_value=0.0))
+        lost = ctx.per_step_median(ctx.per_step[cause] - per_step_causes(ctx.model, gaps[theirs])[cause])
     gaps = gaps[~theirs]
     rows = []
     for blk, grp in gaps.groupby("blocker"):

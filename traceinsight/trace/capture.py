@@ -7,7 +7,7 @@ import re
 import numpy as np
 
 from .model import TraceModel
-from .steps import interval_of, merged_intervals
+from .steps import merged_intervals, starts_inside
 
 # Ranges (annotations, ops), not Python frames: optimizer.py's _accelerator_graph_capture_health_check
 # runs in every eager optimizer step.
@@ -61,14 +61,8 @@ def under_graph_machinery(model: TraceModel) -> np.ndarray:
 
 def _under_graph_machinery(model: TraceModel) -> np.ndarray:
     cpu = model.cpu
-    out = np.zeros(len(cpu), dtype=bool)
-    frames = (cpu["kind"] == "python").to_numpy() & model.cpu_match(GRAPH_MACHINERY) if len(cpu) else out
+    frames = (cpu["kind"] == "python").to_numpy() & model.cpu_match(GRAPH_MACHINERY) if len(cpu) else \
+        np.zeros(0, dtype=bool)
     if not frames.any():
-        return out
-    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-    for rows in model.thread_rows().values():
-        r = rows[frames[rows]]
-        if len(r):
-            s, e = merged_intervals(ts[r], end[r])
-            out[rows] = interval_of(ts[rows], s, e) >= 0
-    return out
+        return np.zeros(len(cpu), dtype=bool)
+    return starts_inside(cpu["ts"].to_numpy(), cpu["end"].to_numpy(), frames, model.thread_rows().values())

@@ -15,7 +15,7 @@ from .capture import capture_ranges as capture_rows
 from .kernel_names import COLLECTIVE
 from .model import TraceModel
 from .profiler_cost import GRAPH_LAUNCH, event_cost_us
-from .steps import STEP_SOURCES, interval_of, merged_intervals, step_at
+from .steps import STEP_SOURCES, interval_of, merged_intervals, starts_inside, step_at
 
 BLOCK_TOL_US = 50.0
 # Copies from pageable memory at least this large are a bandwidth problem, smaller ones a sync.
@@ -249,13 +249,7 @@ def _in_compiled_region(model: TraceModel) -> np.ndarray:
     ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(COMPILED_RANGE)
     if not ranges.any():
         return out
-    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
-    for rows in model.thread_rows().values():
-        r = rows[ranges[rows]]
-        if len(r):
-            s, e = merged_intervals(ts[r], end[r])
-            out[rows] = interval_of(ts[rows], s, e) >= 0
-    return out
+    return starts_inside(cpu["ts"].to_numpy(), cpu["end"].to_numpy(), ranges, model.thread_rows().values())
 
 
 def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
@@ -416,6 +410,9 @@ def _erratic_steps(model: TraceModel) -> dict | None:
 def no_complete_step(model: TraceModel) -> bool:
     """Step markers, but every step partial or warm-up (a step cut at the last event): no steady state."""
     return model.step_source in STEP_SOURCES and len(model.steps) > 0 and bool(model.steps["partial"].all())
+
+
+QUEUE_TOL_US = 5.0   # GPU work ending this close after a blocking call starts was not waited for
 
 
 def queued_until(model, ts: np.ndarray) -> np.ndarray:

@@ -26,6 +26,18 @@ def interval_of(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndar
     return np.where((k >= 0) & (ts < ends[np.maximum(k, 0)]), k, -1)
 
 
+def starts_inside(ts: np.ndarray, end: np.ndarray, marked: np.ndarray, groups) -> np.ndarray:
+    """Per row: it starts inside one of the marked rows' [ts, end) ranges of its own group (`groups`: the row
+    indices of each thread), as nested calls do."""
+    out = np.zeros(len(ts), dtype=bool)
+    for rows in groups:
+        r = rows[marked[rows]]
+        if len(r):
+            s, e = merged_intervals(ts[r], end[r])
+            out[rows] = interval_of(ts[rows], s, e) >= 0
+    return out
+
+
 def step_at(steps: pd.DataFrame, ts: np.ndarray, start_col: str = "start", end_col: str = "end") -> np.ndarray:
     """Step number of each timestamp by the steps' [start_col, end_col) windows (-1 outside all)."""
     if steps.empty:
