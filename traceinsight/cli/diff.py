@@ -15,22 +15,36 @@ GATE = "--fail-on-regression"
 
 def _number(s: str) -> bool:
     try:
-        float(s)
+        float(s.removesuffix("%"))
         return True
     except ValueError:
         return False
 
 
+def _meant_as_percent(s: str) -> bool:
+    """A word after the gate that is no option and no trace: a mistyped percentage (`abc`, `five`), which would
+    otherwise read as a third trace ("unexpected extra argument")."""
+    return not (s.startswith("-") or Path(s).exists() or s.lower().endswith((".json", ".gz")))
+
+
 class DiffCommand(TidyCommand):
-    """--fail-on-regression takes an optional PCT: given alone (or before a non-number) it means 0."""
+    """--fail-on-regression takes an optional PCT: given alone (or before a trace or an option) it means 0;
+    `5%` reads as 5."""
 
     def parse_args(self, ctx, args):
+        import click
         args = list(args)
         out = []
         for i, a in enumerate(args):
+            if i and args[i - 1] == GATE and _number(a):
+                a = a.removesuffix("%")
             out.append(a)
-            if a == GATE and (i + 1 == len(args) or not _number(args[i + 1])):
-                out.append("0")
+            if a == GATE:
+                if i + 1 < len(args) and not _number(args[i + 1]) and _meant_as_percent(args[i + 1]):
+                    raise click.UsageError(f"{GATE}: '{args[i + 1]}' is not a percentage (give a number, 0 or "
+                                           "more, or nothing)", ctx=ctx)
+                if i + 1 == len(args) or not _number(args[i + 1]):
+                    out.append("0")
         return super().parse_args(ctx, out)
 
 

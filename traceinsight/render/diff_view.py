@@ -227,9 +227,12 @@ def _json_default(o):
 
 def write_outputs(d: dict, sides=None, html: Path | None = None, json_path: Path | None = None,
                   markdown: Path | None = None) -> None:
+    from .files import write_all
+    files: dict[Path, str | bytes] = {}
     if json_path is not None:
-        Path(json_path).write_text(json.dumps(d, indent=2, default=_json_default) + "\n", encoding="utf-8")
+        files[Path(json_path)] = json.dumps(d, indent=2, default=_json_default) + "\n"
     if markdown is not None:
-        Path(markdown).write_text(render_markdown(d), encoding="utf-8")
+        files[Path(markdown)] = render_markdown(d)
     if html is not None:
-        Path(html).write_text(render_html(d, sides), encoding="utf-8")
+        files[Path(html)] = render_html(d, sides)
+    write_all(files)

@@ -18,6 +18,10 @@ def job_document(blocks: list[dict]) -> dict:
     return {"schema_version": SCHEMA_VERSION, **({"job": blocks[0]} if len(blocks) == 1 else {"jobs": blocks})}
 
 
-def write(reports: list[Report], path: Path, jobs: list[dict] | None = None) -> None:
+def text(reports: list[Report], jobs: list[dict] | None = None) -> str:
     doc = job_document(jobs) if jobs else document(reports)
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def write(reports: list[Report], path: Path, jobs: list[dict] | None = None) -> None:
+    Path(path).write_text(text(reports, jobs), encoding="utf-8")

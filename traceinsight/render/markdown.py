@@ -9,7 +9,7 @@ from pathlib import Path
 from ..report.document import Report
 from . import sections as S
 from .format import md_code, md_text
-from .png import write_picture
+from .png import picture_file
 
 
 _cell = md_text
@@ -161,10 +161,14 @@ def render(reports: list[Report], pictures: list[tuple[str, dict] | None] | None
     return "\n".join(render_one(r, *(p or (None, None))) for r, p in zip(reports, pictures))
 
 
-def write(reports: list[Report], path: Path, preface: str = "") -> None:
+def files(reports: list[Report], path: Path, preface: str = "") -> dict[Path, str | bytes]:
     """The Markdown file with each report's picture beside it; `preface` (a job's summary) goes first."""
+    out: dict[Path, str | bytes] = {}
     pics = []
     for r, png in zip(reports, picture_paths(path, len(reports))):
-        meta = write_picture(r, png)
-        pics.append((png.name, meta) if meta else None)
-    path.write_text((preface + "\n\n" if preface else "") + render(reports, pics), encoding="utf-8")
+        pic = picture_file(r)
+        if pic is not None:
+            out[png] = pic[0]
+        pics.append((png.name, pic[1]) if pic else None)
+    out[Path(path)] = (preface + "\n\n" if preface else "") + render(reports, pics)
+    return out

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from pathlib import Path
 
 import numpy as np
 
@@ -118,10 +117,10 @@ def picture(report) -> tuple[np.ndarray, dict] | None:
                  "mark_color": MARK}
 
 
-def write_picture(report, path: Path) -> dict | None:
+def picture_file(report) -> tuple[bytes, dict] | None:
+    """The PNG's bytes and what it shows (the Markdown's caption), or None where there is no timeline."""
     pic = picture(report)
     if pic is None:
         return None
     img, meta = pic
-    Path(path).write_bytes(png_bytes(img))
-    return meta
+    return png_bytes(img), meta

@@ -1,0 +1,51 @@
+"""What the reviews of 2026-12-02 (session 69) found wrong, each checked where it was seen."""
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_traces" / "launch_tiny_conv__before.json.gz"
+
+
+def test_outputs_are_written_all_or_nothing(run_cli, tmp_path):
+    """A user's `--json ok.json -o /proc/x.html` wrote ok.json and then failed on the HTML: a failing output
+    now leaves none of the others (nor a staging file) behind, and an existing file is kept as it was."""
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("a file\n")
+    old = tmp_path / "old.md"
+    old.write_text("the user's notes\n")
+    r = run_cli(["analyze", SAMPLE, "-q", "--json", tmp_path / "ok.json", "--markdown", old, "--force",
+                 "-o", blocker / "x.html"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "x.html" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_folder", "old.md"]
+    assert old.read_text() == "the user's notes\n"
+    # The same outputs to a folder that can be written: all of them, readable beyond their owner.
+    r = run_cli(["analyze", SAMPLE, "-q", "--json", tmp_path / "ok.json", "--markdown", old, "--force",
+                 "-o", tmp_path / "x.html"])
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not_a_folder", "ok.json", "old.md", "old.png", "x.html"]
+    assert "traceinsight" in old.read_text() or "GPU" in old.read_text()
+    assert (tmp_path / "x.html").stat().st_mode & 0o044
+
+
+def test_diff_outputs_are_written_all_or_nothing(run_cli, tmp_path):
+    before, after = SAMPLE, ROOT / "sample_traces" / "launch_tiny_conv__after.json.gz"
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    r = run_cli(["diff", before, after, "--json", tmp_path / "d.json", "-o", blocker / "d.html"])
+    assert r.returncode == 2 and "d.html" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_a_mistyped_gate_percentage_is_named(run_cli):
+    """`--fail-on-regression abc` had read "unexpected extra argument" (abc taken for a third trace); `5%`
+    is the percentage 5."""
+    before, after = SAMPLE, ROOT / "sample_traces" / "launch_tiny_conv__after.json.gz"
+    r = run_cli(["diff", "-q", before, after, "--fail-on-regression", "abc"])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "'abc' is not a percentage" in r.stderr and "extra argument" not in r.stderr
+    r = run_cli(["diff", "-q", after, before, "--fail-on-regression", "5%"])
+    assert r.returncode == 1 and "above the 5% threshold" in r.stderr, r.stderr
+    # Before the traces, the gate alone still means 0.
+    r = run_cli(["diff", "-q", "--fail-on-regression", before, after])
+    assert r.returncode == 0 and "no regression" in r.stderr, r.stderr
