@@ -49,3 +49,17 @@ def test_a_mistyped_gate_percentage_is_named(run_cli):
     # Before the traces, the gate alone still means 0.
     r = run_cli(["diff", "-q", "--fail-on-regression", before, after])
     assert r.returncode == 0 and "no regression" in r.stderr, r.stderr
+
+
+def test_a_minor_prerequisite_is_named_in_needs_first():
+    """The verdict said "needs sync_stall fixed first" where the sync was a minor finding (below the ranking
+    bar, still the plan's first row), and needs_first read []."""
+    from traceinsight.report.analyze import analyze_file
+    from traceinsight.report.document import build_report
+    d = build_report(analyze_file(ROOT / "sample_traces" / "matrix" / "h200_cleanA"
+                                  / "sync_and_small_kernels__before__default.json.gz")).doc
+    launch = next(f for f in d["findings"] if f["kind"] == "launch_overhead")
+    assert "sync_stall" in {m["kind"] for m in d["minor_findings"]}
+    assert launch["needs_first"] == ["sync_stall"]
+    assert 0 < launch["saves_after_needs_first_ms"] <= launch["estimated_savings_ms"]
+    assert "needs sync_stall fixed first" in d["verdict"]

@@ -194,11 +194,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         info["plan"] = plan_of(findings)
         # A hidden fix the plan found to pay after the fixes before it is reported, ranked by what it adds.
         paying = {r["kind"] for r in info["plan"] if r["pays_after_fixes_above"]}
-        ranked = _after_prerequisites(findings + [f for f in hidden if f.kind in paying], info["plan"])
+        ranked = _after_prerequisites(findings + [f for f in hidden if f.kind in paying], info["plan"], minor)
         if ranked != findings:
             findings = ranked
             info["plan"] = plan_of(findings)
-            _mark_needs(findings, info["plan"])     # what each adds in the plan as it now stands
+            _mark_needs(findings, info["plan"], minor)     # what each adds in the plan as it now stands
     _name_prerequisites(findings, minor)
     _name_workers(findings, info.get("plan") or ())
     return {"findings": findings, "minor": minor, "whatif": info}
@@ -218,13 +218,13 @@ def _name_workers(findings: list[Finding], plan) -> None:
                 PLAN_SAYS_WORKERS, "")
 
 
-def _after_prerequisites(findings: list[Finding], plan: list[dict]) -> list[Finding]:
+def _after_prerequisites(findings: list[Finding], plan: list[dict], minor: list[Finding]) -> list[Finding]:
     """The ranking, with a fix that needs another ranked fix first (a CUDA graph cannot capture a sync)
     weighed by what it adds once that one is done (its row in the plan), not by what it would save
     alone: the user does the other first anyway, and where it already takes most of the time (syncs
     in a launch-bound step) it is the fix that helps most (sync_mask_loss: the syncs saved 1.1 ms, a
     CUDA graph after them 0.2 ms, measured about 0)."""
-    _mark_needs(findings, plan)
+    _mark_needs(findings, plan, minor)
     return sorted(findings, key=_rank_key)
 
 
@@ -236,12 +236,15 @@ def _rank_key(f: Finding) -> tuple:
     return spec(f.kind).note, f.hidden, -own * CONFIDENCE_WEIGHT.get(f.confidence, 0.5)
 
 
-def _mark_needs(findings: list[Finding], plan: list[dict]) -> None:
-    """Finding.after_prerequisites: the ranked fixes each needs first, and its plan row's saving."""
+def _mark_needs(findings: list[Finding], plan: list[dict], minor: list[Finding]) -> None:
+    """Finding.after_prerequisites: the fixes each needs first, and its plan row's saving. A minor finding the
+    plan applies first counts (a sync below the ranking bar still breaks a capture: the verdict had said "needs
+    sync_stall fixed first" beside an empty needs_first)."""
     adds = {r["kind"]: r["saves_ms"] * 1000 for r in plan}
     order = [r["kind"] for r in plan]
+    planned = findings + [g for g in minor if g.kind in order]
     for f in findings:
-        first = tuple(dict.fromkeys(g.kind for g in findings if needs(f, g)))
+        first = tuple(dict.fromkeys(g.kind for g in planned if needs(f, g)))
         before = tuple(order[:order.index(f.kind)]) if f.kind in order else ()
         first = before if f.hidden else first      # (it pays only after all of them)
         f.after_prerequisites = (first, adds[f.kind], before) if first and f.kind in adds else None
