@@ -60,6 +60,6 @@ def test_a_minor_prerequisite_is_named_in_needs_first():
                                   / "sync_and_small_kernels__before__default.json.gz")).doc
     launch = next(f for f in d["findings"] if f["kind"] == "launch_overhead")
     assert "sync_stall" in {m["kind"] for m in d["minor_findings"]}
-    assert launch["needs_first"] == ["sync_stall"]
+    assert list(launch["needs_first"]) == ["sync_stall"]
     assert 0 < launch["saves_after_needs_first_ms"] <= launch["estimated_savings_ms"]
     assert "needs sync_stall fixed first" in d["verdict"]
