@@ -63,3 +63,14 @@ def test_a_minor_prerequisite_is_named_in_needs_first():
     assert list(launch["needs_first"]) == ["sync_stall"]
     assert 0 < launch["saves_after_needs_first_ms"] <= launch["estimated_savings_ms"]
     assert "needs sync_stall fixed first" in d["verdict"]
+
+
+def test_a_linked_output_is_written_through(run_cli, tmp_path):
+    """Staged outputs are moved into place: a link the user gave as the output keeps pointing at its file, which
+    gets the report (a rename would have replaced the link, and a device such as /dev/full with a plain file)."""
+    real = tmp_path / "real.html"
+    real.write_text("old\n")
+    (tmp_path / "link.html").symlink_to(real)
+    r = run_cli(["analyze", SAMPLE, "-q", "-o", tmp_path / "link.html", "--force"])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "link.html").is_symlink() and "<html" in real.read_text()[:200].lower()

@@ -50,8 +50,9 @@ class DiffCommand(TidyCommand):
 
 HELP = ("Compare two traces of the same workload: step time change vs noise, causes, kernels, ops.\n\n"
         "With --fail-on-regression [PCT] the exit status is 1 when the after trace is slower than the before "
-        "trace beyond the step-to-step noise (and by more than PCT percent, if given); the JSON's "
-        "`regression` block says why.")
+        "trace beyond the noise band (2 x the step-to-step noise, at least 5% of the step: one program's "
+        "run-to-run variation) and by more than PCT percent, if given; where the profiler options differ, the "
+        "un-profiled steps the analysis estimated are compared. The JSON's `regression` block says why.")
 
 
 def register(app: typer.Typer) -> None:
@@ -72,8 +73,8 @@ def register(app: typer.Typer) -> None:
                                                 help="Write a Markdown summary here."),
         fail_on_regression: Optional[float] = typer.Option(
             None, GATE, metavar="[PCT]",
-            help="Exit 1 when the after trace is slower beyond its step-to-step noise (and by more than PCT% "
-                 "if given). Put it after the traces, or write --fail-on-regression=PCT."),
+            help="Exit 1 when the after trace is slower beyond the noise band (and by more than PCT% if given). "
+                 "Put it after the traces, or write --fail-on-regression=PCT."),
         force: bool = typer.Option(False, "--force", help="Overwrite existing output files."),
         quiet: bool = typer.Option(False, "-q", "--quiet", help="No terminal summary."),
     ) -> None:
@@ -95,6 +96,11 @@ def register(app: typer.Typer) -> None:
                 for w in s.warnings:
                     warn(f"{s.path}: {w}")
             d = compare(sb, sa)
+            if d["profiler_options_differ"]:
+                warn(f"the profiler options differ ({d['before']['profiler_options']} before, "
+                     f"{d['after']['profiler_options']} after): " + (
+                         "the step change is judged on the un-profiled steps" if d["step_time"]["delta_ms"] is not None
+                         else "the profiled steps are not comparable"))
             d["regression"] = regression(d["step_time"], fail_on_regression)
             diff_view.write_outputs(d, (sb, sa), html=output, json_path=json_out, markdown=markdown)
             if not quiet:     # (after the files: a summary piped into `head` must not cost them)

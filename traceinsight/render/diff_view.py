@@ -23,6 +23,7 @@ STATUS_STYLE = {
     "resolved": "green", "shrunk": "green", "faster": "green", "removed": "green",
     "new": "red", "grown": "red", "slower": "red", "added": "yellow",
     "unchanged": "dim", "dropped from the top list": "dim", "entered the top list": "dim",
+    "not reported before": "dim", "not reported after": "dim",
 }
 SIG_WORDS = {"within_noise": "within noise", "beyond_noise": "beyond noise",
              "well_beyond_noise": "well beyond noise", "unknown": "noise unknown"}
@@ -32,6 +33,24 @@ SIG_WORDS = {"within_noise": "within noise", "beyond_noise": "beyond noise",
 def _tables(d: dict, gpu: tuple, cpu: tuple) -> tuple:
     """The change tables to show: the GPU's kernels and ops, or for two CPU-only runs their ops' CPU time."""
     return (cpu,) if d.get("cpu_only") else gpu
+
+def _cost(v) -> str:
+    """A cause's cost per step; None: that side's analysis did not report the kind (not 0)."""
+    return "not reported" if v is None else _v(v)
+
+
+def like_words(d: dict) -> str | None:
+    """'Like for like: unknown (...)' where nothing about the programs could be compared, else None."""
+    if d.get("like_for_like") is None and not d["comparability_warnings"]:
+        return ("Like for like: unknown: neither the ops' input shapes nor the kernels could be compared, so "
+                "whether both sides ran the same program is not known.")
+    return None
+
+
+def _change_label(st: dict) -> str:
+    """The step table's change row: of the profiled medians, or of the un-profiled estimates."""
+    return "change" if st.get("basis", "profiled") == "profiled" else "change, un-profiled (est.)"
+
 
 def _short(s: str, n: int = 90) -> str:
     s = str(s)
@@ -55,6 +74,8 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
     console.print(Text(f"before: {b['file']}\nafter:  {a['file']}"))
     if d["comparability_warnings"]:
         console.print(Text("Not like for like: " + "; ".join(d["comparability_warnings"]), style="bold yellow"))
+    if like_words(d):
+        console.print(Text(like_words(d), style="yellow"))
     console.print(Text(d["headline"], style="bold"))
     st = d["step_time"]
     tab = Table(title="Step time (full steps, ms, profiled)", show_lines=False)
@@ -63,7 +84,7 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
     for label, s in (("before", st["before"]), ("after", st["after"])):
         tab.add_row(label, _v(s["median_ms"]), _v(s["min_ms"]), _v(s["max_ms"]), _v(s["mad_ms"]),
                     _v(s["iqr_ms"]), _v(s["noise_ms"]), str(s["n"]))
-    tab.add_row("change", _d(st["delta_ms"]), "", "", "", "", _v(st.get("noise_used_ms")),
+    tab.add_row(_change_label(st), _d(st["delta_ms"]), "", "", "", "", _v(st.get("noise_used_ms")),
                 SIG_WORDS.get(st["significance"], st["significance"]))
     console.print(tab)
     g = d["gpu"]
@@ -78,9 +99,10 @@ def show(d: dict, console: Console | None = None, kernels: int = 10, ops: int = 
         for c in d["causes"]:
             status = c["status"] + (f" ({c['resolved_how']})" if c.get("resolved_how") else "")
             rep = "" if (c["reported_before"] or c["reported_after"]) else " (idle cause)"
-            tab.add_row(c["kind"] + rep, _v(c["before_ms_per_step"]), _v(c["after_ms_per_step"]),
+            tab.add_row(c["kind"] + rep, _cost(c["before_ms_per_step"]), _cost(c["after_ms_per_step"]),
                         _d(c["delta_ms_per_step"]), Text(status, style=STATUS_STYLE.get(c["status"], "")))
         console.print(tab)
+        console.print(Text(d["causes_note"], style="dim"))
     for title, key, limit in _tables(d, (("GPU time by kernel (ms per step), largest changes", "kernels", kernels),
                                          ("GPU time by op and input shapes (ms per step), largest changes", "ops", ops)),
                                      ("CPU time by op (self ms per step, mean), largest changes", "cpu_ops", ops)):
@@ -132,22 +154,25 @@ def render_markdown(d: dict, kernels: int = 10, ops: int = 8) -> str:
     out = [f"### traceinsight diff: {md_code(nb)} -> {md_code(na)}\n"]
     if d["comparability_warnings"]:
         out.append("> **Not like for like:** " + _cell("; ".join(d["comparability_warnings"])) + "\n")
+    if like_words(d):
+        out.append("> " + _cell(like_words(d)) + "\n")
     out.append(f"**{_cell(d['headline'])}**\n")
     out.append("| | median ms | min | max | MAD | IQR | noise ± | full steps |")
     out.append("|---|---|---|---|---|---|---|---|")
     for label, s in (("before", st["before"]), ("after", st["after"])):
         out.append(f"| {label} | {_v(s['median_ms'])} | {_v(s['min_ms'])} | {_v(s['max_ms'])} | {_v(s['mad_ms'])} | "
                    f"{_v(s['iqr_ms'])} | {_v(s['noise_ms'])} | {s['n']} |")
-    out.append(f"| change | {_d(st['delta_ms'])} | | | | | {_v(st.get('noise_used_ms'))} | "
+    out.append(f"| {_change_label(st)} | {_d(st['delta_ms'])} | | | | | {_v(st.get('noise_used_ms'))} | "
                f"{SIG_WORDS.get(st['significance'], st['significance'])} |\n")
     if d["causes"]:
         out.append("| cause / finding | before ms/step | after ms/step | change | status |")
         out.append("|---|---|---|---|---|")
         for c in d["causes"]:
             status = c["status"] + (f" ({c['resolved_how']})" if c.get("resolved_how") else "")
-            out.append(f"| {md_code(c['kind'])} | {_v(c['before_ms_per_step'])} | {_v(c['after_ms_per_step'])} | "
-                       f"{_d(c['delta_ms_per_step'])} | {status} |")
+            out.append(f"| {md_code(c['kind'])} | {_cost(c['before_ms_per_step'])} | {_cost(c['after_ms_per_step'])} "
+                       f"| {_d(c['delta_ms_per_step'])} | {status} |")
         out.append("")
+        out.append(_cell(d["causes_note"]) + "\n")
     for title, key, limit in _tables(d, (("GPU time by kernel", "kernels", kernels), ("GPU time by op", "ops", ops)),
                                      ("CPU time by op (self, mean)", "cpu_ops", ops)):
         rows = changed_rows(d.get(key) or {}, limit)
@@ -208,7 +233,8 @@ def render_html(d: dict, sides=None, kernels: int = 25, ops: int = 20) -> str:
         d=d, timelines=_timelines(d, sides), strip=_strip_points(d), css=Markup(static_asset("report.css")),
         kernel_rows=changed_rows(d["kernels"], kernels), op_rows=changed_rows(d["ops"], ops),
         cpu_op_rows=changed_rows(d.get("cpu_ops") or {}, ops),
-        sig_words=SIG_WORDS, fmt=_v, fmtd=_d, short=_short).lstrip()
+        sig_words=SIG_WORDS, fmt=_v, fmtd=_d, short=_short, cost=_cost, like=like_words(d),
+        change_label=_change_label(d["step_time"])).lstrip()
 
 
 # --------------------------------------------------------------------------- files

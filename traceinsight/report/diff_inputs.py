@@ -1,15 +1,27 @@
-"""The two sides of a diff: a trace (analyzed here) or an earlier analyze --json output."""
+"""The two sides of a diff: a trace (analyzed here) or an earlier analyze --json output; and whether the two
+are like for like (same machine, program and profiler options)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ..analyses.base import op_rows
+from ..analyses.fusion_candidates import ELEMENTWISE
 from ..errors import TraceError
+from ..trace.dims import dims_text
+# (the program facts' test for a compiler's kernels, reused: a private name, one pattern)
+from ..trace.facts import _TRITON as TRITON_KERNEL, launched_before_window
+from ..trace.kernel_names import normalize_kernel
 from ..trace.reader import head, is_our_document, read_bytes
+from ..trace.steps import step_at
 from .analyze import Analysis, analyze_file
 from .document import build_report, thaw
+from .facts import PRELAUNCHED_MIN_SHARE
 
 @dataclass
 class Side:
@@ -20,6 +32,10 @@ class Side:
     report: Any = None             # report.document.Report for a trace (its timeline is drawn)
     full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
     warnings: list[str] = field(default_factory=list)
+    # Op calls per full step by (op, input shapes): a trace's only (the op table counts GPU activities).
+    op_calls: dict | None = None
+    # Full steps that hold GPU work queued before the profiling window: left out of the step distribution.
+    prewindow_steps: list[int] = field(default_factory=list)
 
 
 def load_analysis_json(path: Path) -> dict | None:
@@ -93,4 +109,172 @@ def side_from_analysis(a: Analysis, path: str | None = None, timeline_items: int
     # The full tables, not the top 50: then "removed" and "added" are exact.
     r = build_report(a, timeline_items=timeline_items, full_tables=True)
     return Side(path=path or str(a.model.path), source="trace", doc=thaw(r.doc), report=r, full_tables=True,
-                warnings=list(r.warnings))
+                warnings=list(r.warnings), op_calls=op_calls(a), prewindow_steps=prewindow_steps(a))
+
+
+def op_calls(a: Analysis) -> dict:
+    """Calls per full step of each (outermost op, input shapes) that launched GPU work: the op table's rows
+    (report/tables.op_table), counted in op instances rather than in the GPU activities they launched."""
+    g = a.model.gpu
+    g = g[g["launcher"] >= 0]
+    if g.empty:
+        return {}
+    g = g[step_at(a.full_steps, g["ts"].to_numpy()) >= 0]
+    cpu = a.model.cpu
+    top = np.unique(op_rows(cpu, g["launcher"].to_numpy()))
+    top = top[top >= 0]
+    n = max(1, len(a.full_steps))
+    names, dims = cpu["name"].to_numpy(), cpu["input_dims"].to_numpy()
+    out: dict = {}
+    for t in top:
+        k = (str(names[t])[:300], dims_text(dims[t])[:200])
+        out[k] = out.get(k, 0) + 1
+    return {k: round(v / n, 2) for k, v in out.items()}
+
+
+def prewindow_steps(a: Analysis) -> list[int]:
+    """The full steps into which GPU work queued before the profiling window runs, where it is worth saying
+    (the single-trace report's rule, report/facts._launched_before): a first step of 91 ms beside 30 ms ones."""
+    g = a.model.gpu
+    pre = launched_before_window(a.model)
+    if not pre.any() or a.full_steps.empty:
+        return []
+    step = step_at(a.full_steps, g["ts"].to_numpy()[pre])
+    dur = g["dur"].to_numpy()[pre]
+    med = float(a.full_steps["dur"].median())
+    return [int(s) for s in np.unique(step[step >= 0])
+            if dur[step == s].sum() >= PRELAUNCHED_MIN_SHARE * med]
+
+
+# --------------------------------------------------------------------------- like for like
+
+TOP_OPS_FOR_SHAPES = 5
+OPS_TO_VOUCH = 2           # ops compared by shapes before that check says the programs are alike
+NO_OP_SHARE = 0.5          # of a side's GPU time with no op that launched it (a graph replay): ops cannot vouch
+# Kernel overlap below which two programs are not alike: the larger of the time-weighted overlap of the
+# normalized kernel names and the share of names in common. A graph replay runs the eager program's kernels
+# (launch_tiny_conv: 0.98 weighted); real fixes swap some (TF32's GEMMs: fp32_matmul 0.62 of names, channels_last,
+# torch.compile's Triton kernels); the eight sample workloads' cross pairs stay at or below 0.25 where the
+# other checks cannot tell them apart.
+KERNEL_OVERLAP_MIN = 0.4
+PROFILER_OPTIONS = ("with_stack", "record_shapes", "profile_memory", "with_flops")
+
+
+def profiler_options(doc: dict) -> list[str] | None:
+    """The options the side was profiled with (the analysis's reading of the header and the events), or None."""
+    said = (doc.get("whatif") or {}).get("profiler_options")
+    if isinstance(said, str):
+        return [o for o in PROFILER_OPTIONS if o in said]
+    hdr = (doc.get("trace") or {}).get("profiler")
+    if isinstance(hdr, dict) and any(k in hdr for k in PROFILER_OPTIONS):
+        return [o for o in PROFILER_OPTIONS if hdr.get(o)]
+    return None
+
+
+def options_words(opts: list[str]) -> str:
+    return " + ".join(opts) if opts else "default options"
+
+
+def _shape_check(db: dict, da: dict) -> tuple[dict | None, int]:
+    """The first of the before trace's top ops (by GPU time, or a CPU-only run's by self time; with recorded
+    shapes) that the after trace runs only with other input shapes (a different batch size or model), and how
+    many shared ops were compared."""
+    def by_op(doc):
+        rows, ms = (doc.get("top_ops"), "gpu_ms_per_step") if doc.get("top_ops") else (
+            (doc.get("cpu_time") or {}).get("top_ops"), "self_ms_per_step")
+        out: dict[str, list[tuple[str, float]]] = {}
+        for r in rows or []:
+            if isinstance(r, dict) and r.get("input_dims") and r.get("op") != "(no op)":
+                out.setdefault(r["op"], []).append((str(r["input_dims"]), _num(r.get(ms))))
+        return out
+    ob, oa = by_op(db), by_op(da)
+    ranked = sorted(ob, key=lambda op: -max(ms for _, ms in ob[op]))
+    checked = 0
+    for op in ranked:
+        if op not in oa:
+            continue
+        checked += 1
+        if not {d for d, _ in ob[op]} & {d for d, _ in oa[op]}:
+            return {"op": op, "before": max(ob[op], key=lambda x: x[1])[0],
+                    "after": max(oa[op], key=lambda x: x[1])[0]}, checked
+        if checked >= TOP_OPS_FOR_SHAPES:
+            break
+    return None, checked
+
+
+def _num(x) -> float:
+    try:
+        return float(x or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _no_op_share(doc: dict) -> float:
+    rows = [r for r in doc.get("top_ops") or [] if isinstance(r, dict)]
+    total = sum(_num(r.get("gpu_ms_per_step")) for r in rows)
+    return sum(_num(r.get("gpu_ms_per_step")) for r in rows if r.get("op") == "(no op)") / total if total else 0.0
+
+
+def _kernels(doc: dict) -> list[tuple[str, float]]:
+    return [(str(r.get("name", "")), _num(r.get("ms_per_step"))) for r in doc.get("top_kernels") or []
+            if isinstance(r, dict) and r.get("kind", "kernel") == "kernel"]
+
+
+def _weights(doc: dict, compiled: bool) -> tuple[dict, str]:
+    """Time per step by normalized kernel name; for a side without kernels, its ops' self CPU time by name.
+    `compiled` (a side runs a compiler's Triton kernels): those, and the eager elementwise kernels they replace,
+    are left out on both sides, as their names cannot be matched (fusion_elementwise: 0% in common)."""
+    out: dict[str, float] = {}
+    for name, ms in _kernels(doc):
+        if compiled and (TRITON_KERNEL.search(name) or re.search(ELEMENTWISE, name)):
+            continue
+        k = normalize_kernel(name, "kernel")
+        out[k] = out.get(k, 0.0) + ms
+    if out or _kernels(doc):
+        return out, "kernels"
+    for r in (doc.get("cpu_time") or {}).get("top_ops") or []:
+        if isinstance(r, dict):
+            out[str(r.get("op"))] = out.get(str(r.get("op")), 0.0) + _num(r.get("self_ms_per_step"))
+    return out, "CPU ops"
+
+
+def overlap(tb: dict, ta: dict) -> float | None:
+    """max(time-weighted overlap, share of names in common) of two {name: ms} tables; None if one is empty."""
+    sb, sa = sum(tb.values()), sum(ta.values())
+    if not tb or not ta or sb <= 0 or sa <= 0:
+        return None
+    weighted = sum(min(tb.get(k, 0.0) / sb, ta.get(k, 0.0) / sa) for k in set(tb) | set(ta))
+    return max(weighted, len(set(tb) & set(ta)) / len(set(tb) | set(ta)))
+
+
+def comparability(db: dict, da: dict) -> dict:
+    """Reasons the two sides may not be like for like, and what could be checked: {"warnings", "checked",
+    "kernel_overlap"}. Nothing checked about the program itself -> like for like is unknown, not yes."""
+    out, checked = [], []
+    tb, ta = db.get("trace") or {}, da.get("trace") or {}
+    for key, what in (("gpu", "GPUs"), ("torch_version", "torch versions"),
+                      ("cuda_runtime_version", "CUDA runtime versions"), ("world_size", "world sizes"),
+                      ("step_source", "step definitions")):
+        vb, va = tb.get(key), ta.get(key)
+        if vb not in (None, "", "unknown GPU") and va not in (None, "", "unknown GPU") and vb != va:
+            out.append(f"different {what}: {vb} before, {va} after")
+    mm, n_ops = _shape_check(db, da)
+    if mm:
+        out.append(f"input shapes of the top ops differ (different batch size or model?): {mm['op']} ran on "
+                   f"{mm['before']} before and on {mm['after']} after")
+    graphed = max(_no_op_share(db), _no_op_share(da)) > NO_OP_SHARE
+    if n_ops >= OPS_TO_VOUCH and not graphed:
+        checked.append(f"input shapes of {n_ops} shared ops")
+    ov = None
+    if not mm and not checked:
+        # The ops cannot vouch (a graph replay launches its kernels under no op; no shapes recorded): the
+        # kernels (or a CPU-only run's ops) can.
+        compiled = any(TRITON_KERNEL.search(n) for d in (db, da) for n, _ in _kernels(d))
+        (wb, what), (wa, _) = _weights(db, compiled), _weights(da, compiled)
+        ov = overlap(wb, wa)
+        if ov is not None:
+            checked.append(f"{what} in common ({100 * ov:.0f}%)")
+            if ov < KERNEL_OVERLAP_MIN:
+                out.append(f"the two run different {what}: {100 * ov:.0f}% in common (by time or by name, the "
+                           f"larger), where the same program's fixes keep {100 * KERNEL_OVERLAP_MIN:.0f}% or more")
+    return {"warnings": out, "checked": checked, "kernel_overlap": None if ov is None else round(ov, 3)}
