@@ -86,7 +86,7 @@ def test_gloo_compute_straggler_points_at_the_extra_ops(gloo_blocks):
 
 def test_gloo_data_straggler_evidence_is_the_dataloader(gloo_blocks):
     ev = gloo_blocks["gloo4_data"]["straggler"]["evidence"]
-    assert ev["lead_in_delta_ms_per_step"]["data"] > 5.0          # 8 ms sleep per batch on rank 2
+    assert ev["work_delta_ms_per_step"]["data"] > 5.0          # 8 ms sleep per batch on rank 2
     assert "DataLoader" in ev["top_differences"][0]["name"]
 
 

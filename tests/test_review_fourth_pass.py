@@ -74,3 +74,56 @@ def test_a_linked_output_is_written_through(run_cli, tmp_path):
     r = run_cli(["analyze", SAMPLE, "-q", "-o", tmp_path / "link.html", "--force"])
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "link.html").is_symlink() and "<html" in real.read_text()[:200].lower()
+
+
+# ---- multi-rank jobs (an expert review of the two-GPU NCCL jobs' reports) ------------------------------------
+
+NCCL = ROOT / "sample_traces" / "nccl"
+
+
+def _job(folder):
+    from traceinsight.job import analyze_job
+    return analyze_job([folder], workers=1)
+
+
+def test_putting_the_straggler_in_time_saves_no_more_than_its_own_work_outlasts_the_others():
+    """Set 31's fused-Adam job (nothing planted): "replayed with it in time, rank 1's step is about 6.57 ms
+    shorter" of a 12.07 ms job, where rank 1's own CPU steps (20.4 ms profiled against 27.2) left room for about
+    3. The planted 6 ms of Python (straggler_host) keeps its figure near the measured fix (10.16 -> 5.14 ms)."""
+    b = _job(NCCL / "h200x2_set31A" / "fused_adam")
+    st, rows = b["straggler"], {r["rank"]: r for r in b["ranks"]}
+    assert all(r["own_cpu_ms_per_step"] > 0 and r["own_gpu_ms_per_step"] > 0 for r in rows.values())
+    saves = st.get("median_rank_saves_ms")
+    assert saves is not None and saves <= st["evidence"]["pace_bound_ms_per_step"] + 1e-3
+    assert saves < 0.25 * b["unprofiled_step_ms"], st
+    b = _job(NCCL / "h200x2" / "straggler_host")
+    st = b["straggler"]
+    assert (st["rank"], st["cause"]) == (1, "host-bound")
+    assert abs(st["median_rank_saves_ms"] - (10.16 - 5.14)) <= 0.25 * (10.16 - 5.14), st
+
+
+def test_a_rank_that_arrives_late_but_sets_no_pace_is_not_named_a_straggler():
+    """comm_bound (nothing planted): rank 0 arrived last, named a straggler that "1.69 ms shorter" would follow,
+    where its own GPU work is the whole un-profiled step. It sets no pace: no straggler, said why, its report
+    (whose step is the job's) still the one shown."""
+    from traceinsight.job import focus_rank
+    b = _job(NCCL / "h200x2" / "comm_bound")
+    st = b["straggler"]
+    assert st["rank"] is None and st["paceless_rank"] == 0 and focus_rank(b) == 0
+    assert "sets no pace" in st["cause_text"] and st["median_rank_saves_ms"] < 0.1 * b["unprofiled_step_ms"]
+    assert b["unprofiled_step_method"].startswith("from rank 0, the rank that arrives last")
+
+
+def test_a_straggler_is_compared_over_whole_steps_and_the_loops_own_loader():
+    """loader_workers0 (both ranks load in the main process): "DataLoader.__next__ 14.026 vs 7.541 ms", read over
+    the stretches before each collective; over whole steps both ranks spend 13-15 ms a step in it. With four
+    workers and pinned memory (loader_workers4__stack), the pin-memory thread's queue waits had read as the loop
+    waiting 5.46 ms a step for data."""
+    b = _job(NCCL / "h200x2_set31A" / "loader_workers0")
+    st = b["straggler"]
+    loader = [d for d in st["evidence"]["top_differences"] if "DataLoader" in d["name"]]
+    assert loader and all(d["median_rank_ms_per_step"] > 11.0 for d in loader), st["evidence"]
+    b = _job(NCCL / "h200x2_set31A" / "loader_workers4__stack")
+    st = b["straggler"]
+    assert st["cause"] != "data-loading"
+    assert abs(st["evidence"].get("work_delta_ms_per_step", {}).get("data", 0.0)) < 0.5, st

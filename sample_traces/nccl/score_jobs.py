@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from traceinsight.job import analyze_job  # noqa: E402
+from traceinsight.job import analyze_job, focus_rank  # noqa: E402
 
 # (job folder, before, after, kinds the fix addresses (the first is the one it is named for), ranks the fix
 # changes, the straggler the job report must name (None: no requirement)); registered before recording
@@ -77,8 +77,9 @@ def score(root: Path = HERE, pairs=PAIRS) -> list[dict]:
                 continue
             block = analyze_job([traces], workers=1, full_ranks=ranks)
             named = block["straggler"]["rank"]
-            # The rank whose report the job's HTML and Markdown show: the straggler's, else the median rank's.
-            focus = named if named is not None else block["straggler"]["median_rank"]
+            # The rank whose report the job's HTML and Markdown show (the straggler's, else the rank that arrives
+            # last, else the median rank's).
+            focus = focus_rank(block)
             for rank in ranks:
                 rep = block["rank_reports"].get(str(rank))
                 if rep is None:

@@ -110,7 +110,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # Read with the other ranks (trace/peer_waits.py), the waits are out of these figures and the job report
     # names the straggler.
     in_job = ctx.model.meta.get("peer_wait_us") is not None
-    straggler = (" (the job report names it)" if in_job else " that makes the others wait inside the collective "
+    straggler = (" (the job report says whether one sets the pace)" if in_job else " that makes the others wait inside the collective "
                  "(`traceinsight analyze` on all ranks' traces)")
     if same_stream:
         fix = ("The collectives run on the compute stream (tensor-parallel style), so nothing can overlap "

@@ -130,7 +130,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
         warnings.append(f"the ranks' clocks had to be moved by up to {far / 1e6:.2f} s to line their collectives "
                         "up, far more than hosts' clocks differ: check that these traces come from one run")
     al = analysis.aligned(m, shift, clk.offsets, chosen)
-    med = analysis.step_medians(m, chosen, ("dur", "exposed", "comm"))
+    med = analysis.step_medians(m, chosen, ("dur", "exposed", "comm", "cpu_own", "compute", "profiler_cost"))
     step_us, exposed, comm = med["dur"], med["exposed"], med["comm"]
     job_step = float(np.nanmedian(step_us)) if np.isfinite(step_us).any() else 0.0
     wait = analysis.collective_wait(al, m)
@@ -140,12 +140,19 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
     pool = [i for i in range(len(ok)) if i != srow]
     mrow = sorted(pool, key=lambda i: (wait_med[i], ok[i].rank))[(len(pool) - 1) // 2] if pool else None
     last_counts = strag["counts"]
+    # Each rank's own work per step, were it never kept waiting by another (estimates, un-profiled): its loop's
+    # CPU time less its waits and the profiler's cost of its events; its GPU's compute and the part of its
+    # communication it did not spend waiting for a later rank.
+    own_cpu = np.maximum(med["cpu_own"] - med["profiler_cost"], 0.0)
+    own_gpu = med["compute"] + np.maximum(exposed - wait_med, 0.0)
     ranks = [{"rank": s.rank, "host": s.host, "file": s.path,
               "step_ms_median": _ms(step_us[i]),
               "collective_wait_ms_per_step": _ms(wait_med[i]) if len(ok) > 1 else None,
               "exposed_comm_ms_per_step": _ms(exposed[i]), "comm_ms_per_step": _ms(comm[i]),
               "overlap_pct": round(float(100 * (1 - exposed[i] / comm[i])), 1) if comm[i] > 0 else None,
-              "last_arrivals": int(last_counts[i])} for i, s in enumerate(ok)]
+              "last_arrivals": int(last_counts[i]),
+              "own_cpu_ms_per_step": _ms(own_cpu[i]), "own_gpu_ms_per_step": _ms(own_gpu[i]) if s.has_gpu else None}
+             for i, s in enumerate(ok)]
     if not any(s.has_gpu for s in ok):
         warnings.append("no rank recorded GPU activity (a CPU job): collectives are the host's own ranges (gloo's, on "
                         "its threads); 'exposed comm' is their time not overlapped by the step thread's ops, and "
@@ -161,7 +168,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
         "steps": [int(x) for x in chosen],
         "median_step_ms": _ms(job_step),
         "matched_collectives": int(al.use.sum()),
-        "straggler": _straggler_block(m, al, strag, srow, mrow, ok, job_step, len(chosen)),
+        "straggler": _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, med),
         "ranks": ranks,
         "collectives": analysis.bandwidth(al, m),
         "clock": {"method": clk.method, "hosts": clk.hosts, "violations": clk.violations,
@@ -173,7 +180,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
     return block, ({s.rank: w for s, w in zip(ok, analysis.peer_waits(m, shift, clk.offsets))} if len(ok) > 1 else {})
 
 
-def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
+def _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, med) -> dict:
     from . import analysis
     out = {"rank": None, "cause": "none", "cause_text": "", "lag_ms_per_step": _ms(strag["lag_us"]),
            "lag_pct_of_step": round(100 * strag["lag_us"] / job_step, 1) if job_step else None,
@@ -187,21 +194,22 @@ def _straggler_block(m, al, strag, srow, mrow, ok, job_step, n_steps) -> dict:
         out["cause_text"] = (f"no rank holds the others back by {100 * analysis.STRAGGLER_MIN_SHARE:.0f}% of a "
                              "step or more")
         return out
-    cols = strag["cols"]
-    lag_total = float(np.nansum(al.start[srow, cols] - al.start[mrow, cols]))
-    w = analysis.why(m, srow, mrow, cols, lag_total, n_steps, strag["lag_us"])
+    # What to explain: how much longer the straggler's own work takes a step than the median rank's (profiled,
+    # on the CPU or the GPU), not how late it arrives, which also holds a fixed offset between ranks of one pace.
+    gap = max(float(med["cpu_own"][srow] - med["cpu_own"][mrow]), float(med["compute"][srow] - med["compute"][mrow]))
+    w = analysis.why(m, srow, mrow, chosen, gap if np.isfinite(gap) and gap > 0 else strag["lag_us"])
     out.update(rank=ok[srow].rank, cause=w["cause"], evidence=w, fix=CAUSE_FIX.get(w["cause"]))
     what = CAUSE_TEXT.get(w["cause"])
     lag = out["lag_ms_per_step"]
     out["cause_text"] = (f"rank {out['rank']} arrives last at its collectives, {lag} ms per step after the others "
                          "(profiled): "
-                         + (f"before it arrives it spends more time in {what} than rank {out['median_rank']} (the median rank)"
+                         + (f"in its steps it spends more time in {what} than rank {out['median_rank']} (the median rank)"
                             if what else "no single difference with the median rank explains it"))
     return out
 
 
 def _single_rank_cause(block: dict) -> None:
-    """When no lead-in difference explains the straggler, its own report may: a finding it has and the
+    """When no difference in the ranks' steps explains the straggler, its own report may: a finding it has and the
     median rank has not (a sync stall, launch overhead, ...)."""
     st = block["straggler"]
     if st["cause"] != "mixed":
@@ -217,9 +225,14 @@ def _single_rank_cause(block: dict) -> None:
 
 
 def focus_rank(block: dict) -> int | None:
-    """The rank whose own report follows the job's: the straggler, else the median rank."""
+    """The rank whose own report follows the job's: the straggler, else the rank that arrives last where it was not
+    named for setting no pace (its report's step is the job's; the others' keep their waits in theirs), else the
+    median rank."""
     st = block.get("straggler") or {}
-    return st.get("rank") if st.get("rank") is not None else st.get("median_rank")
+    for r in (st.get("rank"), st.get("paceless_rank"), st.get("median_rank")):
+        if r is not None:
+            return r
+    return None
 
 
 def _job_unprofiled(block: dict) -> None:
@@ -239,27 +252,83 @@ def _straggler_cost(block: dict) -> None:
     collective_wait what-if frees (its step replayed with the straggler in time), taken of the job's un-profiled
     step. The waiting rank's own estimate keeps the profiler's cost of the straggler's steps in its waits
     (trace/peer_waits.py), so its saving in its own ms can exceed the job's whole step (set 31's fused-Adam jobs:
-    14.8-17.1 ms of a 12-13 ms step). Against the measured fixes of a straggler (the planted 6 ms of Python,
-    10.16 -> 5.14 ms; rank 0's logging, sets 31-32; set 32's one-rank loader): 5.5 for 5.0 ms, 1.0-3.3 for
-    0.9-1.2, 8.3 for 8.9, where the rank's own saving read 6.9, 1.1-4.9 and 12.3. The lag at the collectives
-    bounds it and can be far above it: a rank a step ahead spins in every collective (52 ms a step on set 33's
-    unfused-Adam job) while its own work would fill most of that time."""
+    14.8-17.1 ms of a 12-13 ms step). The lag at the collectives bounds it and can be far above it: a rank a step
+    ahead spins in every collective (52 ms a step on set 33's unfused-Adam job) while its own work would fill most
+    of that time. So does the ranks' own work (_pace_bound)."""
     st = block["straggler"]
     if st.get("rank") is None or st.get("median_rank") is None or st["median_rank"] == st["rank"]:
+        return
+    job = block.get("unprofiled_step_ms")
+    bound = _pace_bound(block, st["rank"], job)
+    if bound is not None and bound < PACE_MIN_SHARE * job:
+        _no_pace(block, bound)
         return
     rep = block["rank_reports"].get(str(st["median_rank"])) or {}
     wait = next((f for f in (rep.get("findings") or []) + (rep.get("minor_findings") or [])
                  if f["kind"] == "collective_wait"), None)
     own = (rep.get("summary") or {}).get("unprofiled_step_ms")
-    job = block.get("unprofiled_step_ms")
     if not wait or wait.get("estimated_savings_ms") is None or not own or not job:
         return
     share = min(1.0, wait["estimated_savings_ms"] / own)
     saves = share * job
-    if st.get("lag_ms_per_step"):
-        saves = min(saves, st["lag_ms_per_step"])
+    for cap in (st.get("lag_ms_per_step"), bound):
+        if cap is not None:
+            saves = min(saves, cap)
     st["median_rank_saves_ms"] = round(saves, 3)
     st["median_rank_saves_share"] = round(share, 4)
+
+
+# A straggler whose own work outlasts the others' by less than this share of the job's step sets no pace (the share
+# its lag at the collectives must reach: job/analysis.STRAGGLER_MIN_SHARE).
+PACE_MIN_SHARE = 0.02
+
+
+def _pace_bound(block: dict, straggler: int, job: float | None) -> float | None:
+    """The most putting the straggler in time can save a step (ms, un-profiled estimates): how much longer its own
+    work takes than the others' (on the GPU where its kernels are what is slow, else on the CPU), and no more than
+    the job's step less the GPU work that stays (the others', and the straggler's own unless it is what is slow). A rank that arrives late by the
+    same offset every step while the others' own work fills as long a step sets no pace: a review found 5.2 ms of
+    arrival lag between ranks whose CPU steps took 8.85 and 8.83 ms, and "putting it in time" read 1.55 ms;
+    another found the waiting rank replayed down to its GPU work, shorter than its own CPU steps (6.57 ms of a
+    12.07 ms job, where its own steps left room for 3)."""
+    rows = {r["rank"]: r for r in block.get("ranks", [])}
+    me, others = rows.get(straggler) or {}, [r for k, r in rows.items() if k != straggler]
+    cpu = [r.get("own_cpu_ms_per_step") for r in others]
+    if not job or me.get("own_cpu_ms_per_step") is None or not cpu or None in cpu:
+        return None
+    gpu = [r["own_gpu_ms_per_step"] for r in others if r.get("own_gpu_ms_per_step") is not None]
+    mine = me.get("own_gpu_ms_per_step")
+    # The fix is where the cause is: its kernels for a straggler whose kernels are slower (its CPU work stays),
+    # else its host (its GPU work stays; comm_bound's rank 0 arrived last for slower dispatch, and its own GPU work
+    # was the whole un-profiled step).
+    slow_gpu = block["straggler"].get("cause") == "slower-kernels" and gpu and mine is not None
+    bound = max(0.0, (mine - max(gpu)) if slow_gpu else (me["own_cpu_ms_per_step"] - max(cpu)))
+    stays = gpu + ([] if slow_gpu or mine is None else [mine])
+    if stays:
+        bound = min(bound, max(0.0, job - max(stays)))
+    block["straggler"].setdefault("evidence", {})["pace_bound_ms_per_step"] = round(bound, 3)
+    return bound
+
+
+def _no_pace(block: dict, bound: float) -> None:
+    """The rank that arrives last is not named a straggler where putting it in time would save next to nothing."""
+    st = block["straggler"]
+    rows = {r["rank"]: r for r in block.get("ranks", [])}
+    me = rows[st["rank"]]
+    others = max((r for k, r in rows.items() if k != st["rank"]), key=lambda r: r["own_cpu_ms_per_step"])
+    gpu = max((r.get("own_gpu_ms_per_step") or 0.0) for r in rows.values())
+    st["candidate_rank"] = st["paceless_rank"] = st["rank"]
+    st["rank"], st["cause"], st["fix"], st["median_rank_saves_ms"] = None, "none", None, round(bound, 3)
+    st["cause_text"] = (
+        f"rank {st['candidate_rank']} arrives last at its collectives, {st.get('lag_ms_per_step')} ms per step after "
+        f"the others (profiled), but it sets no pace: its own work takes about {me['own_cpu_ms_per_step']:.2f} ms a "
+        f"step on the CPU, rank {others['rank']}'s {others['own_cpu_ms_per_step']:.2f} ms"
+        + (f", the longest GPU work of a rank {gpu:.2f} ms" if gpu else "")
+        + f" (estimates, un-profiled), so putting it in time would save about {bound:.2f} ms a step; the ranks' "
+        "own findings are what to fix")
+    if block.get("unprofiled_step_method"):
+        block["unprofiled_step_method"] = block["unprofiled_step_method"].replace(
+            "the straggler, which sets the pace", "the rank that arrives last")
 
 
 # A rank's own un-profiled estimate this far above the job's is its wait for the pacing rank, not its own work.
@@ -282,7 +351,8 @@ def _waiting_ranks(block: dict) -> None:
             continue
         s["job_unprofiled_step_ms"] = job
         saves = (f"; the job's figure for putting rank {focus} in time is about {st['median_rank_saves_ms']:.2f} ms "
-                 "a step" if st.get("rank") == focus and st.get("median_rank_saves_ms") is not None else "")
+                 "a step" if focus in (st.get("rank"), st.get("paceless_rank")) and st.get("median_rank_saves_ms") is not None
+                 else "")
         rep.setdefault("trace", {}).setdefault("limits", []).append(
             f"In this job the ranks run in lockstep at about {job:.2f} ms a step without the profiler (rank {focus}'s "
             f"estimate, the rank that sets the pace); this rank's own estimate, {own:.2f} ms, keeps rank {focus}'s "

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .comms import dtype_bytes
 from .match import Matched
-from .summary import LEAD
+from .summary import WORK
 
 STRAGGLER_MIN_SHARE = 0.02      # a straggler's lag must cost at least this share of a step
 # NCCL-tests bus bandwidth factors, n = group size.
@@ -147,34 +147,38 @@ def straggler(a: Aligned, m: Matched, step_us: float) -> dict:
             "lag_us": lag_us, "cols": cols, "share": float(share), "counts": counts}
 
 
-def why(m: Matched, srow: int, mrow: int, cols: np.ndarray, lag_us_total: float, n_steps: int,
-        lag_per_step_us: float) -> dict:
-    """Compare the straggler's lead-ins (time before it arrived) with the median rank's."""
-    both = cols[m.present[srow, cols] & m.present[mrow, cols]]
-    ls, lm = m.lead(srow)[both].sum(axis=0), m.lead(mrow)[both].sum(axis=0)
-    delta = dict(zip(LEAD, ls - lm))
-    per_step = {k: round(float(v) / max(1, n_steps) / 1000, 3) for k, v in delta.items()}
+def why(m: Matched, srow: int, mrow: int, steps: np.ndarray, gap_us: float) -> dict:
+    """Compare what the straggler did in its steps with what the median rank did in its own (WORK), against
+    `gap_us`, how much more of a step the straggler's own work takes."""
+    def sums(r):
+        st = m.rows[r].steps
+        sel = np.isin(st.get("step", np.zeros(0)), steps)
+        return np.array([float(np.sum(st[k][sel])) if k in st else 0.0 for k in WORK])
+    n_steps = max(1, len(steps))
+    delta = dict(zip(WORK, sums(srow) - sums(mrow)))
+    lag_us_total = max(gap_us, 1.0) * n_steps
+    per_step = {k: round(float(v) / n_steps / 1000, 3) for k, v in delta.items()}
     host = {"host-bound": delta["untraced"], "data-loading": delta["data"], "slower-cpu-ops": delta["cpu"]}
     has_gpu = m.rows[srow].has_gpu
     cause, share = "mixed", 0.0
-    if has_gpu and delta["gpu"] >= 0.5 * max(lag_us_total, 1e-9):
+    if has_gpu and delta["gpu"] >= 0.5 * lag_us_total:
         cause, share = "slower-kernels", delta["gpu"] / lag_us_total
     else:
         pos = sum(v for v in host.values() if v > 0)
         best = max(host, key=host.get)
         if pos > 0 and host[best] >= 0.5 * pos and host[best] >= 0.3 * lag_us_total:
-            cause, share = best, host[best] / max(lag_us_total, 1e-9)
+            cause, share = best, host[best] / lag_us_total
     where = {"slower-kernels": "gpu", "slower-cpu-ops": "cpu"}.get(cause)
     return {"cause": cause, "explained_share": round(float(min(share, 9.99)), 3),
-            "lead_in_delta_ms_per_step": per_step,
-            "top_differences": _op_differences(m.rows[srow], m.rows[mrow], where, 0.05 * lag_per_step_us)}
+            "work_delta_ms_per_step": per_step,
+            "top_differences": _op_differences(m.rows[srow], m.rows[mrow], where, 0.05 * gap_us)}
 
 
 def _op_differences(s, med, where, min_us: float, top: int = 5) -> list:
-    """Ops / kernels (by name and input shapes) that took longer before arrival on the straggler."""
+    """Ops / kernels (by name and input shapes) that took longer per step on the straggler."""
     def table(r):
         n = max(1, len(r.steps.get("step", ())))
-        return {(w, name, shape): us / n for w, name, shape, us, _ in r.lead_ops if where in (None, w)}
+        return {(w, name, shape): us / n for w, name, shape, us, _ in r.step_ops if where in (None, w)}
     a, b = table(s), table(med)
     diffs = sorted(((a.get(k, 0.0) - b.get(k, 0.0), k) for k in set(a) | set(b)), key=lambda t: (-t[0], t[1]))
     return [{"where": k[0], "name": k[1], "input_dims": k[2], "straggler_ms_per_step": round(a.get(k, 0) / 1000, 3),

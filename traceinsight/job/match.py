@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .summary import LEAD, RankSummary
+from .summary import RankSummary
 
 _SEQ_BIT = 1 << 51
 
@@ -44,14 +44,6 @@ class Matched:
     @property
     def n_rows(self) -> int:
         return len(self.rows)
-
-    def lead(self, r: int) -> np.ndarray:
-        """[columns, len(LEAD)] lead-in times of one rank (built on demand: only two ranks need them)."""
-        row, col, pos = self.cells
-        out = np.zeros((len(self.col_op), len(LEAD)))
-        mine = row == r
-        out[col[mine]] = self.rows[r].coll["lead"][pos[mine]]
-        return out
 
 
 def _global(tables: list[list[str]]) -> tuple[list[str], list[np.ndarray]]:

@@ -17,7 +17,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..trace.facts import is_collective
+from ..trace.facts import blocking_calls, is_collective
+from ..trace.profiler_cost import event_cost_us
 from ..errors import TraceError
 from ..trace.host import INPUT_NAMES
 from ..trace.load import RawTrace, load_trace
@@ -183,7 +184,10 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
     on_py = cpu["thread"].isin(py_threads).to_numpy()
     ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
     traced = Cover(ts[on_py & ~is_step], end[on_py & ~is_step])
-    data = Cover(*(x[on_py & ~is_step & model.cpu_match(INPUT_NAMES)] for x in (ts, end)))
+    # The loop's own thread(s), those that hold the step markers: a DataLoader's pin-memory thread waits in its
+    # queue while the loop runs (a review read 9.4 ms of it a step as the loop waiting for data).
+    loop = cpu["thread"].isin(set(cpu["thread"].to_numpy()[is_step]) or py_threads).to_numpy()
+    data = Cover(*(x[loop & ~is_step & model.cpu_match(INPUT_NAMES)] for x in (ts, end)))
     gpu_compute = ~comm_gpu if s.has_gpu else np.zeros(0, dtype=bool)
     gts, gend = gpu["ts"].to_numpy(), gpu["end"].to_numpy()
     gpu_busy = Cover(gts[gpu_compute], gend[gpu_compute])
@@ -195,9 +199,32 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
         comm_cover, compute_cover = Cover(g[:, 0], g[:, 1]), Cover(ts[is_op], end[is_op])
     w0, w1 = st["start"].to_numpy(), st["end"].to_numpy()
     comm = comm_cover.within(w0, w1)
+    # The loop's own CPU work per step: its step less the time it sat in calls that wait for the GPU (which,
+    # in a job, may be waiting for another rank), and what recording its events cost (trace/profiler_cost).
+    blk = blocking_calls(model)
+    blk = blk[blk["block_kind"].isin(("sync", "copy_sync")).to_numpy() & loop[blk.index.to_numpy()]]
+    waiting = Cover(blk["ts"].to_numpy(), blk["end"].to_numpy()).within(cs, ce)
+    span = np.maximum(ce - cs, 0.0)
+    # What each whole step held, for comparing a straggler with the median rank: host time outside ops, the
+    # loop's DataLoader, ops (less communication and waits), compute kernels. (Over the stretches before each
+    # collective, as before, the waiting rank's stretch starts where its previous collective ended, late, as it
+    # waited: a review read its DataLoader at 7.5 ms a step against 13.2 in its steps.)
+    comm_ops = on_py & ~is_step & comm_cpu
+    # The step's path: the loop's threads and those that launch its GPU work (autograd's backward), not a
+    # DataLoader's pin-memory thread, whose events' profiler cost is off the path.
+    launching = set(cpu["thread"].to_numpy()[(cpu["kind"] == "runtime").to_numpy()
+                                             & (cpu["rkind"] == "launch").to_numpy()])
+    on_path = loop | cpu["thread"].isin(launching).to_numpy()
+    in_ops, in_comm = traced.within(cs, ce), Cover(ts[comm_ops], end[comm_ops]).within(cs, ce)
+    loading = data.within(cs, ce)
     s.steps = {"step": step_no, "start": w0, "end": w1, "dur": st["dur"].to_numpy(),
                "partial": st["partial"].to_numpy(dtype=bool), "comm": comm,
-               "exposed": comm - both_within(comm_cover, compute_cover, w0, w1)}
+               "exposed": comm - both_within(comm_cover, compute_cover, w0, w1),
+               "cpu_own": span - waiting - in_comm, "compute": compute_cover.within(w0, w1),
+               "profiler_cost": _per_step(event_cost_us(model), on_path & ~is_step, ts, cs, ce),
+               "untraced": np.maximum(span - in_ops, 0.0), "data": loading,
+               "cpu": np.maximum(in_ops - in_comm - waiting - loading, 0.0), "gpu": gpu_busy.within(w0, w1)}
+    s.step_ops = _step_ops(model, Cover(cs, ce), Cover(w0, w1), on_py & ~is_step & ~comm_cpu, gpu_compute)
 
     coll = empty_coll()
     n = len(table)
@@ -211,23 +238,21 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
         s.dtypes, dt = _codes(table["dtype"])
         idx = table.assign(step=step).groupby(["pg", "step"], sort=False).cumcount().to_numpy()
         start, stop = table["start"].to_numpy(), table["end"].to_numpy()
-        # Lead-in: from the rank's last collective to end before this one arrived (else the step's
-        # start) to its arrival. Straggler and median rank are compared over these windows.
-        ends = np.sort(stop[np.isfinite(stop)])
-        j = np.searchsorted(ends, start, side="right") - 1
-        step_start = np.where(inside, cs[np.maximum(k, 0)], 0.0)
-        sync = np.where(j >= 0, ends[np.maximum(j, 0)] if len(ends) else 0.0, step_start)
-        sync = np.where(np.isfinite(start), np.minimum(sync, start), np.nan)
-        window = start - sync
-        tr, dl = traced.within(sync, start), data.within(sync, start)
-        lead = np.column_stack([window, np.maximum(window - tr, 0.0), dl, np.maximum(tr - dl, 0.0),
-                                gpu_busy.within(sync, start)])
         coll.update(pg=pg, seq=table["seq"].to_numpy(np.int64), step=step, idx=idx, op=op, dtype=dt,
                     nelems=table["nelems"].to_numpy(np.int64), out_nelems=table["out_nelems"].to_numpy(np.int64),
-                    group=table["group"].to_numpy(np.int64), enqueue=enq, start=start, end=stop,
-                    lead=np.where(np.isfinite(lead), lead, 0.0))
-        s.lead_ops = _lead_ops(model, Cover(sync, start), on_py & ~is_step & ~comm_cpu, gpu_compute)
+                    group=table["group"].to_numpy(np.int64), enqueue=enq, start=start, end=stop)
     s.coll = coll
+
+
+def _per_step(values: np.ndarray, rows: np.ndarray, ts: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> np.ndarray:
+    """Sum of `values` over the rows that start inside each step's CPU range."""
+    order = np.argsort(cs)
+    k = np.searchsorted(cs[order], ts[rows], side="right") - 1
+    ok = (k >= 0) & (ts[rows] < ce[order][np.maximum(k, 0)])
+    out = np.bincount(k[ok], weights=values[rows][ok], minlength=len(cs))
+    back = np.empty_like(out)
+    back[order] = out
+    return back
 
 
 def _codes(col) -> tuple[list, np.ndarray]:
@@ -235,9 +260,10 @@ def _codes(col) -> tuple[list, np.ndarray]:
     return [str(u) for u in uniques], codes.astype(np.int64)
 
 
-def _lead_ops(model, windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray, top: int = 30) -> list:
-    """Time inside the lead-in windows by (name, input shapes): CPU ops by self time (their time less
-    their children's, so extra matmuls show as aten::mm, not as the forward around them), GPU kernels."""
+def _step_ops(model, windows: Cover, gpu_windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray,
+              top: int = 30) -> list:
+    """Time inside the steps by (name, input shapes): CPU ops by self time (their time less their children's,
+    so extra matmuls show as aten::mm, not as the forward around them), GPU kernels."""
     cpu, gpu = model.cpu, model.gpu
     parent = cpu["parent"].to_numpy()
     over = windows.within(cpu["ts"].to_numpy(), cpu["end"].to_numpy())
@@ -247,7 +273,7 @@ def _lead_ops(model, windows: Cover, cpu_rows: np.ndarray, gpu_rows: np.ndarray,
     out = _group("cpu", cpu["name"].to_numpy()[rows], rows, np.maximum(over - child, 0.0)[rows], dims_col, top)
     if len(gpu):
         g = np.flatnonzero(gpu_rows)
-        over = windows.within(gpu["ts"].to_numpy()[g], gpu["end"].to_numpy()[g])
+        over = gpu_windows.within(gpu["ts"].to_numpy()[g], gpu["end"].to_numpy()[g])
         launcher = gpu["launcher"].to_numpy()[g]
         p = np.where(launcher >= 0, parent[np.maximum(launcher, 0)], -1)
         op_row = np.where(p >= 0, cpu["top_op"].to_numpy()[np.maximum(p, 0)], -1)

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Columns of RankSummary.lead: what the rank did between its previous collective and this one.
-LEAD = ("window", "untraced", "data", "cpu", "gpu")
+# Per-step columns of RankSummary.steps: what the rank did in each whole step (the straggler is compared with the
+# median rank over them).
+WORK = ("untraced", "data", "cpu", "gpu")
 
 
 @dataclass
@@ -29,14 +30,15 @@ class RankSummary:
     file_bytes: int = 0
     has_gpu: bool = False
     # One entry per step window (ProfilerStep#N; one window for a trace without steps).
-    steps: dict = field(default_factory=dict)     # step, start, end, dur, partial, comm, exposed
+    steps: dict = field(default_factory=dict)     # step, start, end, dur, partial, comm, exposed, cpu_own,
+    #                                               compute, profiler_cost, and WORK
     # One entry per collective, in issue order. pg / op / dtype are codes into the lists below.
     pgs: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     dtypes: list = field(default_factory=list)
     coll: dict = field(default_factory=dict)      # pg, seq, step, idx, op, dtype, nelems, out_nelems,
-    #                                               group, enqueue, start, end, lead (n x len(LEAD))
-    lead_ops: list = field(default_factory=list)  # [(where, name, shape, us, count)] in lead-in windows
+    #                                               group, enqueue, start, end
+    step_ops: list = field(default_factory=list)  # [(where, name, shape, us, count)] in the rank's steps
     dropped: dict = field(default_factory=dict)   # prewindow / p2p / unlinked collectives left out
     warnings: list = field(default_factory=list)
     error: str | None = None
@@ -50,5 +52,4 @@ def empty_coll() -> dict:
     ints = ("pg", "seq", "step", "idx", "op", "dtype", "nelems", "out_nelems", "group")
     out = {k: np.zeros(0, dtype=np.int64) for k in ints}
     out.update({k: np.zeros(0) for k in ("enqueue", "start", "end")})
-    out["lead"] = np.zeros((0, len(LEAD)))
     return out

@@ -53,13 +53,14 @@ def headline(block: dict) -> list[str]:
                      "less where the others' own work or the profiler's cost fills part of it"
                      + (f"; replayed with it in time, rank {st['median_rank']}'s step is about "
                         f"{_f(st['median_rank_saves_ms'])} ms shorter (an estimate, un-profiled: the share of its "
-                        "step the replay frees, of the job's step)"
+                        "step the replay frees, of the job's step, and no more than the straggler's own work outlasts the "
+                        "others')"
                         if st.get("median_rank_saves_ms") is not None else ""))
         lines.append(f"  why: {st.get('cause_text')}")
         for d in (st.get("evidence") or {}).get("top_differences", [])[:3]:
             lines.append(f"  differs: {d['name'][:100]} {d['input_dims'][:60]} ({d['where']}): "
                          f"{_f(d['straggler_ms_per_step'], 3)} vs {_f(d['median_rank_ms_per_step'], 3)} ms per step "
-                         f"before its collectives (rank {st['rank']} vs rank {st.get('median_rank')}; ops matched by name)")
+                         f"(rank {st['rank']} vs rank {st.get('median_rank')}; ops matched by name)")
         if st.get("fix"):
             lines.append(f"  fix: {st['fix']}")
     else:
