@@ -169,7 +169,7 @@ def fake_summaries(ranks: int, colls: int, seed: int = 0) -> list:
     """RankSummary objects as the rank task would return them for a DDP-like job: 10 steps, 8 ranks a
     host with per-host skew, rank 5 late to the first collective of every step."""
     import numpy as np
-    from traceinsight.job.summary import LEAD, RankSummary
+    from traceinsight.job.summary import WORK, RankSummary
     rng = np.random.default_rng(seed)
     steps = 10
     per = colls // steps
@@ -185,10 +185,10 @@ def fake_summaries(ranks: int, colls: int, seed: int = 0) -> list:
         if r == 5:
             start[idx == 0] += 5000
         end[idx == 0] += 5000
-        lead = np.zeros((len(t), len(LEAD)))
-        lead[:, 0] = 1000.0
+        # Each step's own work (summary.WORK, us): rank 5 spends 5 ms more a step in host code.
+        work = {k: np.full(steps, 10_000.0) for k in WORK}
         if r == 5:
-            lead[idx == 0, 1] += 5000
+            work["untraced"] = work["untraced"] + 5000
         out.append(RankSummary(
             path=f"rank{r}.json.gz", rank=r, world_size=ranks, backend="nccl", host=f"node{r // 8}",
             pg_config=[{"name": "0", "desc": "default_pg", "size": ranks}],
@@ -197,11 +197,12 @@ def fake_summaries(ranks: int, colls: int, seed: int = 0) -> list:
             steps={"step": np.arange(steps), "start": np.arange(steps) * 100_000.0,
                    "end": np.arange(1, steps + 1) * 100_000.0, "dur": np.full(steps, 100_000.0),
                    "partial": np.zeros(steps, dtype=bool), "comm": np.full(steps, 30_000.0),
-                   "exposed": np.full(steps, 20_000.0)},
+                   "exposed": np.full(steps, 20_000.0), "cpu_own": np.full(steps, 60_000.0 + 5000 * (r == 5)),
+                   "compute": np.full(steps, 50_000.0), "profiler_cost": np.full(steps, 5_000.0), **work},
             coll={"pg": np.zeros(len(t), dtype=np.int64), "seq": np.arange(len(t)), "step": step, "idx": idx,
                   "op": np.zeros(len(t), dtype=np.int64), "dtype": np.zeros(len(t), dtype=np.int64),
                   "nelems": np.full(len(t), 1 << 22), "out_nelems": np.full(len(t), 1 << 22),
-                  "group": np.full(len(t), ranks), "enqueue": t - 100, "start": start, "end": end, "lead": lead}))
+                  "group": np.full(len(t), ranks), "enqueue": t - 100, "start": start, "end": end}))
     return out
 
 
@@ -213,7 +214,7 @@ def bench_merge(ranks: int, colls: int, repeat: int = 3) -> dict:
     for _ in range(repeat):
         t = time.perf_counter()
         jobs, warnings = group(summaries)
-        b = _cross_rank(jobs[0], None, warnings)
+        b, _ = _cross_rank(jobs[0], None, warnings)
         dt = time.perf_counter() - t
         best = dt if best is None else min(best, dt)
     return {"ranks": ranks, "collectives_per_rank": colls, "merge_s": round(best, 3),

@@ -73,7 +73,9 @@ def _job(path: str, name: str) -> tuple[str, str, str, bytes | None, str]:
         st = b.get("straggler")
         verdict = (f"{b['world_size']} ranks ({b['backend']}), median step {b['median_step_ms']:.2f} ms: "
                    + (f"straggler rank {st['rank']} ({st['cause']}), {st['lag_ms_per_step']:.2f} ms per step behind"
-                      if st else "no straggler"))
+                      if st and st.get("rank") is not None else
+                      f"no straggler (rank {st['paceless_rank']} arrives last but sets no pace)"
+                      if st and st.get("paceless_rank") is not None else "no straggler"))
         return name, html.read_text(encoding="utf-8"), md.read_text(encoding="utf-8"), None, verdict
 
 

@@ -38,6 +38,8 @@ class DiffCommand(TidyCommand):
         for i, a in enumerate(args):
             if i and args[i - 1] == GATE and _number(a):
                 a = a.removesuffix("%")
+            elif a.startswith(GATE + "=") and _number(a.split("=", 1)[1]):
+                a = a.removesuffix("%")
             out.append(a)
             if a == GATE:
                 if i + 1 < len(args) and not _number(args[i + 1]) and _meant_as_percent(args[i + 1]):

@@ -1,6 +1,7 @@
 """Job mode of `analyze`: the files are ranks of one distributed run (or of several). One report for all
 ranks: the cross-rank block (straggler and why, collective wait, exposed communication, bandwidth) comes
-first, then the full single-rank report of the straggler (or of the median rank when none)."""
+first, then the full single-rank report of the straggler (job.focus_rank: else the rank that arrives last but sets
+no pace, else the median rank)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,7 @@ from .common import analyze_one, warn
 
 
 def _focus(block: dict) -> tuple[int | None, str | None]:
-    """The rank whose own report follows the job's, and its file: the straggler, else the median rank."""
+    """The rank whose own report follows the job's (job.focus_rank), and its file."""
     want = job.focus_rank(block)
     rows = block.get("ranks") or []
     row = next((r for r in rows if r["rank"] == want), rows[0] if rows else None)

@@ -143,7 +143,9 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
     # Each rank's own work per step, were it never kept waiting by another (estimates, un-profiled): its loop's
     # CPU time less its waits and the profiler's cost of its events; its GPU's compute and the part of its
     # communication it did not spend waiting for a later rank.
-    own_cpu = np.maximum(med["cpu_own"] - med["profiler_cost"], 0.0)
+    gpu_job = np.array([s.has_gpu for s in ok])
+    own_profiled = med["cpu_own"] - np.where(gpu_job, 0.0, wait_med)    # (a CPU job waits in its collectives)
+    own_cpu = np.maximum(own_profiled - med["profiler_cost"], 0.0)
     own_gpu = med["compute"] + np.maximum(exposed - wait_med, 0.0)
     ranks = [{"rank": s.rank, "host": s.host, "file": s.path,
               "step_ms_median": _ms(step_us[i]),
@@ -168,7 +170,8 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
         "steps": [int(x) for x in chosen],
         "median_step_ms": _ms(job_step),
         "matched_collectives": int(al.use.sum()),
-        "straggler": _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, med),
+        "straggler": _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, {**med, "cpu_own": own_profiled},
+                                      np.where(gpu_job[:, None], 0.0, wait).sum(axis=1) if wait.shape[1] else None),
         "ranks": ranks,
         "collectives": analysis.bandwidth(al, m),
         "clock": {"method": clk.method, "hosts": clk.hosts, "violations": clk.violations,
@@ -180,7 +183,7 @@ def _cross_rank(job: discover.Job, steps, split_warnings) -> tuple[dict, dict]:
     return block, ({s.rank: w for s, w in zip(ok, analysis.peer_waits(m, shift, clk.offsets))} if len(ok) > 1 else {})
 
 
-def _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, med) -> dict:
+def _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, med, cpu_waits) -> dict:
     from . import analysis
     out = {"rank": None, "cause": "none", "cause_text": "", "lag_ms_per_step": _ms(strag["lag_us"]),
            "lag_pct_of_step": round(100 * strag["lag_us"] / job_step, 1) if job_step else None,
@@ -196,8 +199,13 @@ def _straggler_block(m, strag, srow, mrow, ok, job_step, chosen, med) -> dict:
         return out
     # What to explain: how much longer the straggler's own work takes a step than the median rank's (profiled,
     # on the CPU or the GPU), not how late it arrives, which also holds a fixed offset between ranks of one pace.
-    gap = max(float(med["cpu_own"][srow] - med["cpu_own"][mrow]), float(med["compute"][srow] - med["compute"][mrow]))
-    w = analysis.why(m, srow, mrow, chosen, gap if np.isfinite(gap) and gap > 0 else strag["lag_us"])
+    gap = float(med["cpu_own"][srow] - med["cpu_own"][mrow])
+    if ok[srow].has_gpu:      # (a CPU job's "compute" is its ops, with its waits in them)
+        gap = max(gap, float(med["compute"][srow] - med["compute"][mrow]))
+    waits = (float(cpu_waits[srow]), float(cpu_waits[mrow])) if cpu_waits is not None else (0.0, 0.0)
+    # (no more than the lag at the collectives either: what the others wait for is all there is to explain)
+    gap = min(gap, strag["lag_us"]) if np.isfinite(gap) and gap > 0 else strag["lag_us"]
+    w = analysis.why(m, srow, mrow, chosen, gap, waits)
     out.update(rank=ok[srow].rank, cause=w["cause"], evidence=w, fix=CAUSE_FIX.get(w["cause"]))
     what = CAUSE_TEXT.get(w["cause"])
     lag = out["lag_ms_per_step"]
@@ -350,12 +358,13 @@ def _waiting_ranks(block: dict) -> None:
         if r == str(focus) or not own or own <= WAITING_RANK_EXCESS * job:
             continue
         s["job_unprofiled_step_ms"] = job
+        who = "the rank that arrives last" if st.get("paceless_rank") == focus else "the rank that sets the pace"
         saves = (f"; the job's figure for putting rank {focus} in time is about {st['median_rank_saves_ms']:.2f} ms "
                  "a step" if focus in (st.get("rank"), st.get("paceless_rank")) and st.get("median_rank_saves_ms") is not None
                  else "")
         rep.setdefault("trace", {}).setdefault("limits", []).append(
             f"In this job the ranks run in lockstep at about {job:.2f} ms a step without the profiler (rank {focus}'s "
-            f"estimate, the rank that sets the pace); this rank's own estimate, {own:.2f} ms, keeps rank {focus}'s "
+            f"estimate, {who}); this rank's own estimate, {own:.2f} ms, keeps rank {focus}'s "
             "profiled pace in its waits, so its un-profiled step and its savings in ms are of a step it does not run "
             f"alone{saves}.")
 

@@ -147,15 +147,18 @@ def straggler(a: Aligned, m: Matched, step_us: float) -> dict:
             "lag_us": lag_us, "cols": cols, "share": float(share), "counts": counts}
 
 
-def why(m: Matched, srow: int, mrow: int, steps: np.ndarray, gap_us: float) -> dict:
+def why(m: Matched, srow: int, mrow: int, steps: np.ndarray, gap_us: float, waits=(0.0, 0.0)) -> dict:
     """Compare what the straggler did in its steps with what the median rank did in its own (WORK), against
-    `gap_us`, how much more of a step the straggler's own work takes."""
-    def sums(r):
+    `gap_us`, how much more of a step the straggler's own work takes. `waits`: each one's time (us, over the
+    steps) spent waiting for the others inside ops, taken out of its "cpu" (a CPU job's collectives block)."""
+    def sums(r, wait):
         st = m.rows[r].steps
         sel = np.isin(st.get("step", np.zeros(0)), steps)
-        return np.array([float(np.sum(st[k][sel])) if k in st else 0.0 for k in WORK])
+        out = np.array([float(np.sum(st[k][sel])) if k in st else 0.0 for k in WORK])
+        out[WORK.index("cpu")] = max(0.0, out[WORK.index("cpu")] - wait)
+        return out
     n_steps = max(1, len(steps))
-    delta = dict(zip(WORK, sums(srow) - sums(mrow)))
+    delta = dict(zip(WORK, sums(srow, waits[0]) - sums(mrow, waits[1])))
     lag_us_total = max(gap_us, 1.0) * n_steps
     per_step = {k: round(float(v) / n_steps / 1000, 3) for k, v in delta.items()}
     host = {"host-bound": delta["untraced"], "data-loading": delta["data"], "slower-cpu-ops": delta["cpu"]}

@@ -30,7 +30,7 @@ from .discover import name_identity
 from .spans import Cover, both_within
 from .summary import RankSummary, empty_coll
 
-# CPU ranges that are communication: neither compute nor host time in a lead-in.
+# CPU ranges that are communication: neither compute nor host time in a step's own work.
 COMM_CPU = r"^(c10d::|record_param_comms$|nccl:|gloo:|_c10d_functional|c10d_functional)"
 ABSOLUTE_TS_US = 1e14     # ts beyond this are Unix microseconds (older traces), not offsets from a base
 
@@ -220,7 +220,9 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
     s.steps = {"step": step_no, "start": w0, "end": w1, "dur": st["dur"].to_numpy(),
                "partial": st["partial"].to_numpy(dtype=bool), "comm": comm,
                "exposed": comm - both_within(comm_cover, compute_cover, w0, w1),
-               "cpu_own": span - waiting - in_comm, "compute": compute_cover.within(w0, w1),
+               # (a GPU job's collectives on the CPU are launches; a CPU job's hold their transfer and their wait
+               # for the other ranks, which the driver takes out from the matched arrivals)
+               "cpu_own": span - waiting - (in_comm if s.has_gpu else 0.0), "compute": compute_cover.within(w0, w1),
                "profiler_cost": _per_step(event_cost_us(model), on_path & ~is_step, ts, cs, ce),
                "untraced": np.maximum(span - in_ops, 0.0), "data": loading,
                "cpu": np.maximum(in_ops - in_comm - waiting - loading, 0.0), "gpu": gpu_busy.within(w0, w1)}

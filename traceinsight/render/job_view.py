@@ -32,7 +32,7 @@ def _shown_ranks(block: dict) -> list[dict]:
     if len(ranks) <= MAX_TEXT_RANKS:
         return ranks
     st = block.get("straggler", {})
-    keep = {st.get("rank"), st.get("median_rank")}
+    keep = {st.get("rank"), st.get("paceless_rank"), st.get("median_rank")}
     by_wait = sorted(ranks, key=lambda r: -(r.get("collective_wait_ms_per_step") or 0.0))
     keep |= {r["rank"] for r in by_wait[:MAX_TEXT_RANKS - 2]}
     return [r for r in ranks if r["rank"] in keep]

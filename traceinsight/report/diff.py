@@ -168,7 +168,7 @@ def _estimate(db: dict, da: dict, ob: list[str], oa: list[str]) -> dict:
 def compare(before: Side, after: Side) -> dict:
     """The whole diff as plain data (JSON-able). See the module docstring."""
     db, da = before.doc, after.doc
-    stb, sta = step_stats(db, before.prewindow_steps), step_stats(da, after.prewindow_steps)
+    stb, sta = step_stats(db, _prewindow(db)), step_stats(da, _prewindow(da))
     ob, oa = profiler_options(db), profiler_options(da)
     options_differ = ob is not None and oa is not None and set(ob) != set(oa)
     change = step_change(stb, sta, _estimate(db, da, ob, oa) if options_differ else None)
@@ -269,3 +269,8 @@ def diff_files(before: str | Path, after: str | Path) -> tuple[dict, Side, Side]
 
 
 __all__ = ["Side", "load_side", "compare", "diff_files", "normalize_kernel", "step_stats", "step_change", "_fmt_ms"]
+
+
+def _prewindow(doc: dict) -> list[int]:
+    """The steps its analysis marked as holding GPU work queued before the profiling window (report/facts)."""
+    return [r["step"] for r in doc.get("steps") or () if isinstance(r, dict) and r.get("holds_prewindow_work")]

@@ -15,13 +15,12 @@ from ..analyses.fusion_candidates import ELEMENTWISE
 from ..errors import TraceError
 from ..trace.dims import dims_text
 # (the program facts' test for a compiler's kernels, reused: a private name, one pattern)
-from ..trace.facts import _TRITON as TRITON_KERNEL, launched_before_window
+from ..trace.facts import _TRITON as TRITON_KERNEL
 from ..trace.kernel_names import normalize_kernel
 from ..trace.reader import head, is_our_document, read_bytes
 from ..trace.steps import step_at
 from .analyze import Analysis, analyze_file
 from .document import build_report, thaw
-from .facts import PRELAUNCHED_MIN_SHARE
 
 @dataclass
 class Side:
@@ -35,7 +34,6 @@ class Side:
     # Op calls per full step by (op, input shapes): a trace's only (the op table counts GPU activities).
     op_calls: dict | None = None
     # Full steps that hold GPU work queued before the profiling window: left out of the step distribution.
-    prewindow_steps: list[int] = field(default_factory=list)
 
 
 def load_analysis_json(path: Path) -> dict | None:
@@ -109,7 +107,7 @@ def side_from_analysis(a: Analysis, path: str | None = None, timeline_items: int
     # The full tables, not the top 50: then "removed" and "added" are exact.
     r = build_report(a, timeline_items=timeline_items, full_tables=True)
     return Side(path=path or str(a.model.path), source="trace", doc=thaw(r.doc), report=r, full_tables=True,
-                warnings=list(r.warnings), op_calls=op_calls(a), prewindow_steps=prewindow_steps(a))
+                warnings=list(r.warnings), op_calls=op_calls(a))
 
 
 def op_calls(a: Analysis) -> dict:
@@ -130,20 +128,6 @@ def op_calls(a: Analysis) -> dict:
         k = (str(names[t])[:300], dims_text(dims[t])[:200])
         out[k] = out.get(k, 0) + 1
     return {k: round(v / n, 2) for k, v in out.items()}
-
-
-def prewindow_steps(a: Analysis) -> list[int]:
-    """The full steps into which GPU work queued before the profiling window runs, where it is worth saying
-    (the single-trace report's rule, report/facts._launched_before): a first step of 91 ms beside 30 ms ones."""
-    g = a.model.gpu
-    pre = launched_before_window(a.model)
-    if not pre.any() or a.full_steps.empty:
-        return []
-    step = step_at(a.full_steps, g["ts"].to_numpy()[pre])
-    dur = g["dur"].to_numpy()[pre]
-    med = float(a.full_steps["dur"].median())
-    return [int(s) for s in np.unique(step[step >= 0])
-            if dur[step == s].sum() >= PRELAUNCHED_MIN_SHARE * med]
 
 
 # --------------------------------------------------------------------------- like for like

@@ -191,6 +191,11 @@ def regression(step_time: dict, threshold_pct: float | None = None) -> dict:
         out["reason"] = (f"{what}slower by {delta:.3f} ms ({pct_s}); the noise is unknown (a side has fewer than 2 "
                          "full steps)" + (f", and the change is {'above' if over else 'within'} the "
                                           f"{need:g}% threshold" if need > 0 else ", so it is not called a regression"))
+    elif sig not in BEYOND and noise is not None and abs(delta) > noise:
+        # (judged on estimates whose likely ranges overlap: a review read "+79.9%, within the noise (±1.45 ms)")
+        out["reason"] = (f"{what}slower by {delta:.3f} ms ({pct_s}), more than the noise ({band}) but inside the "
+                         "estimates' uncertainty: their likely ranges overlap, so it is not called a regression; "
+                         "record both with the same profiler options to judge it")
     elif sig not in BEYOND:
         out["reason"] = f"{what}slower by {delta:.3f} ms ({pct_s}), within the noise ({band})"
     elif not over:

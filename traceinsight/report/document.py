@@ -13,6 +13,7 @@ from ..analyses import CAUSES, Finding, spec
 from .analyze import Analysis, representative_step
 from .breakdown import breakdown
 from .cpu_time import cpu_time
+from .facts import prewindow_steps
 from .numbers import num
 from .tables import TABLE_ROWS, gap_table, kernel_table, op_table
 from .timeline import MAX_ITEMS, timeline_data
@@ -109,6 +110,7 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
     `full_tables`: every kernel and op, not the top 50 (diff matches them all)."""
     b = breakdown(a)
     fs = a.per_step
+    pre = set(prewindow_steps(a.model, a.full_steps))   # (steps[].holds_prewindow_work)
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "traceinsight", "version": __version__},
@@ -146,7 +148,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
              "partial": bool(r.partial), "gpu_busy_ms": num(r.gpu_busy / 1000),
              # (no GPU activity recorded: no idle to count; a GPU job's unrecorded GPU had shown its whole step)
              "gpu_idle_ms": num(r.gpu_idle / 1000) if a.model.has_gpu else None,
-             "idle_by_cause_ms": {c: num(getattr(r, c) / 1000) for c in CAUSES}}
+             "idle_by_cause_ms": {c: num(getattr(r, c) / 1000) for c in CAUSES},
+             "holds_prewindow_work": int(r.step) in pre}
             for r in fs.itertuples()
         ],
         "graph": a.graph_stats,

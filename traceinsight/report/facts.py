@@ -366,6 +366,20 @@ def profiler_note(model: TraceModel) -> str:
 PRELAUNCHED_MIN_SHARE = 0.1   # of the median step: GPU work from before the window worth saying
 
 
+def prewindow_steps(model: TraceModel, full_steps) -> list[int]:
+    """The full steps into which GPU work queued before the profiling window runs, where it is worth saying (as
+    _launched_before says it): a first step of 91 ms beside 30 ms ones. The document marks them (steps[].
+    holds_prewindow_work) and diff leaves them out of the step distribution, from a trace or its JSON alike."""
+    g = model.gpu
+    pre = launched_before_window(model)
+    if not pre.any() or full_steps.empty:
+        return []
+    step = step_at(full_steps, g["ts"].to_numpy()[pre])
+    dur = g["dur"].to_numpy()[pre]
+    med = float(full_steps["dur"].median())
+    return [int(s) for s in np.unique(step[step >= 0]) if dur[step == s].sum() >= PRELAUNCHED_MIN_SHARE * med]
+
+
 def _launched_before(model: TraceModel, full: int) -> str | None:
     """GPU work with no launch call in the trace that starts before the first step ends: launched before the
     profiling window (warm-up steps still draining), it lengthens the first step."""
