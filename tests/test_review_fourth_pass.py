@@ -174,3 +174,12 @@ def test_a_diff_of_analyze_json_outputs_leaves_out_the_same_steps_as_of_the_trac
     d_js = compare(load_side(docs[0]), load_side(docs[1]))["step_time"]
     assert d_tr["before"]["n"] == d_js["before"]["n"] and d_tr["before"]["max_ms"] == d_js["before"]["max_ms"]
     assert d_tr["before"]["max_ms"] < 40.0, d_tr["before"]     # (not the 91 ms first step)
+
+
+def test_a_ranks_exposed_communication_holds_its_wait():
+    """Set 31's unfused-Adam job: rank 1's "exposed comm ms/step (wait included)" read 39.83 beside a 40.15 ms wait
+    (medians over different steps), and the HTML strip dropped its own exposure."""
+    b = _job(NCCL / "h200x2_set31A" / "unfused_adam")
+    for r in b["ranks"]:
+        assert r["exposed_comm_ms_per_step"] >= r["collective_wait_ms_per_step"], r
+        assert 0.0 <= r["overlap_pct"] <= 100.0

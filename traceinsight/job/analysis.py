@@ -22,7 +22,7 @@ BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n 
               "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
 
 
-def _quiet(fn, *a, **k):
+def quiet(fn, *a, **k):
     with _warnings.catch_warnings():
         _warnings.simplefilter("ignore", RuntimeWarning)
         return fn(*a, **k)
@@ -83,7 +83,7 @@ def per_step_union(s: np.ndarray, e: np.ndarray, col_step: np.ndarray, steps: np
 def collective_wait(a: Aligned, m: Matched) -> np.ndarray:
     """[rows, steps] union of [arrival, min(last arrival, end)] over the rank's matched collectives."""
     s = np.where(a.use[None, :], a.start, np.nan)
-    last = _quiet(np.nanmax, s, axis=0)
+    last = quiet(np.nanmax, s, axis=0)
     return per_step_union(s, np.minimum(last[None, :], a.end), m.col_step, a.steps)
 
 
@@ -93,13 +93,27 @@ def peer_waits(m: Matched, shift: np.ndarray, offsets: np.ndarray) -> list[tuple
     d = (shift - offsets)[:, None]
     use = m.complete & (m.col_group > 1)
     s, e = m.start + d, m.end + d
-    last = _quiet(np.nanmax, np.where(use[None, :], s, np.nan), axis=0) if use.any() else np.full(len(use), np.nan)
+    last = quiet(np.nanmax, np.where(use[None, :], s, np.nan), axis=0) if use.any() else np.full(len(use), np.nan)
     with np.errstate(invalid="ignore"):
         w = np.minimum(last[None, :], e) - s
     out = []
     for r in range(m.n_rows):
         cols = use & np.isfinite(m.start[r]) & np.isfinite(w[r]) & (np.nan_to_num(w[r]) > 0)
         out.append((m.start[r, cols].astype(float), w[r, cols].astype(float)))
+    return out
+
+
+def step_values(m: Matched, steps: np.ndarray, key: str) -> np.ndarray:
+    """[rows, len(steps)]: one per-step column of the summaries, NaN where a rank lacks the step."""
+    out = np.full((m.n_rows, len(steps)), np.nan)
+    for r, row in enumerate(m.rows):
+        st = row.steps
+        if key not in st or not len(st.get("step", ())):
+            continue
+        pos = {int(s): i for i, s in enumerate(st["step"])}
+        for k, s in enumerate(steps):
+            if int(s) in pos:
+                out[r, k] = st[key][pos[int(s)]]
     return out
 
 
@@ -139,7 +153,7 @@ def straggler(a: Aligned, m: Matched, step_us: float) -> dict:
     row = int(np.argmax(counts))
     cols = np.flatnonzero(clear & (last == row))
     others = np.delete(a.start[:, cols], row, axis=0)
-    med_other = _quiet(np.nanmedian, others, axis=0)
+    med_other = quiet(np.nanmedian, others, axis=0)
     lag = per_step_union(med_other[None, :], a.start[row, cols][None, :], m.col_step[cols], a.steps)[0]
     lag_us = float(np.median(lag)) if len(lag) else 0.0
     share = counts[row] / max(1, int(a.use.sum()))
@@ -194,7 +208,7 @@ def bandwidth(a: Aligned, m: Matched) -> list[dict]:
     use = m.complete & np.isin(m.col_step, a.steps)
     if not use.any():
         return []
-    dur = _quiet(np.nanmin, (m.end - m.start)[:, use], axis=0)
+    dur = quiet(np.nanmin, (m.end - m.start)[:, use], axis=0)
     ops = np.array(m.ops, dtype=object)[m.col_op[use]]
     dts = np.array(m.dtypes, dtype=object)[m.col_dtype[use]]
     size = np.array([dtype_bytes(d) for d in dts], dtype=np.int64)
