@@ -104,33 +104,22 @@ def peer_waits(m: Matched, shift: np.ndarray, offsets: np.ndarray) -> list[tuple
 
 
 def step_values(m: Matched, steps: np.ndarray, key: str) -> np.ndarray:
-    """[rows, len(steps)]: one per-step column of the summaries, NaN where a rank lacks the step."""
+    """[rows, len(steps)]: one per-step column of the summaries over the chosen (sorted) steps, NaN where a rank
+    lacks the step."""
     out = np.full((m.n_rows, len(steps)), np.nan)
-    for r, row in enumerate(m.rows):
-        st = row.steps
-        if key not in st or not len(st.get("step", ())):
-            continue
-        pos = {int(s): i for i, s in enumerate(st["step"])}
-        for k, s in enumerate(steps):
-            if int(s) in pos:
-                out[r, k] = st[key][pos[int(s)]]
+    have = [(i, r.steps) for i, r in enumerate(m.rows) if len(r.steps.get("step", ())) and key in r.steps]
+    if not have or not len(steps):
+        return out
+    row = np.concatenate([np.full(len(st["step"]), i) for i, st in have])
+    step = np.concatenate([st["step"] for _, st in have])
+    sel = np.isin(step, steps)
+    out[row[sel], np.searchsorted(steps, step[sel])] = np.concatenate([st[key] for _, st in have])[sel]
     return out
 
 
 def step_medians(m: Matched, steps: np.ndarray, keys) -> dict:
     """Per key, per row: the median over the chosen steps of one per-step column of the summaries."""
-    have = [r for r in m.rows if len(r.steps.get("step", ()))]
-    lens = np.array([len(r.steps.get("step", ())) for r in m.rows])
-    row = np.repeat(np.arange(m.n_rows), lens)
-    cat = (lambda k: np.concatenate([r.steps[k] for r in have])) if have else (lambda k: np.zeros(0))
-    sel = np.isin(cat("step"), steps)
-    out = {}
-    for key in keys:
-        med = pd.Series(cat(key)[sel]).groupby(row[sel]).median()
-        v = np.full(m.n_rows, np.nan)
-        v[med.index.to_numpy()] = med.to_numpy()
-        out[key] = v
-    return out
+    return {key: quiet(np.nanmedian, step_values(m, steps, key), axis=1) for key in keys}
 
 
 def straggler(a: Aligned, m: Matched, step_us: float) -> dict:

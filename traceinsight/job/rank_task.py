@@ -25,6 +25,7 @@ from ..trace.load import RawTrace, load_trace
 from ..trace.reader import read_bytes
 from ..trace.dims import dims_text
 from ..trace.model import build_model
+from ..trace.steps import interval_of
 from . import comms
 from .discover import name_identity
 from .spans import Cover, both_within
@@ -215,6 +216,9 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
     launching = set(cpu["thread"].to_numpy()[(cpu["kind"] == "runtime").to_numpy()
                                              & (cpu["rkind"] == "launch").to_numpy()])
     on_path = loop | cpu["thread"].isin(launching).to_numpy()
+    # The profiler's cost of the events on the path that start inside each step's CPU range.
+    path = on_path & ~is_step
+    at, cost = interval_of(ts[path], cs, ce), event_cost_us(model)[path]
     in_ops, in_comm = traced.within(cs, ce), Cover(ts[comm_ops], end[comm_ops]).within(cs, ce)
     loading = data.within(cs, ce)
     s.steps = {"step": step_no, "start": w0, "end": w1, "dur": st["dur"].to_numpy(),
@@ -223,7 +227,7 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
                # (a GPU job's collectives on the CPU are launches; a CPU job's hold their transfer and their wait
                # for the other ranks, which the driver takes out from the matched arrivals)
                "cpu_own": span - waiting - (in_comm if s.has_gpu else 0.0), "compute": compute_cover.within(w0, w1),
-               "profiler_cost": _per_step(event_cost_us(model), on_path & ~is_step, ts, cs, ce),
+               "profiler_cost": np.bincount(at[at >= 0], weights=cost[at >= 0], minlength=len(cs)),
                "untraced": np.maximum(span - in_ops, 0.0), "data": loading,
                "cpu": np.maximum(in_ops - in_comm - waiting - loading, 0.0), "gpu": gpu_busy.within(w0, w1)}
     s.step_ops = _step_ops(model, Cover(cs, ce), Cover(w0, w1), on_py & ~is_step & ~comm_cpu, gpu_compute)
@@ -244,17 +248,6 @@ def _fill_steps_and_collectives(s: RankSummary, model, table, ev, comm_gpu, t0) 
                     nelems=table["nelems"].to_numpy(np.int64), out_nelems=table["out_nelems"].to_numpy(np.int64),
                     group=table["group"].to_numpy(np.int64), enqueue=enq, start=start, end=stop)
     s.coll = coll
-
-
-def _per_step(values: np.ndarray, rows: np.ndarray, ts: np.ndarray, cs: np.ndarray, ce: np.ndarray) -> np.ndarray:
-    """Sum of `values` over the rows that start inside each step's CPU range."""
-    order = np.argsort(cs)
-    k = np.searchsorted(cs[order], ts[rows], side="right") - 1
-    ok = (k >= 0) & (ts[rows] < ce[order][np.maximum(k, 0)])
-    out = np.bincount(k[ok], weights=values[rows][ok], minlength=len(cs))
-    back = np.empty_like(out)
-    back[order] = out
-    return back
 
 
 def _codes(col) -> tuple[list, np.ndarray]:

@@ -92,8 +92,8 @@ def _headline(change: dict, causes: list[dict], kernels: dict, like: list[str],
     estimated = change.get("basis") == "unprofiled_estimate"
     head = (f"Median step, un-profiled (estimated, as {change['basis_why']}): " if estimated
             else "Median step, profiled: ") + f"{change['sentence']}."
-    # Went down: reduced, or a ranked finding the after analysis no longer reports.
-    resolved = [c for c in causes if c["reported_before"] == "finding" and c["status"] in ("resolved", "shrunk", NOT_AFTER)]
+    # Went down: reduced, or a ranked finding the after analysis no longer reports (resolved).
+    resolved = [c for c in causes if c["reported_before"] == "finding" and c["status"] in ("resolved", "shrunk")]
     new = [c for c in causes if c["status"] in ("new", "grown", NOT_BEFORE) and c["reported_after"] == "finding"]
     if change["direction"] == "slower" and change["significance"] in ("beyond_noise", "well_beyond_noise") \
             and resolved:

@@ -14,8 +14,7 @@ from ..analyses.base import op_rows
 from ..analyses.fusion_candidates import ELEMENTWISE
 from ..errors import TraceError
 from ..trace.dims import dims_text
-# (the program facts' test for a compiler's kernels, reused: a private name, one pattern)
-from ..trace.facts import _TRITON as TRITON_KERNEL
+from ..trace.facts import TRITON_KERNEL
 from ..trace.kernel_names import normalize_kernel
 from ..trace.reader import head, is_our_document, read_bytes
 from ..trace.steps import step_at
@@ -33,7 +32,6 @@ class Side:
     warnings: list[str] = field(default_factory=list)
     # Op calls per full step by (op, input shapes): a trace's only (the op table counts GPU activities).
     op_calls: dict | None = None
-    # Full steps that hold GPU work queued before the profiling window: left out of the step distribution.
 
 
 def load_analysis_json(path: Path) -> dict | None:
@@ -209,12 +207,13 @@ def _weights(doc: dict, compiled: bool) -> tuple[dict, str]:
     `compiled` (a side runs a compiler's Triton kernels): those, and the eager elementwise kernels they replace,
     are left out on both sides, as their names cannot be matched (fusion_elementwise: 0% in common)."""
     out: dict[str, float] = {}
-    for name, ms in _kernels(doc):
+    kernels = _kernels(doc)
+    for name, ms in kernels:
         if compiled and (TRITON_KERNEL.search(name) or re.search(ELEMENTWISE, name)):
             continue
         k = normalize_kernel(name, "kernel")
         out[k] = out.get(k, 0.0) + ms
-    if out or _kernels(doc):
+    if out or kernels:
         return out, "kernels"
     for r in (doc.get("cpu_time") or {}).get("top_ops") or []:
         if isinstance(r, dict):

@@ -143,7 +143,7 @@ def _has_cpu_ops(model: TraceModel) -> bool:
 
 # cudaThreadExchangeStreamCaptureMode is not here: the caching allocator calls it in every eager run.
 _CAPTURE_CALL = re.compile(r"StreamBeginCapture|StreamEndCapture|GraphInstantiate", re.I)
-_TRITON = re.compile(r"^triton_|triton_poi|triton_red|triton_per|triton_tem")
+TRITON_KERNEL = re.compile(r"^triton_|triton_poi|triton_red|triton_per|triton_tem")
 
 
 GRAPHED = 0.5      # share of kernel time already replayed from graphs: the step is graphed
@@ -192,7 +192,7 @@ def _program_facts(model: TraceModel) -> dict:
         # A share of the kernels launched in the trace: a replay launched before the window (no launch call
         # here) is not eager work (a DDP step replayed whole read 86% graphed for 100%).
         busy = float(kernels["dur"].to_numpy()[launcher >= 0].sum()) or busy
-    triton = int(model.gpu_match(_TRITON.pattern).sum()) if len(gpu) else 0
+    triton = int(model.gpu_match(TRITON_KERNEL.pattern).sum()) if len(gpu) else 0
     # torch.compile(mode="reduce-overhead")'s CUDA-graph tree looks up its graphs on every call.
     trees = int((ranges & model.cpu_match(GRAPH_TREE_CALL)).sum()) if len(cpu) else 0
     return {
