@@ -124,6 +124,8 @@ def test_a_rank_that_arrives_late_but_sets_no_pace_is_not_named_a_straggler():
     b = _job(NCCL / "h200x2" / "comm_bound")
     st = b["straggler"]
     assert st["rank"] is None and st["paceless_rank"] == 0 and focus_rank(b) == 0
+    # Its evidence says why it arrives last, not a cause beside the straggler's "none".
+    assert "cause" not in st["evidence"] and st["evidence"].get("late_arrival_cause"), st["evidence"]
     assert "sets no pace" in st["cause_text"] and st["median_rank_saves_ms"] < 0.1 * b["unprofiled_step_ms"]
     assert b["unprofiled_step_method"].startswith("from rank 0, the rank that arrives last")
 

@@ -8,16 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..analyses.base import op_rows
 from ..analyses.fusion_candidates import ELEMENTWISE
 from ..errors import TraceError
-from ..trace.dims import dims_text
 from ..trace.facts import TRITON_KERNEL
 from ..trace.kernel_names import normalize_kernel
 from ..trace.reader import head, is_our_document, read_bytes
-from ..trace.steps import step_at
 from .analyze import Analysis, analyze_file
 from .document import build_report, thaw
 
@@ -30,8 +25,6 @@ class Side:
     report: Any = None             # report.document.Report for a trace (its timeline is drawn)
     full_tables: bool = False      # kernel/op tables list everything (trace) or the top 50 (json)
     warnings: list[str] = field(default_factory=list)
-    # Op calls per full step by (op, input shapes): a trace's only (the op table counts GPU activities).
-    op_calls: dict | None = None
 
 
 def load_analysis_json(path: Path) -> dict | None:
@@ -105,27 +98,7 @@ def side_from_analysis(a: Analysis, path: str | None = None, timeline_items: int
     # The full tables, not the top 50: then "removed" and "added" are exact.
     r = build_report(a, timeline_items=timeline_items, full_tables=True)
     return Side(path=path or str(a.model.path), source="trace", doc=thaw(r.doc), report=r, full_tables=True,
-                warnings=list(r.warnings), op_calls=op_calls(a))
-
-
-def op_calls(a: Analysis) -> dict:
-    """Calls per full step of each (outermost op, input shapes) that launched GPU work: the op table's rows
-    (report/tables.op_table), counted in op instances rather than in the GPU activities they launched."""
-    g = a.model.gpu
-    g = g[g["launcher"] >= 0]
-    if g.empty:
-        return {}
-    g = g[step_at(a.full_steps, g["ts"].to_numpy()) >= 0]
-    cpu = a.model.cpu
-    top = np.unique(op_rows(cpu, g["launcher"].to_numpy()))
-    top = top[top >= 0]
-    n = max(1, len(a.full_steps))
-    names, dims = cpu["name"].to_numpy(), cpu["input_dims"].to_numpy()
-    out: dict = {}
-    for t in top:
-        k = (str(names[t])[:300], dims_text(dims[t])[:200])
-        out[k] = out.get(k, 0) + 1
-    return {k: round(v / n, 2) for k, v in out.items()}
+                warnings=list(r.warnings))
 
 
 # --------------------------------------------------------------------------- like for like

@@ -165,14 +165,13 @@ def _has_shapes(rows) -> bool:
 def compare_ops(sb: Side, sa: Side) -> dict:
     """Ops by GPU time, matched by (name, input shapes); by name alone where only one side recorded shapes
     (record_shapes on one side: every op would otherwise read as removed and added). The count is op calls per
-    step (a trace's), not the GPU activities they launched: an after side that adds a memset per call has as
-    many calls; an analyze --json output does not hold it (null)."""
+    step, not the GPU activities they launched: an after side that adds a memset per call has as many calls (an
+    analyze --json output written before the op table held them has none: null)."""
     by_shapes = _has_shapes(sb.doc.get("top_ops")) == _has_shapes(sa.doc.get("top_ops"))
 
     def rows(s: Side) -> list[dict]:
-        calls = s.op_calls or {}
-        return [dict(r, calls_per_step=calls.get((r.get("op"), r.get("input_dims") or ""))
-                     if s.op_calls is not None else None) for r in s.doc.get("top_ops") or [] if isinstance(r, dict)]
+        return [dict(r, calls_per_step=r.get("calls_per_step")) for r in s.doc.get("top_ops") or []
+                if isinstance(r, dict)]
     if by_shapes:
         key = lambda r: (str(r.get("op", "")), str(r.get("input_dims") or ""))     # noqa: E731
         label = _op_label

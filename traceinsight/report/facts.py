@@ -13,7 +13,7 @@ from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_wi
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
-from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, USER_RANGES, step_at
+from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, USER_RANGES, full_step_mask, step_at
 
 
 def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
@@ -370,31 +370,39 @@ def prewindow_steps(model: TraceModel, full_steps) -> list[int]:
     """The full steps into which GPU work queued before the profiling window runs, where it is worth saying (as
     _launched_before says it): a first step of 91 ms beside 30 ms ones. The document marks them (steps[].
     holds_prewindow_work) and diff leaves them out of the step distribution, from a trace or its JSON alike."""
-    g = model.gpu
-    pre = launched_before_window(model)
-    if not pre.any() or full_steps.empty:
+    if full_steps.empty:
         return []
-    step = step_at(full_steps, g["ts"].to_numpy()[pre])
-    dur = g["dur"].to_numpy()[pre]
-    med = float(full_steps["dur"].median())
-    return [int(s) for s in np.unique(step[step >= 0]) if dur[step == s].sum() >= PRELAUNCHED_MIN_SHARE * med]
+    return sorted(_prewindow_held(model, full_steps, float(full_steps["dur"].median())))
+
+
+def _prewindow_held(model: TraceModel, steps, median_us: float) -> dict[int, tuple[int, float]]:
+    """The one rule both the note and the document's flag use: per step of `steps`, the GPU activities launched
+    before the window that start in it and their busy time (us), where that is at least PRELAUNCHED_MIN_SHARE of
+    the median full step. Work that ran before the first step began lengthens no step and is not counted."""
+    pre = launched_before_window(model)
+    if not pre.any() or steps.empty:
+        return {}
+    step = step_at(steps, model.gpu["ts"].to_numpy()[pre])
+    dur = model.gpu["dur"].to_numpy()[pre]
+    held = {int(s): (int((step == s).sum()), float(dur[step == s].sum())) for s in np.unique(step[step >= 0])}
+    return {s: v for s, v in held.items() if v[1] >= PRELAUNCHED_MIN_SHARE * median_us}
 
 
 def _launched_before(model: TraceModel, full: int) -> str | None:
-    """GPU work with no launch call in the trace that starts before the first step ends: launched before the
-    profiling window (warm-up steps still draining), it lengthens the first step."""
-    g, st = model.gpu, model.steps
-    pre = g[launched_before_window(model)]
-    if pre.empty:
+    """GPU work with no launch call in the trace that runs in the first step: launched before the profiling window
+    (warm-up steps still draining), it lengthens that step (a partial first step too, where the trace has one)."""
+    st = model.steps
+    if st.empty:
         return None
-    first = st.iloc[0]
-    busy = float(pre["dur"].sum())
-    if busy < PRELAUNCHED_MIN_SHARE * float(st["dur"].median()):
+    held = _prewindow_held(model, st, float(st.loc[full_step_mask(st["partial"]), "dur"].median()))
+    if not held:
         return None
-    return (f"{len(pre)} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
-            f"the profiling window (warm-up steps still draining), they run into step {int(first['step'])}, whose "
-            f"{first['dur'] / 1000:.1f} ms include them" + ("; one step does not move the medians."
-                                                            if full >= 3 else "."))
+    durs = dict(zip(st["step"].astype(int), st["dur"]))
+    n, busy = sum(v[0] for v in held.values()), sum(v[1] for v in held.values())
+    where = ", ".join(f"step {s}, whose {durs[s] / 1000:.1f} ms include them" for s in held)
+    return (f"{n} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
+            f"the profiling window (warm-up steps still draining), they run into {where}"
+            + ("; one step does not move the medians." if full >= 3 else "."))
 
 
 GPU_LAG_SHARE = 1.05    # steps timed on the GPU this much longer than their CPU ranges: said

@@ -57,11 +57,14 @@ def op_table(a: Analysis, limit: int = TABLE_ROWS) -> list[dict]:
     uniq, inv = np.unique(top, return_inverse=True)
     col = cpu["input_dims"].to_numpy()
     dims = np.array([dims_text(col[t]) if t >= 0 else "" for t in uniq], dtype=object)[inv]
-    df = pd.DataFrame({"op": names, "input_dims": dims, "dur": g["dur"].to_numpy()})
+    df = pd.DataFrame({"op": names, "input_dims": dims, "dur": g["dur"].to_numpy(), "top": top})
     n = max(1, len(a.full_steps))
-    agg = df.groupby(["op", "input_dims"]).agg(kernels=("dur", "size"), total=("dur", "sum"))
+    agg = df.groupby(["op", "input_dims"]).agg(kernels=("dur", "size"), total=("dur", "sum"), calls=("top", "nunique"))
     agg = agg.sort_values("total", ascending=False).head(limit)
+    # Calls are op instances (diff counts them: an after side that adds a memset per call has as many calls);
+    # GPU activities launched without an op have none.
     return [{"op": op[:300], "input_dims": d[:200], "kernels_per_step": round(r["kernels"] / n, 2),
+             "calls_per_step": round(r["calls"] / n, 2) if op != "(no op)" else None,
              "gpu_ms_per_step": round(r["total"] / n / 1000, 4)} for (op, d), r in agg.iterrows()]
 
 
