@@ -367,18 +367,14 @@ PRELAUNCHED_MIN_SHARE = 0.1   # of the median step: GPU work from before the win
 
 
 def prewindow_steps(model: TraceModel, full_steps) -> list[int]:
-    """The full steps into which GPU work queued before the profiling window runs, where it is worth saying (as
-    _launched_before says it): a first step of 91 ms beside 30 ms ones. The document marks them (steps[].
-    holds_prewindow_work) and diff leaves them out of the step distribution, from a trace or its JSON alike."""
-    if full_steps.empty:
-        return []
+    """The full steps that GPU work queued before the profiling window lengthens (a first step of 91 ms beside 30 ms
+    ones): marked steps[].holds_prewindow_work, diff leaves them out of the step distribution."""
     return sorted(_prewindow_held(model, full_steps, float(full_steps["dur"].median())))
 
 
 def _prewindow_held(model: TraceModel, steps, median_us: float) -> dict[int, tuple[int, float]]:
-    """The one rule both the note and the document's flag use: per step of `steps`, the GPU activities launched
-    before the window that start in it and their busy time (us), where that is at least PRELAUNCHED_MIN_SHARE of
-    the median full step. Work that ran before the first step began lengthens no step and is not counted."""
+    """The note's and the flag's one rule: per step, the GPU activities launched before the window that start in it
+    and their busy time (us), where at least PRELAUNCHED_MIN_SHARE of the median full step (none before a step)."""
     pre = launched_before_window(model)
     if not pre.any() or steps.empty:
         return {}
@@ -392,16 +388,13 @@ def _launched_before(model: TraceModel, full: int) -> str | None:
     """GPU work with no launch call in the trace that runs in the first step: launched before the profiling window
     (warm-up steps still draining), it lengthens that step (a partial first step too, where the trace has one)."""
     st = model.steps
-    if st.empty:
-        return None
-    held = _prewindow_held(model, st, float(st.loc[full_step_mask(st["partial"]), "dur"].median()))
+    held = _prewindow_held(model, st, float(st.loc[full_step_mask(st["partial"]), "dur"].median())) if len(st) else {}
     if not held:
         return None
-    durs = dict(zip(st["step"].astype(int), st["dur"]))
-    n, busy = sum(v[0] for v in held.values()), sum(v[1] for v in held.values())
-    where = ", ".join(f"step {s}, whose {durs[s] / 1000:.1f} ms include them" for s in held)
+    (s, (n, busy)), = held.items()      # (only the first step can hold it: launched_before_window)
     return (f"{n} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
-            f"the profiling window (warm-up steps still draining), they run into {where}"
+            f"the profiling window (warm-up steps still draining), they run into step {s}, whose "
+            f"{float(st.loc[st['step'] == s, 'dur'].iloc[0]) / 1000:.1f} ms include them"
             + ("; one step does not move the medians." if full >= 3 else "."))
 
 

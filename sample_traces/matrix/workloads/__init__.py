@@ -198,6 +198,11 @@ ALL = [
     # inference of a residual MLP, and batched ones (torch.bmm over 8 experts) in fp32 MoE training
     "holdout39_fp32_mlp_infer",
     "holdout39_fp32_moe_bmm_train",
+    # the fortieth held-out set (pre-registered 2026-12-03): models built from the libraries users bring
+    "holdout40_hf_gpt2_unfused_adamw",
+    "holdout40_timm_vit_fp32",
+    "holdout40_timm_resnet50_bf16_healthy",
+    "holdout40_hf_bert_token_mask_loss",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
