@@ -328,12 +328,12 @@ def _bare_stretch(ctx: Context, gaps, pieces: dict) -> Bare | None:
     if gaps.empty:
         return None
     m = ctx.model
-    kind = m.cpu["kind"].to_numpy()
-    frames = m.thread_frames((kind == "op") | (kind == "runtime"), ["ts", "end", "top_op"])
+    kind = m.cpu["kind"]           # (categorical: compared on its codes, not as a million strings)
+    frames = m.thread_frames(((kind == "op") | (kind == "runtime")).to_numpy(), ["ts", "end", "top_op"])
     # A recorded range with no op in it (Optimizer.zero_grad's loop setting grads to None) names the Python
     # that ran there: the step markers are the window, not a place.
     ranges = {th: (r["ts"].to_numpy(), r["end"].to_numpy(), r["name"].to_numpy()) for th, r in
-              m.thread_frames((kind == "annotation") & ~m.cpu["is_step"].to_numpy(), ["ts", "end", "name"]).items()}
+              m.thread_frames((kind == "annotation").to_numpy() & ~m.cpu["is_step"].to_numpy(), ["ts", "end", "name"]).items()}
     names = m.cpu["name"]
 
     def name(g, k: int) -> str:

@@ -56,7 +56,13 @@ def op_table(a: Analysis, limit: int = TABLE_ROWS) -> list[dict]:
     names = np.where(top >= 0, cpu["name"].to_numpy()[np.maximum(top, 0)], "(no op)")
     uniq, inv = np.unique(top, return_inverse=True)
     col = cpu["input_dims"].to_numpy()
-    dims = np.array([dims_text(col[t]) if t >= 0 else "" for t in uniq], dtype=object)[inv]
+    # Tens of thousands of op calls share a few hundred shapes (the model interns them): each distinct
+    # shape is made text once.
+    codes, shapes = pd.factorize(col[uniq[uniq >= 0]])
+    text = np.array([dims_text(s) for s in shapes] + [""], dtype=object)
+    dims = np.full(len(uniq), "", dtype=object)
+    dims[uniq >= 0] = text[codes]
+    dims = dims[inv]
     df = pd.DataFrame({"op": names, "input_dims": dims, "dur": g["dur"].to_numpy(), "top": top})
     n = max(1, len(a.full_steps))
     agg = df.groupby(["op", "input_dims"]).agg(kernels=("dur", "size"), total=("dur", "sum"), calls=("top", "nunique"))

@@ -23,9 +23,9 @@ GRAPH_MACHINERY = r"(?:^|/)torch/(?:_inductor/cudagraph_trees|cuda/graphs)\.py\(
 
 def capture_ranges(model: TraceModel) -> np.ndarray:
     """Per CPU row: a range (op or annotation) that records a graph, or a graph tree's recording frame."""
-    kind = model.cpu["kind"].to_numpy()
-    return ((np.isin(kind, ("op", "annotation")) & model.cpu_match(_CAPTURE_RANGE.pattern, re.I))
-            | ((kind == "python") & model.cpu_match(_GRAPH_TREE_RECORD)))
+    kind = model.cpu["kind"]       # (categorical: compared on its codes, not as a million strings)
+    return ((((kind == "op") | (kind == "annotation")).to_numpy() & model.cpu_match(_CAPTURE_RANGE.pattern, re.I))
+            | ((kind == "python").to_numpy() & model.cpu_match(_GRAPH_TREE_RECORD)))
 
 
 def capture_spans(model: TraceModel) -> tuple[np.ndarray, np.ndarray]:

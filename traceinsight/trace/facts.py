@@ -114,7 +114,7 @@ def waiting_calls(model: TraceModel) -> np.ndarray:
     """Per cpu row: a runtime call in which its thread may wait for the GPU (a sync, a copy). Coarser than
     blocking_calls (which asks whether it did): time spent in one is no CPU work of the caller's."""
     cpu = model.cpu
-    return (cpu["kind"] == "runtime").to_numpy() & cpu["rkind"].isin(("sync", "memcpy")).to_numpy()
+    return (cpu["kind"] == "runtime").to_numpy() & ((cpu["rkind"] == "sync") | (cpu["rkind"] == "memcpy")).to_numpy()
 
 
 def launched_before_window(model: TraceModel) -> np.ndarray:
@@ -136,7 +136,7 @@ def _has_cpu_ops(model: TraceModel) -> bool:
     cpu = model.cpu
     if cpu.empty:
         return False
-    ops = cpu["kind"].isin(("op", "python")).to_numpy() | (
+    ops = ((cpu["kind"] == "op") | (cpu["kind"] == "python")).to_numpy() | (
         (cpu["kind"] == "annotation").to_numpy() & ~cpu["is_step"].to_numpy())
     return bool(ops.any())
 
@@ -171,7 +171,7 @@ def _program_facts(model: TraceModel) -> dict:
     cpu, gpu = model.cpu, model.gpu
     rt = (cpu["kind"] == "runtime").to_numpy()
     capture_calls = int((rt & model.cpu_match(_CAPTURE_CALL.pattern, re.I)).sum()) if len(cpu) else 0
-    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
+    ranges = ((cpu["kind"] == "op") | (cpu["kind"] == "annotation")).to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
     capture_ranges = int(capture_rows(model).sum()) if len(cpu) else 0
     graph_launch = rt & model.cpu_match(GRAPH_LAUNCH) if len(cpu) else np.zeros(0, dtype=bool)
     launch_rows = (cpu["rkind"] == "launch").to_numpy() if len(cpu) else np.zeros(0, dtype=bool)
@@ -246,7 +246,7 @@ def _in_compiled_region(model: TraceModel) -> np.ndarray:
     out = np.zeros(len(cpu), dtype=bool)
     if cpu.empty:
         return out
-    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy() & model.cpu_match(COMPILED_RANGE)
+    ranges = ((cpu["kind"] == "op") | (cpu["kind"] == "annotation")).to_numpy() & model.cpu_match(COMPILED_RANGE)
     if not ranges.any():
         return out
     return starts_inside(cpu["ts"].to_numpy(), cpu["end"].to_numpy(), ranges, model.thread_rows().values())
@@ -260,7 +260,7 @@ def compiled_wrapper_us(model: TraceModel, steps) -> float | None:
     cpu = model.cpu
     if cpu.empty:
         return None
-    ranges = cpu["kind"].isin(("op", "annotation")).to_numpy()
+    ranges = ((cpu["kind"] == "op") | (cpu["kind"] == "annotation")).to_numpy()
     wrap = ranges & model.cpu_match(COMPILE_WRAPPER)
     call = ranges & model.cpu_match(COMPILED_CALL)
     if not wrap.any() or not call.any():

@@ -44,7 +44,8 @@ def mark_launching(cpu: pd.DataFrame, levels: list[np.ndarray] | None = None) ->
     """Boolean per cpu row: the row is, or contains, a call that puts work on the GPU. levels: the rows
     at each depth (nesting.depth_levels of the depth column)."""
     parent = cpu["parent"].to_numpy()
-    mark = cpu["rkind"].isin(FEEDS_GPU).to_numpy().copy()
+    # (compared on the categorical's codes: isin, or text, would compare a million strings)
+    mark = np.logical_or.reduce([(cpu["rkind"] == k).to_numpy() for k in FEEDS_GPU])
     if levels is None:
         levels = depth_levels(cpu["depth"].to_numpy())
     for rows in reversed(levels[1:]):          # deepest first: a mark climbs a level per pass
@@ -152,7 +153,7 @@ class HostActivity:
         cpu = self.cpu
         # Ops and calls that put work on the GPU; annotations and Python frames that contain them (a step,
         # a forward, the step function) are containers, not feeding.
-        r = rows[self.launching[rows] & np.isin(cpu["kind"].to_numpy()[rows], ("op", "runtime"))]
+        r = rows[self.launching[rows] & ((cpu["kind"] == "op") | (cpu["kind"] == "runtime")).to_numpy()[rows]]
         fs, fe = merged_intervals(cpu["ts"].to_numpy()[r], cpu["end"].to_numpy()[r])
         if not len(fs):
             return np.zeros(0), np.zeros(0)
@@ -166,7 +167,7 @@ class HostActivity:
         s_, e_ = s_[long], e_[long]
         if not len(s_):
             return s_, e_
-        sync = rows[(cpu["rkind"].to_numpy()[rows] == "sync")]
+        sync = rows[(cpu["rkind"] == "sync").to_numpy()[rows]]
         cut = others + ([(cpu["ts"].to_numpy()[sync], cpu["end"].to_numpy()[sync])] if len(sync) else [])
         if cut:
             os_, oe = merged_intervals(np.concatenate([o[0] for o in cut]), np.concatenate([o[1] for o in cut]))
@@ -208,7 +209,7 @@ class HostActivity:
         cpu = self.cpu
         rows = self._by_thread.get(thread, np.zeros(0, dtype=np.int64))
         inside = self._framework_rows[rows] | (
-            (cpu["kind"].to_numpy()[rows] == "python") & self.model.cpu_match(TORCH_FRAME)[rows])
+            (cpu["kind"] == "python").to_numpy()[rows] & self.model.cpu_match(TORCH_FRAME)[rows])
         fs, fe = merged_intervals(cpu["ts"].to_numpy()[rows][inside], cpu["end"].to_numpy()[rows][inside])
         # Every op of the other threads that feed the GPU.
         others = [(c.s, c.e) for o, c in self.cover.items() if o != thread and len(self._feeding[o][0])]
@@ -224,7 +225,7 @@ class HostActivity:
         backward is waiting on compiled work too."""
         if not hasattr(self, "_compiled"):
             cpu = self.cpu
-            rows = cpu["kind"].isin(("op", "annotation")).to_numpy() & self.model.cpu_match(COMPILE_MACHINERY)
+            rows = ((cpu["kind"] == "op") | (cpu["kind"] == "annotation")).to_numpy() & self.model.cpu_match(COMPILE_MACHINERY)
             cs, ce = merged_intervals(cpu["ts"].to_numpy()[rows], cpu["end"].to_numpy()[rows])
             self._compiled = {"": ThreadActivity(cs, ce, cum_lengths(cs, ce))}
         return _time_in(self._compiled, "", a, b)

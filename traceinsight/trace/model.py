@@ -86,11 +86,11 @@ class TraceModel:
     memory: pd.DataFrame = field(default_factory=lambda: pd.DataFrame({"ts": [], "thread": []}))  # instants.py
 
     def gpu_match(self, pattern: str, flags: int = 0) -> np.ndarray:
-        """Boolean per gpu row: its name matches the regex (searched once per distinct name)."""
+        """Boolean per gpu row: its name matches the regex (searched once per distinct name; kept, as asked again)."""
         return _match_names(self, "gpu", pattern, flags)
 
     def cpu_match(self, pattern: str, flags: int = 0) -> np.ndarray:
-        """Boolean per cpu row: its name matches the regex (searched once per distinct name)."""
+        """Boolean per cpu row: its name matches the regex (searched once per distinct name; kept, as asked again)."""
         return _match_names(self, "cpu", pattern, flags)
 
     def name_ranks(self, table: str) -> tuple[np.ndarray, np.ndarray]:
@@ -142,8 +142,8 @@ class TraceModel:
         return cache[key]
 
 
-def _match_names(model: "TraceModel", table: str, pattern: str, flags: int) -> np.ndarray:
-    return _names_where(model, table, re.compile(pattern, flags).search)
+def _match_names(model: "TraceModel", table: str, pattern: str, flags: int) -> np.ndarray:   # (a copy: callers may change theirs)
+    return model.memo(f"match:{table}:{flags}:{pattern}", lambda: _names_where(model, table, re.compile(pattern, flags).search)).copy()
 
 
 def _names_where(model: "TraceModel", table: str, test) -> np.ndarray:

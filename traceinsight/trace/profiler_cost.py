@@ -103,7 +103,7 @@ def _host_factor(model: TraceModel) -> float:
     runtime = (cpu["kind"] == "runtime").to_numpy()
     setting, machine = cost_model(model)
     for name, fit in (("cudaLaunchKernel", FIT_LAUNCH_US[setting][machine]), ("cuLaunchKernel", FIT_CU_LAUNCH_US)):
-        launch = runtime & (cpu["name"] == name).to_numpy()
+        launch = runtime & model.cpu_names_where(lambda n, name=name: n == name)     # (per distinct name, not per row)
         if launch.sum() >= HOST_FACTOR_MIN_LAUNCHES:
             fast = float(np.percentile(cpu["dur"].to_numpy()[launch], FIT_LAUNCH_QUANTILE))
             return _clipped(fast / fit)
@@ -339,7 +339,7 @@ def recorded_in(model: TraceModel, starts: np.ndarray, ends: np.ndarray,
     ts = cpu["ts"].to_numpy()
     order = rows[np.argsort(ts[rows], kind="stable")]
     cost = np.concatenate(([0.0], np.cumsum(event_cost_us(model)[order])))
-    calls = np.concatenate(([0.0], np.cumsum((cpu["kind"].to_numpy()[order] == "python").astype(float))))
+    calls = np.concatenate(([0.0], np.cumsum((cpu["kind"] == "python").to_numpy()[order].astype(float))))
     t = ts[order]
     a, b = np.searchsorted(t, starts, "left"), np.searchsorted(t, ends, "left")
     m = model.memory["ts"].to_numpy() if thread is None else memory_starts(model).get(thread, np.zeros(0))

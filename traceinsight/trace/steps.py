@@ -88,7 +88,7 @@ STEP_SOURCES = ("ProfilerStep", OPTIMIZER_STEPS, USER_RANGES)     # sources whos
 def _range_steps(cpu: pd.DataFrame, pattern: str) -> pd.DataFrame | None:
     """The outermost op or annotation ranges whose names match `pattern`, in time order, as steps 1..n (a range
     that overlaps an earlier one is dropped); None where none matches."""
-    ranges = cpu[np.isin(cpu["kind"].to_numpy(), ("op", "annotation")) & (cpu["dur"].to_numpy() > 0)]
+    ranges = cpu[((cpu["kind"] == "op") | (cpu["kind"] == "annotation")).to_numpy() & (cpu["dur"].to_numpy() > 0)]
     codes, names = pd.factorize(ranges["name"])          # (the pattern tried once per distinct name)
     rx = re.compile(pattern)
     hit = np.array([bool(rx.search(str(n))) for n in names] + [False])[codes]
