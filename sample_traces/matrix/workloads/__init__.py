@@ -203,6 +203,11 @@ ALL = [
     "holdout40_timm_vit_fp32",
     "holdout40_timm_resnet50_bf16_healthy",
     "holdout40_hf_bert_token_mask_loss",
+    # the forty-first held-out set (pre-registered 2026-12-04): library models, each with one fault, and a healthy one
+    "holdout41_hf_gpt2_eager_attention",
+    "holdout41_timm_vit_tiny_infer_b1",
+    "holdout41_timm_resnet18_pageable_batches",
+    "holdout41_timm_vit_base_bf16_healthy",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
