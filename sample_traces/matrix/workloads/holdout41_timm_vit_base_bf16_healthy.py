@@ -20,7 +20,7 @@ DESCRIPTION = {"before": "timm vit_base_patch16_224 (no weights), bf16 autocast,
 WARMUP_STEPS = 8
 
 
-def make(variant, device, pool=2):
+def make(variant, device, pool=2, compile_model=False):
     import timm
 
     cuda = is_cuda(device)
@@ -29,6 +29,7 @@ def make(variant, device, pool=2):
     kw = {} if cuda else {"img_size": s["img"]}
     model = timm.create_model(s["model"], pretrained=False, num_classes=1000, **kw).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
+    fwd = torch.compile(model) if compile_model else model      # (holdout41_timm_vit_base_bf16_compile's after)
     g = torch.Generator().manual_seed(0)
     xs = [torch.randn(s["batch"], 3, s["img"], s["img"], generator=g).to(device) for _ in range(pool)]
     ys = [torch.randint(0, 1000, (s["batch"],), generator=g).to(device) for _ in range(pool)]
@@ -38,7 +39,7 @@ def make(variant, device, pool=2):
         i = st["i"] = st["i"] + 1
         opt.zero_grad(set_to_none=True)
         with autocast(device):
-            out = model(xs[i % pool])
+            out = fwd(xs[i % pool])
         F.cross_entropy(out.float(), ys[i % pool]).backward()
         opt.step()
     return Step(step, info=s)
