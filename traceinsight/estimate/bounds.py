@@ -40,11 +40,11 @@ def state_saving(base, state: replay.State) -> float:
 
 
 def alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dict,
-                       extra_us: float = 0.0) -> tuple[float, tuple[float, float] | None]:
+                       extra_us: float = 0.0, cap_us: float = np.inf) -> tuple[float, tuple[float, float] | None]:
     """What another way to apply a fix saves (us) and its range where its fixes have one: replayed like
-    the fix, each end never past the step's floor at that end."""
+    the fix, each end never past the step's floor at that end nor past `cap_us` (recoverable_us)."""
     def one(p) -> float:
-        return min(saving(compiled, base, p, bw, cuts), max(0.0, step_us - floor(p, info))) + extra_us
+        return min(min(saving(compiled, base, p, bw, cuts), max(0.0, step_us - floor(p, info))) + extra_us, cap_us)
     saved = one(plan)
     if not any(getattr(fx, "bounds", None) for fx in plan):
         return saved, None
@@ -52,24 +52,26 @@ def alternative_saving(compiled, base, plan, bw, cuts, step_us: float, info: dic
     return saved, ((min(lo, saved), max(hi, saved)) if hi - lo >= 1.0 else None)
 
 
-def floor(plan, info: dict, paced: bool = True) -> float:
+def floor(plan, info: dict, paced: bool = True, modelled: bool = True) -> float:
     """The shortest step a plan can reach (us): its GPU busy time, or only the kernels' once a fix moves
     the copies off the critical path; no floor from the GPU once a fix changes the kernels themselves.
     Loading moved into DataLoader workers: the step also waits for their batches (fixes.loader_pace), unless
-    `paced` is off (the physical floor alone)."""
+    `paced` is off. `modelled` off: the GPU work the trace shows alone (the kernels a copy fix leaves), not the work
+    the fix's model adds or re-times (the replacement kernels, the copies at pinned bandwidth: holdout2_d2h_features'
+    fixed step beat its copies at the 50 GB/s assumed, below)."""
     pace = max([0.0] + [fx.pace_us() for fx in plan if isinstance(fx, RemoveHostWork)]) if paced else 0.0
     if changes(plan, KERNEL_FIXES):
         return pace
     # Copies may go (moved off the critical path, or not made once results stay on the GPU); kernels stay.
     key = "kernel_busy_ms" if changes(plan, OVERLAP_FIXES + (Unblock,)) else "gpu_busy_ms"
     # Work moved from the host onto the GPU adds its kernels.
-    added = sum(fx.share * fx.replacement_gpu_us for fx in plan if isinstance(fx, Unblock))
+    added = sum(fx.share * fx.replacement_gpu_us for fx in plan if isinstance(fx, Unblock)) if modelled else 0.0
     floor = (info.get(key) or 0.0) * 1000 + added
     # A pinned copy off the critical path still runs every step on its copy engine: the step is no shorter
     # than its copies at pinned bandwidth (holdout2_d2h_features: 33.5 MB a step, 0.67 ms at the 50 GB/s
     # assumed for an H200, 0.61 ms in the fixed trace; the fixed step 0.99 ms, its kernels 0.2, as the
     # measured fix waits for each copy). Unless the result stays on the GPU.
-    if changes(plan, (PinCopies,)) and not changes(plan, (Unblock,)):
+    if modelled and changes(plan, (PinCopies,)) and not changes(plan, (Unblock,)):
         kept = max(fx.kept for fx in plan if isinstance(fx, PinCopies))
         by_dir = info.get("pinned_copy_ms_by_direction") or {}
         copies = (max(by_dir.get("HtoD", 0.0), by_dir.get("DtoH", 0.0) * (1.0 - kept)) if kept else
@@ -82,16 +84,46 @@ def floor(plan, info: dict, paced: bool = True) -> float:
 
 
 def physical_cap(plan, step_us: float, info: dict, kernels_cap: float | None = None) -> float:
-    """The most a plan can save by physics alone: down to the GPU work it leaves (floor() without the
-    DataLoader workers' modelled pace, an estimate our measured fixes beat); for a fix of the kernels, at most
-    `kernels_cap` (the idle and the kernels it changes). The likely range's top (estimate/likely.py) stops
-    there; the point also stops at the finding's own caps (rank._physics)."""
+    """The most a plan can save by physics alone: down to the GPU work it leaves (floor() without what it models:
+    the DataLoader workers' pace, the new copies' or kernels' time, estimates our measured fixes beat); for a fix of
+    the GPU's work, at most `kernels_cap` (the idle and the kernels or copies it changes). A range's top stops
+    there (recoverable_us); the point also stops at the finding's own caps (rank._physics)."""
     if not plan:
         return 0.0
-    cap = max(0.0, step_us - floor(plan, info, paced=False))
+    cap = max(0.0, step_us - floor(plan, info, paced=False, modelled=False))
     if kernels_cap is not None and changes(plan, GPU_FIXES):
         cap = min(cap, kernels_cap)
     return cap
+
+
+# Why a range's top stops where it does (recoverable_us), in the report's words.
+CAP_IDLE = "what a fix of idle time can recover, the un-profiled step's GPU idle"
+CAP_GPU = "what the fix can recover, down to the GPU work it leaves (the idle and the kernels or copies it changes)"
+CAP_OWN = "the idle the finding measured, the most its fix recovers"
+
+
+def recoverable_us(plan, step_us: float, info: dict, idle_us: float, beyond_idle_us: float = 0.0,
+                   touched_us: float | None = None, idle_fix: bool = False) -> tuple[float, str]:
+    """The most a fix can save at the estimate's un-profiled step (us), and why in words: the caps rank._physics
+    puts on the point, for the ends of every range (the replay's, the likely one, an alternative's). A fix of an
+    idle cause that leaves the GPU's work as it is (`idle_fix`): the step's recoverable idle (rank._unprofiled_idle)
+    and its cost beyond the idle; any other: down to the GPU work it leaves (physical_cap), for a fix of the
+    kernels at most the idle and the kernels it changes (`touched_us`)."""
+    if idle_fix and not changes(plan, GPU_FIXES):
+        return idle_us + beyond_idle_us, CAP_IDLE
+    kernels = None if touched_us is None else idle_us + touched_us + beyond_idle_us
+    return physical_cap(plan, step_us, info, kernels), CAP_GPU
+
+
+def cut_range(rng: tuple[float, float] | None, point_us: float,
+              cap_us: float) -> tuple[tuple[float, float] | None, bool]:
+    """A range with its top no higher than cap_us (never below the point, which the range holds): (the range, or
+    None where its ends then agree, and whether the cap cut it)."""
+    top = max(cap_us, point_us)
+    if not rng or rng[1] <= top + 0.5:
+        return rng, False
+    lo = min(rng[0], top)
+    return ((lo, top) if top - lo >= 1.0 else None), True
 
 
 def range_note(plan) -> str:

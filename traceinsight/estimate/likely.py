@@ -64,9 +64,12 @@ def likely_range_us(kind: str, saving_us: float, step_us: float, cap_us: float,
 
 
 def likely(kind: str, saving_us: float, step_us: float, caps: tuple[float, float],
-           model_range: tuple[float, float] | None, step_top_us: float) -> tuple[tuple[float, float] | None, str]:
-    """(the likely range, what it rests on in words). caps: what the step can give by physics with the
-    un-profiled step at the top of its band (step_top_us; the range stops there) and at the estimate."""
+           model_range: tuple[float, float] | None, step_top_us: float | None = None,
+           cap_why: str = "") -> tuple[tuple[float, float] | None, str]:
+    """(the likely range, what it rests on in words). caps: what the fix can give by physics at the step the range
+    stops at (caps[0]; with step_top_us, the un-profiled step at the top of its band) and at the estimate; rank
+    gives both at the estimate's step (bounds.recoverable_us), so that no end promises more than the fix can
+    recover there. cap_why: why caps[0] is the most, said where it cuts the band's top."""
     rng = likely_range_us(kind, saving_us, step_us, caps[0], model_range)
     if rng is None:
         if kind in SPREAD:
@@ -92,7 +95,9 @@ def likely(kind: str, saving_us: float, step_us: float, caps: tuple[float, float
         text += ", joined with the replay's own range"
     if rng[0] < 0:
         text += "; below zero: the fix may cost time, as some of ours did"
-    if rng[1] > caps[1] + 1.0:
+    if cap_why and likely_range_us(kind, saving_us, step_us, float("inf"), model_range)[1] > rng[1] + 1.0:
+        text += f"; its top cut to {rng[1] / 1000:.3f} ms, {cap_why}"
+    if step_top_us and rng[1] > caps[1] + 1.0:
         text += (f"; its top allows the un-profiled step to be as long as the top of its band "
                  f"({step_top_us / 1000:.3f} ms), where the estimated step would leave less to save")
     return rng, text

@@ -21,8 +21,8 @@ from .baseline import RELIABLE_REPLAY_PCT, baseline
 from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import fix_plan
-from .bounds import (GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, floor, physical_cap,
-                     pinned_bandwidth_gbps, range_note, saving, state_saving)
+from .bounds import (CAP_OWN, GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, cut_range, floor,
+                     pinned_bandwidth_gbps, range_note, recoverable_us, saving, state_saving)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
@@ -73,6 +73,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     gpu_touched: dict[int, float] = {}      # GPU time per step of the kernels each fix changes
     gpu_removed_ends: dict[int, tuple[float, float]] = {}
     measured: set[int] = set()      # findings whose estimate is their measured (profiled) cost
+    own: dict[int, float | None] = {}   # a cap of the finding's own on its every end (None: its point, as measured)
     for f in findings:
         how = spec(f.kind).estimate
         if base is None or not base.step_us or how == "measured" or not f.fixes:
@@ -83,6 +84,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimated_savings_us = f.lost_per_step_us if math.isnan(pre) else min(pre, f.lost_per_step_us)
             f.estimate_note = (PROFILER_NOTE if spec(f.kind).profiler_cost else MEASURED_NOTE)
             f.savings_bound_us = (0.0, f.estimated_savings_us)     # (that bound is the range's top too)
+            own[id(f)] = None
             continue
         state = replay.apply(compiled, f.fixes, bw, cuts)
         saved = state_saving(base, state) + extra(f.fixes)
@@ -115,15 +117,17 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                 f.estimate_note += "; " + range_note(f.fixes)
         elif how == "idle_floor" and not warm and saved > (floor_us := f.lost_per_step_us + extra(f.fixes)):
             # Removing host work also lets later launches go out sooner, but the replay removes all
-            # of it, data loading or not: the idle it caused is the estimate, the replay the ceiling.
-            # (Work that leaves the machine's CPU altogether is all of it, and the rest of the step runs
-            # warm after it: the replay is the estimate.)
+            # of it, data loading or not: the idle it caused is the estimate, and the most any end claims
+            # (a review read HTA's multi-stream trace's 0.78 ms "likely" to 18.6, the idle its limits call
+            # unattributed). (Work that leaves the machine's CPU altogether is all of it, and the rest of the
+            # step runs warm after it: the replay is the estimate.)
             # (Not scaled to the un-profiled step's idle as measured costs are: Python and numpy outside
             # any recorded event cost the profiler nothing, and the traced part is the replay's.)
-            f.savings_bound_us = (floor_us, saved)
-            f.estimated_savings_us = floor_us
-            f.estimate_note = ("measured idle during host work; replaying with all host work removed "
-                               "gives the upper end of the range")
+            own[id(f)] = f.estimated_savings_us = floor_us
+            f.estimate_note = (f"measured idle during host work, the most its fix recovers (a replay with all of the "
+                               f"host work removed gives {saved / 1000:.3f} ms)")
+        elif how == "idle_floor" and not warm:
+            own[id(f)] = floor_us
         elif how == "upper_bound":
             f.savings_bound_us = (0.0, saved)
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
@@ -135,27 +139,39 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         if id(f) not in measured and f.lost_per_step_us > 0 and f.estimated_savings_us > 1.3 * f.lost_per_step_us:
             f.estimate_note += (f"; more than the finding's own cost ({f.lost_per_step_us / 1000:.3f} ms per step): "
                                 + (spec(f.kind).beyond_cost or BEYOND_COST))
-    # The likely range's physics is the longest un-profiled step the estimate allows (its band's top: a step
-    # estimated short gives more). Start-up or no complete step: not steady, as all our measured fixes are.
-    top = max(median_step, 1000 * ((info.get("unprofiled_step_range_ms") or (0.0, 0.0))[1] or 0.0))
+    # No end of a range promises more than the fix can recover at the estimate's un-profiled step: the point's caps
+    # (_physics, _one_time_window; its own measured idle where that is its estimate) cut the replay's, the likely
+    # and the alternatives' ranges too (a review read a launch fix "likely" to save more than the step less its GPU
+    # work). Start-up or no complete step: not steady, as all our measured fixes are.
     steady = not (no_complete_step(ctx.model) or startup_calls(ctx.model))
-    idle_at = [(s, _unprofiled_idle(ctx, info, s)[0]) for s in (top, median_step)]     # (the two may be one)
+    idle = _unprofiled_idle(ctx, info, median_step)[0]
+    once = any(spec(f.kind).headline for f in findings)
     for f in findings:
+        def cap_of(fx, touched=None) -> tuple[float, str]:
+            return recoverable_us(fx, median_step, info, idle, f.beyond_idle_us, touched, spec(f.kind).idle_cause)
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
-            alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx))
-                    for key, what, fx in f.alternatives)
+            alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx),
+                                                     cap_of(fx)[0]) for key, what, fx in f.alternatives)
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
             f.alternative_savings_us = tuple(
-                a + (steady and likely(f.kind, a[2], median_step, (physical_cap(fx, top, info),
-                                                                    physical_cap(fx, median_step, info)), a[3], top)[0] or None,)
+                a + (steady and likely(f.kind, a[2], median_step, (cap_of(fx)[0],) * 2, a[3])[0] or None,)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
-        if not spec(f.kind).note and not math.isnan(f.estimated_savings_us):
-            caps = tuple(physical_cap(f.fixes, s, info, idle + gpu_touched[id(f)] + f.beyond_idle_us
-                                      if id(f) in gpu_touched else None) for s, idle in idle_at)
-            f.likely_range_us, f.likely_basis = likely(f.kind, f.estimated_savings_us, median_step, caps,
-                                                       f.savings_bound_us, top) if steady else (
-                None, "not given: the window is not a steady state")
+        if spec(f.kind).note or math.isnan(f.estimated_savings_us):
+            continue
+        cap, why = cap_of(f.fixes, gpu_touched.get(id(f)))
+        if once:
+            cap = min(cap, f.lost_per_step_us + f.beyond_idle_us + gpu_removed.get(id(f), 0.0))
+        if id(f) in own and (mine := f.estimated_savings_us if own[id(f)] is None else own[id(f)]) < cap:
+            cap, why = mine, CAP_OWN
+        f.savings_bound_us, cut = cut_range(f.savings_bound_us, f.estimated_savings_us, cap)
+        if cut:     # (a range cut to nothing loses the note of why it was one)
+            note = f.estimate_note if f.savings_bound_us or not range_note(f.fixes) else \
+                f.estimate_note.replace("; " + range_note(f.fixes), "")
+            f.estimate_note = note + f"; its range cut at {max(cap, f.estimated_savings_us) / 1000:.3f} ms, {why}"
+        f.likely_range_us, f.likely_basis = likely(f.kind, f.estimated_savings_us, median_step, (cap, cap),
+                                                   f.savings_bound_us, cap_why=why) if steady else (
+            None, "not given: the window is not a steady state")
     # Every estimate rests on steps a disturbed host may still have slowed; on a host that runs ops slowly (a stated
     # limit: check the host first) so does every fix of CPU-side idle (a review: HTA's a100 DDP rank, views at
     # 27 us, its launch fix "high" at 3.9x).

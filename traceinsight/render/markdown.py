@@ -102,8 +102,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     if S.cpu_only(d):
         out.append(f"- {S.no_gpu_label(d)}; {steps}, {step}\n")
     else:
-        out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of the "
-                   "median step\n")
+        out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of each "
+                   "step (median of the steps' shares)\n")
     if t.get("program_note"):
         out.append(f"- {_cell(t['program_note'])}\n")
     if t.get("recording"):     # (what a step is, when `record` chose the window: the HTML and terminal say it too)
@@ -142,9 +142,10 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out += _details("CPU time by op", _cpu_table(d))
     if not S.cpu_only(d):
         idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v}
-        # (Each cause's own median over the steps: they add up to the idle only when every step is alike.)
-        body = [f"Median step {_ms(s['median_step_ms'])} ms: GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
-                f"{_ms(s['median_gpu_idle_ms'])} ms" + ("; by cause, each its own median per step: " + ", ".join(
+        # (Each figure its own median over the steps, not the median step's: busy, idle and the causes add up to the
+        # step only when every step is alike.)
+        body = [f"Median step {_ms(s['median_step_ms'])} ms; GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
+                f"{_ms(s['median_gpu_idle_ms'])} ms, each its own median per step" + ("; by cause: " + ", ".join(
                     f"{k} {v} ms" for k, v in idle.items()) if idle else "") + "."]
         err = d["whatif"].get("replay_error_pct")
         body.append("" if err is None else

@@ -52,7 +52,7 @@ class Analysis:
         u = unprofiled_ms_read(self)
         if u:
             return max(0.0, u * 1000 - b["gpu_busy"]) / (u * 1000) <= HEALTHY_MAX_IDLE
-        return b["gpu_idle"] / b["step"] <= HEALTHY_MAX_IDLE
+        return b["idle_share"] <= HEALTHY_MAX_IDLE
 
     @property
     def fixes(self) -> list[Finding]:

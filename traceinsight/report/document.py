@@ -13,7 +13,7 @@ from ..analyses import CAUSES, Finding, spec
 from .analyze import Analysis, representative_step
 from .breakdown import breakdown
 from .cpu_time import cpu_time
-from .facts import prewindow_steps
+from .prewindow import prewindow_steps
 from .numbers import num
 from .tables import TABLE_ROWS, gap_table, kernel_table, op_table
 from .timeline import MAX_ITEMS, timeline_data
@@ -135,7 +135,8 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             # (null without GPU activity: no GPU to be busy or idle, not one idle the whole step)
             "median_gpu_busy_ms": num(b["gpu_busy"] / 1000) if a.model.has_gpu else None,
             "median_gpu_idle_ms": num(b["gpu_idle"] / 1000) if a.model.has_gpu else None,
-            "gpu_idle_pct": num(100 * b["gpu_idle"] / b["step"], 1) if b["step"] and a.model.has_gpu else None,
+            # (the median of the steps' own idle shares, not median idle over median step: breakdown)
+            "gpu_idle_pct": num(100 * b["idle_share"], 1) if b["step"] and a.model.has_gpu else None,
             "idle_by_cause_ms_median_per_step": {c: num(b[c] / 1000) for c in CAUSES},
             "gpu_idle_total_ms": num(float(a.gaps["dur"].sum()) / 1000) if len(a.gaps) else 0.0,
         },

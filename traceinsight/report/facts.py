@@ -8,12 +8,13 @@ from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_ste
 from ..trace.coverage import (after_startup, enclosing_op, gpu_events_cut_off, gpu_work_without_gpu_events,
                                missing_event_spans, seconds_or_ms, startup_calls, unwritten_records)
 from ..trace.dispatch_pace import slow_dispatch
-from ..trace.facts import (erratic_steps, in_compiled_region, launched_before_window, model_has_cpu_ops,
+from ..trace.facts import (erratic_steps, in_compiled_region, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
 from ..trace.model import TraceModel
 from ..trace.profiler_cost import measured_unprofiled_us
 from ..trace.pycalls import BUILTIN_CALL
-from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, USER_RANGES, full_step_mask, step_at
+from ..trace.steps import OPTIMIZER_STEPS, STEP_SOURCES, USER_RANGES, step_at
+from .prewindow import launched_before
 
 
 def trace_facts(model: TraceModel, in_job: bool = False) -> dict:
@@ -237,7 +238,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "they keep up. If the program runs slower without the profiler than the estimate here, the "
                    "workers set its pace: time steps "
                    "outside the profiler (traceinsight record does), or profile more steps than that.")
-    pre = _launched_before(model, full)
+    pre = launched_before(model, full)
     if pre:
         out.append(pre)
     lag = _gpu_lag(model)
@@ -361,41 +362,6 @@ def profiler_note(model: TraceModel) -> str:
                 "two per op and several per runtime call, which the estimates take out (the un-profiled step).")
     return ("Profiled with " + " and ".join(on) + ": CPU-side times in this trace are inflated; the "
             "estimates take the profiler's cost out (the un-profiled step).")
-
-
-PRELAUNCHED_MIN_SHARE = 0.1   # of the median step: GPU work from before the window worth saying
-
-
-def prewindow_steps(model: TraceModel, full_steps) -> list[int]:
-    """The full steps that GPU work queued before the profiling window lengthens (a first step of 91 ms beside 30 ms
-    ones): marked steps[].holds_prewindow_work, diff leaves them out of the step distribution."""
-    return sorted(_prewindow_held(model, full_steps, float(full_steps["dur"].median())))
-
-
-def _prewindow_held(model: TraceModel, steps, median_us: float) -> dict[int, tuple[int, float]]:
-    """The note's and the flag's one rule: per step, the GPU activities launched before the window that start in it
-    and their busy time (us), where at least PRELAUNCHED_MIN_SHARE of the median full step (none before a step)."""
-    pre = launched_before_window(model)
-    if not pre.any() or steps.empty:
-        return {}
-    step = step_at(steps, model.gpu["ts"].to_numpy()[pre])
-    dur = model.gpu["dur"].to_numpy()[pre]
-    held = {int(s): (int((step == s).sum()), float(dur[step == s].sum())) for s in np.unique(step[step >= 0])}
-    return {s: v for s, v in held.items() if v[1] >= PRELAUNCHED_MIN_SHARE * median_us}
-
-
-def _launched_before(model: TraceModel, full: int) -> str | None:
-    """GPU work with no launch call in the trace that runs in the first step: launched before the profiling window
-    (warm-up steps still draining), it lengthens that step (a partial first step too, where the trace has one)."""
-    st = model.steps
-    held = _prewindow_held(model, st, float(st.loc[full_step_mask(st["partial"]), "dur"].median())) if len(st) else {}
-    if not held:
-        return None
-    (s, (n, busy)), = held.items()      # (only the first step can hold it: launched_before_window)
-    return (f"{n} GPU activities ({busy / 1000:.1f} ms) have no launch call in the trace: launched before "
-            f"the profiling window (warm-up steps still draining), they run into step {s}, whose "
-            f"{float(st.loc[st['step'] == s, 'dur'].iloc[0]) / 1000:.1f} ms include them"
-            + ("; one step does not move the medians." if full >= 3 else "."))
 
 
 GPU_LAG_SHARE = 1.05    # steps timed on the GPU this much longer than their CPU ranges: said

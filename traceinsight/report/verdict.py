@@ -44,12 +44,12 @@ def verdict(a) -> str:
         return ("CPU-only trace: no GPU activity was recorded, so there is no GPU idle time to explain "
                 f"({_steps(len(m.steps))}, median {a.median_step_us / 1000:.2f} ms)." + _loading(a))
     b = breakdown(a)
-    idle_pct = 100 * b["gpu_idle"] / b["step"] if b["step"] else 0.0
+    idle_pct = 100 * b["idle_share"] if b["step"] else 0.0     # (the steps' median share: breakdown)
     real = a.fixes
     if a.healthy:
-        return (f"Healthy: the GPU is busy {100 - idle_pct:.0f}% of each step (median "
-                f"{b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b, busy=True)}) and no fix we can see would save "
-                f"more than {MIN_SHARE:.0%} of it{_above_bar_minor(a)}.")
+        return (f"Healthy: the GPU is busy {100 - idle_pct:.0f}% of each step (median of the steps' shares; "
+                f"median step {b['step'] / 1000:.2f} ms{_unprofiled_idle(a, b, busy=True)}) and no fix we can see "
+                f"would save more than {MIN_SHARE:.0%} of it{_above_bar_minor(a)}.")
     if not real:
         causes = sorted(((b[c], c) for c in CAUSES if b[c] > 0), reverse=True)[:3]
         said = ", ".join(f"{c} {v / 1000:.2f} ms" for v, c in causes)
@@ -201,7 +201,7 @@ def _unprofiled_idle_share(a, b: dict) -> float:
     gpu, u = a.whatif.get("gpu_busy_ms"), a.whatif.get("unprofiled_step_ms")
     if u and gpu is not None:
         return max(0.0, u - gpu) / u
-    return b["gpu_idle"] / b["step"] if b["step"] else 1.0
+    return b["idle_share"] if b["step"] else 1.0
 
 
 def _unprofiled_idle(a, b: dict, busy: bool = False) -> str:
