@@ -1099,9 +1099,13 @@ def test_the_clean_runs_figures(clean_rows):
     # window shows; the trace cannot tell that the workers kept up later.
     # The second: the fortieth set's ResNet-50 on 44C's default trace, launch_overhead at 0.91 ms (3.1% of its
     # un-profiled step, just over the 3% bar; likely -0.63..3.43 ms), where its other seven traces read healthy.
+    # The third: the forty-first set's ViT-B (bf16, fused AdamW) on three traces whose measured un-profiled idle is
+    # 4-5%, led by fusion_candidates or launch_overhead; compiling it measured 1.06-1.17x (h200_clean47A-B).
     missed = {(r["run"], r["workload"]) for r in healthy if not r["ok_top"]}
     assert len(healthy) >= 90 and missed <= {("h200_clean3B", "holdout11_healthy_fed_convnet"),
-                                             ("h200_clean44C", "holdout40_timm_resnet50_bf16_healthy")}, missed
+                                             ("h200_clean44C", "holdout40_timm_resnet50_bf16_healthy"),
+                                             ("h200_clean46B", "holdout41_timm_vit_base_bf16_healthy"),
+                                             ("h200_clean46D", "holdout41_timm_vit_base_bf16_healthy")}, missed
 
 
 def test_loading_moved_into_n_workers_is_estimated_for_n(clean_rows):
@@ -1440,9 +1444,12 @@ def test_the_likely_range_holds_most_measured_fixes(clean_rows):
     for k in kinds:
         rs = [r for r in usable if r["kind"] == k]
         assert sum(fit_likely._inside(r, pooled, own) for r in rs) >= fit_likely.MIN_KIND_COVERAGE * len(rs)
-    # In the reports, where it was fitted on every row (1,058 of 1,224).
+    # In the reports, where it was fitted on every row (1,058 of 1,224). Since every range stops at what the fix
+    # can recover at the estimate's un-profiled step (bounds.recoverable_us, 2026-12-04), not at the top of that
+    # step's band: 1,539 of 1,836 (1,593 before; of the 61 rows it moved out, 52 measured above the cut top and 50
+    # had their un-profiled step estimated short, so the fix measured more than the idle the trace was read to have).
     ranged = [r for r in pairs(clean_rows) if r.get("likely_speedup")]
-    assert len(ranged) >= 1100 and sum(r["in_likely"] for r in ranged) >= 0.84 * len(ranged)
+    assert len(ranged) >= 1100 and sum(r["in_likely"] for r in ranged) >= 0.83 * len(ranged)
     # Far more often than the replay's own range alone (425 of 744), which misses the larger errors elsewhere.
     replay = [r for r in ranged if r.get("pred_range") and all(r["pred_range"])]
     assert sum(r["pred_range"][0] <= r["meas_speedup"] <= r["pred_range"][1] for r in replay) < 0.6 * len(replay)
@@ -1466,7 +1473,9 @@ def test_a_likely_range_is_the_estimates_band_within_what_the_step_can_give(monk
     # at that size takes the band of all validated kinds' estimates of that size.
     assert OWN[("sync_stall", 4)][1] / OWN[("sync_stall", 4)][0] > hi_r / lo_r
     lo_p, hi_p = POOLED[2][:2]
-    assert likely_range_us("fusion_candidates", 3000.0, 10_000.0, cap_us=9000.0) == pytest.approx(
+    # (pageable_memcpy: no band of its own at 1.43x; fusion_candidates has had one since the forty-first set)
+    assert ("pageable_memcpy", 2) not in OWN
+    assert likely_range_us("pageable_memcpy", 3000.0, 10_000.0, cap_us=9000.0) == pytest.approx(
         (10_000 - hi_p * 7000, 10_000 - lo_p * 7000))
     # A small saving's measured speed-ups spread both ways: the fix may cost time.
     assert likely_range_us("sync_stall", 200.0, 10_000.0, cap_us=5000.0)[0] < 0.0
@@ -1484,7 +1493,7 @@ def test_a_likely_range_is_the_estimates_band_within_what_the_step_can_give(monk
     rng, why = likely("sync_stall", 200.0, 10_000.0, (900.0, 500.0), None, 11_000.0)
     assert "sync_stall before/after pairs" in why and "may cost time" in why and "top of its band (11.000 ms)" in why
     assert rng[1] == pytest.approx(min(900.0, 10_000 - OWN[("sync_stall", 0)][0] * 9800))
-    _rng, why = likely("fusion_candidates", 3000.0, 10_000.0, (9000.0, 9000.0), (2000.0, 3500.0), 10_000.0)
+    _rng, why = likely("pageable_memcpy", 3000.0, 10_000.0, (9000.0, 9000.0), (2000.0, 3500.0), 10_000.0)
     assert "pooled" in why and "joined with the replay's own range" in why and "8 in 10" in why
 
 
@@ -2110,6 +2119,26 @@ def test_the_fortieth_set_models_from_the_libraries_users_bring(clean_rows):
     healthy = [r for r in clean_rows if r["workload"] == "holdout40_timm_resnet50_bf16_healthy"]
     assert len(healthy) == 8 and sum(r["ok_top"] for r in healthy) >= 7
 
+
+
+def test_the_forty_first_set_library_models_with_one_fault_each(clean_rows):
+    # transformers' GPT-2 with eager attention, timm's ViT-Ti serving batch 1, timm's ResNet-18 fed from pageable
+    # memory, timm's ViT-B as healthy (h200_clean46A-D, registered before recording at 706badc). As registered: top
+    # 24 of 24, within 25% on 9 (GPT-2 -27% on all 8: the forward's attention cores, softmax then dropout, were missed).
+    # With dropout in the core's pattern GPT-2 lands -3..-9%. ViT-Ti's launch estimate stays short where its
+    # un-profiled step is estimated short (-25..-45% on 7 of 8: the profiler's cost of a no_grad step over-deflated).
+    got = [r for r in clean_rows if r["run"].startswith("h200_clean46") and r["kind"] != "healthy"]
+    assert len(got) == 24 and all(r["ok_top"] for r in got) and not any(r["over_idle"] for r in got)
+    gpt = [r for r in got if "gpt2" in r["workload"]]
+    assert len(gpt) == 8 and all(-15 <= r["err_pct"] <= 5 for r in gpt), sorted(r["err_pct"] for r in gpt)
+    assert all(abs(r["err_pct"]) <= 25 for r in got if "resnet18" in r["workload"])
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 17 and all(abs(r["err_pct"]) <= 50 for r in got)
+    # The ViT-B, measured afterwards under torch.compile (h200_clean47A-B): 1.06x and 1.17x, its GPU work 25.7 ->
+    # 19.8 ms; the traces that led with fusion_candidates (about 1.2x) were not inventing it.
+    comp = [r for r in clean_rows if r["workload"] == "holdout41_timm_vit_base_bf16_compile"]
+    assert len(comp) == 4 and all(abs(r["err_pct"]) <= 25 for r in comp)
+    healthy = [r for r in clean_rows if r["workload"] == "holdout41_timm_vit_base_bf16_healthy"]
+    assert len(healthy) == 8 and sum(r["ok_top"] for r in healthy) >= 5
 
 def test_the_worker_count_advised_is_the_most_the_plan_needs():
     # 42D's with_stack trace of the thirty-eighth set: the workers fix first (1 worker keeps up with the step as it
