@@ -125,3 +125,30 @@ def test_a_pageable_copy_names_the_op_and_the_users_function_that_make_it():
     d = document(analyze_file(MATRIX / "h200_clean46A" / "holdout41_timm_resnet18_pageable_batches__before__default.json.gz"))
     f = next(f for f in d["findings"] if f["kind"] == "pageable_memcpy")
     assert f["evidence"]["copy_sites"][0]["op"] == "aten::to" and not f["evidence"]["copy_sites"][0]["source"]
+
+
+def test_one_complete_step_ranks_every_fix_with_low_confidence():
+    # HTA's a100_cuda_event_sync: one ProfilerStep, 2.9 ms of it inside one aten::empty. host_bound read 17x at
+    # "medium"; nothing in one step shows that the stall repeats.
+    d = document(analyze_file(EXTERNAL / "hta" / "a100_cuda_event_sync.json.gz"))
+    assert d["findings"] and all(f["confidence"] == "low" for f in d["findings"])
+    assert d["findings"][0]["kind"] == "host_bound"
+    # Five steps keep their confidence: the root sample's launch-bound step stays high.
+    d = document(analyze_file(ROOT / "sample_traces" / "launch_small_mlp__before.json.gz"))
+    assert d["findings"][0]["kind"] == "launch_overhead" and d["findings"][0]["confidence"] == "high"
+
+
+def test_a_saving_above_the_unprofiled_idle_says_what_gpu_work_the_fix_takes_away():
+    # The root sample's per-tensor Adam: 1.99 ms saved, 17% of the un-profiled step, beside "about 16% idle". The
+    # fused update also replaces 910 kernels; the estimate says how much GPU work that takes away.
+    import re
+    a = analyze_file(ROOT / "sample_traces" / "unfused_optimizer__before.json.gz")
+    f = next(f for f in a.findings if f.kind == "unfused_optimizer")
+    m = re.search(r"more than the un-profiled step's GPU idle \(([\d.]+) ms\): the fix also takes about ([\d.]+) ms "
+                  r"of GPU work away", f.estimate_note)
+    assert m, f.estimate_note
+    idle, gone = float(m[1]), float(m[2])
+    assert idle * 1000 < f.estimated_savings_us <= (idle + gone) * 1000 + 1.0
+    # A fix of idle time alone says nothing of the kind: the launch fix of the launch-bound sample.
+    a = analyze_file(ROOT / "sample_traces" / "launch_small_mlp__before.json.gz")
+    assert not any("GPU work away" in f.estimate_note for f in a.findings)
