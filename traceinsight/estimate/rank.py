@@ -13,7 +13,7 @@ from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
 from ..analyses.loading import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from . import replay
-from ..trace.coverage import startup_calls
+from ..trace.coverage import lazy_loads_in_full_steps, startup_calls
 from ..trace.dispatch_pace import slow_dispatch
 from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us
@@ -190,12 +190,15 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         if f.confidence == "high" and (erratic or (slow and spec(f.kind).idle_cause)):
             f.confidence = "medium"
     # One complete step cannot show that what it measured repeats (a review: HTA's a100_cuda_event_sync, 17x
-    # "medium" from one aten::empty stall in its only step); two, not that it is typical.
+    # "medium" from one aten::empty stall in its only step); two, not that it is typical; nor can a window that
+    # loads kernels lazily (a B200 vLLM prefill with 8 lazy loads: its launch fix "high" at 2.3x).
     full = ctx.n_full if ctx.model.step_source in STEP_SOURCES else 3
+    # (not where the program recompiles: new kernels load with each new graph, which is the finding)
+    cold = lazy_loads_in_full_steps(ctx.model) > 0 and not any(f.kind == "recompile" for f in findings)
     for f in findings:
         if not steady or full < 2:
             f.confidence = "low"
-        elif full < 3 and f.confidence == "high":
+        elif (full < 3 or cold) and f.confidence == "high":
             f.confidence = "medium"
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.

@@ -179,6 +179,9 @@ def plan_shown(doc) -> bool:
 def outside_ops(c: dict) -> str:
     """What the step thread's time outside any op was: Python and host code, less its waits for the GPU
     and for the backward on autograd's thread."""
+    if (c.get("untraced_ms") or 0) >= (c.get("outside_ops_ms") or 0) > 0:
+        # (the thread recorded nothing in the step: what it did the trace cannot say, Python or a wait)
+        return "all of it untraced: the thread records no event in the step, so the trace cannot say what it did"
     parts = [f"{w} ms of it {what}" for w, what in (
         (c.get("untraced_ms") or 0, "untraced, before the thread's first recorded event or after its last"),
         (c.get("waiting_for_gpu_ms") or 0, "waiting in runtime calls for the GPU"),

@@ -118,9 +118,14 @@ def _cpu_time(a, limit: int) -> dict | None:
     waiting_in_ops = min(max(float(np.median(in_waits)), 0.0), in_med)
     # Where the thread records nothing (before its first event, after its last) the window's time is untraced,
     # not Python: vLLM's replay window ran 16.7 ms past the thread's last event, read as host code.
-    mine = np.flatnonzero(thread == main)
-    first, last = float(ts[mine].min()), float((ts[mine] + dur[mine]).max())
-    untraced = np.minimum(np.clip(first - a_, 0.0, None) + np.clip(b_ - np.maximum(last, a_), 0.0, None), b_ - a_)
+    # (its step markers are no events of its own: a CPU-only gloo rank's step thread recorded nothing inside its
+    # 210 ms step, read as "100% outside any op (Python ...)" while two gloo threads ran its all_reduce)
+    mine = np.flatnonzero((thread == main) & ~cpu["is_step"].to_numpy())
+    if len(mine):
+        first, last = float(ts[mine].min()), float((ts[mine] + dur[mine]).max())
+        untraced = np.minimum(np.clip(first - a_, 0.0, None) + np.clip(b_ - np.maximum(last, a_), 0.0, None), b_ - a_)
+    else:
+        untraced = b_ - a_
     untraced = min(float(np.median(untraced)), max(0.0, out_med - waiting))
     # While loss.backward() runs, the step's thread waits for autograd's engine thread, outside any op of its
     # own: that is the backward's time, not the loop's Python (a review read "71% outside any op (Python and

@@ -6,7 +6,8 @@ import numpy as np
 
 from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_step, compiled_versions, eager_calls, shapes_vary
 from ..trace.coverage import (after_startup, enclosing_op, gpu_events_cut_off, gpu_work_without_gpu_events,
-                               missing_event_spans, seconds_or_ms, startup_calls, unwritten_records)
+                               lazy_loads_in_full_steps, missing_event_spans, seconds_or_ms, startup_calls,
+                               unwritten_records)
 from ..trace.dispatch_pace import slow_dispatch
 from ..trace.facts import (erratic_steps, in_compiled_region, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
@@ -193,7 +194,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "threads than cores, other work on the machine, a low clock) makes every CPU-side figure here, "
                    "and the profiler's cost fitted on normal hosts, say more about the machine than the program: "
                    "check the host before changing the program.")
-    lazy = _lazy_in_full_steps(model)
+    lazy = lazy_loads_in_full_steps(model)
     if lazy and not start:
         # (a review of a vLLM prefill on a B200: 8 such events, and single addmm calls of 1.2-2.5 ms beside them
         # against a 58 us median, all read as launch overhead)
@@ -381,16 +382,6 @@ def _gpu_lag(model: TraceModel) -> str | None:
     return (f"The GPU runs behind the CPU: each step here is timed from where the GPU finished the previous "
             f"step's work (median {gpu_ms:.2f} ms), not by its ProfilerStep range on the CPU (median "
             f"{cpu_ms:.2f} ms), which ends before its GPU work does.")
-
-
-def _lazy_in_full_steps(model: TraceModel) -> int:
-    """How many of CUPTI's lazy-loading records fall inside the full steps (what the medians read)."""
-    at = np.asarray(model.meta.get("lazy_loads_us") or (), dtype=float)
-    steps = model.steps
-    if not len(at) or steps.empty:
-        return 0
-    full = steps[~steps["partial"]]
-    return int(sum(((at >= a) & (at < b)).sum() for a, b in zip(full["start"], full["end"])))
 
 
 OWN_RANGE_SHARE = 0.001    # of the window: a range of the program's this short is no candidate step

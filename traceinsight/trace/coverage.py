@@ -273,3 +273,14 @@ def _first_launches(model: TraceModel) -> np.ndarray:
     out[first] = True
     early = step_at(model.steps, cpu["ts"].to_numpy())
     return out & (cpu["rkind"] == "launch").to_numpy() & (early >= 0) & (early <= 1)
+
+
+def lazy_loads_in_full_steps(model: TraceModel) -> int:
+    """How many of CUPTI's lazy-loading records fall inside the full steps (what the medians read): a window that
+    is not warm."""
+    at = np.asarray(model.meta.get("lazy_loads_us") or (), dtype=float)
+    steps = model.steps
+    if not len(at) or steps.empty:
+        return 0
+    full = steps[~steps["partial"]]
+    return int(sum(((at >= a) & (at < b)).sum() for a, b in zip(full["start"], full["end"])))
