@@ -2126,7 +2126,7 @@ def test_the_forty_first_set_library_models_with_one_fault_each(clean_rows):
     # memory, timm's ViT-B as healthy (h200_clean46A-D, registered before recording at 706badc). As registered: top
     # 24 of 24, within 25% on 9 (GPT-2 -27% on all 8: the forward's attention cores, softmax then dropout, were missed).
     # With dropout in the core's pattern GPT-2 lands -3..-9%. ViT-Ti's launch estimate stays short where its
-    # un-profiled step is estimated short (-25..-45% on 7 of 8: the profiler's cost of a no_grad step over-deflated).
+    # un-profiled step is estimated short (-25..-45% on 7 of 8; the matrix's other inference programs read theirs right).
     got = [r for r in clean_rows if r["run"].startswith("h200_clean46") and r["kind"] != "healthy"]
     assert len(got) == 24 and all(r["ok_top"] for r in got) and not any(r["over_idle"] for r in got)
     gpt = [r for r in got if "gpt2" in r["workload"]]
