@@ -170,7 +170,7 @@ def test_a_window_that_loads_kernels_lazily_is_hedged_and_ranked_with_at_most_me
     assert all(f["confidence"] != "high" for f in d["findings"])
     # One complete step: said first in the verdict.
     assert verdict(analyze_file(EXTERNAL / "hta" / "a100_cuda_event_sync.json.gz")).startswith(
-        "Not a steady state: the window holds one complete step (see the limits). As recorded: Host-bound")
+        "Too few steps to judge: the window holds one complete step (see the limits). As recorded: Host-bound")
     # A program that recompiles loads new kernels with each graph: that is its finding, not a cold window.
     a = analyze_file(ROOT / "sample_traces" / "compile" / "h200_compileA" / "static__default.json.gz")
     assert a.findings[0].kind == "recompile" and a.findings[0].confidence == "high"
@@ -184,7 +184,8 @@ def test_host_bound_names_the_work_that_repeats_and_the_one_off_stall_apart():
     d = document(analyze_file(MATRIX / "h200_clean44A" / "holdout40_hf_bert_token_mask_loss__before__stack.json.gz"))
     f = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "host_bound")
     assert "most of it inside step(), def at torch/optim/adam.py" in f["title"]
-    assert "besides, a 20.0 ms stall in one step (step 3), not named: check that it repeats" in f["title"]
+    assert "besides, a 20.0 ms stall in step 3 inside nn.Module: BertModel_0 in forward()" in f["title"]
+    assert f["title"].endswith(", which no other step repeats)")
     assert f["evidence"]["cpu_work_during_idle"][0]["name"].startswith("step(), def at torch/optim/adam.py")
     # DataLoader workers taking turns (the loop waits every few steps) are the pace, named as before.
     d = document(analyze_file(ROOT / "sample_traces" / "host_preprocess__after.json.gz"))

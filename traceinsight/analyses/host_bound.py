@@ -228,8 +228,8 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"The idle CPU time is inside {where_in[:80]}, allocating memory: {how}. Allocate once and reuse the "
                "buffers (out= arguments, preallocated tensors), keep tensor sizes steady between steps, or let the "
                "allocator grow in place (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)." + (
-                   " With one step in the window these may be a first iteration's allocations, which the caching "
-                   "allocator pays once: record more steps to see whether they repeat." if ctx.n_full <= 1 else ""))
+                   " With one step in the window the trace cannot show whether these allocations repeat or are paid "
+                   "once (the caching allocator keeps what it got): record more steps." if ctx.n_full <= 1 else ""))
     elif stalled_view:
         # (sync_mask_loss: aten::select at 661 us in one slow step, where such ops take a few us)
         fix = (f"The idle CPU time is inside {_programs(top)[0][0][:80]}, an op that only makes a view or a tensor "
@@ -427,12 +427,21 @@ def _repeating(ctx: Context, gaps, lost: float) -> tuple[object, str]:
     rest = gaps[~gaps["step"].isin(heavy.index)]
     if rest["host_bound"].sum() < 0.5 * lost * (len(per) - few):
         return gaps, ""
-    big = gaps.loc[gaps["host_bound"].idxmax()]
+    i = gaps["host_bound"].idxmax()
+    big = gaps.loc[i]
+    ops = ctx.host.host_ops_in(big["thread"], big["start"], big["end"])
     # (DataLoader workers' turns, the loop waiting long every few steps, are the pace, not a stall: named as before)
-    if any(_is_loader(n) for n, _ in ctx.host.host_ops_in(big["thread"], big["start"], big["end"])):
+    if any(_is_loader(n) for n, _ in ops):
         return gaps, ""
-    return rest, (f"a {big['host_bound'] / 1000:.1f} ms stall in one step (step {int(big['step'])}), "
-                  "not named: check that it repeats")
+    # Named by the Python call it ran in where stacks show it, else the op (BERT's: dropout's _VF lookup, 19.9 ms)
+    one = gaps.loc[[i]]
+    calls = _python_calls(ctx, one, {i: _pieces(ctx, next(one.itertuples()))})
+    name = (calls or ops or [("", 0.0)])[0][0]
+    others = gaps["host_bound"].drop(i)
+    alone = not len(others) or others.max() < 0.25 * big["host_bound"]
+    return rest, (f"a {big['host_bound'] / 1000:.1f} ms stall in step {int(big['step'])}"
+                  + (f" inside {name[:120]}" if name else "")
+                  + (", which no other step repeats" if alone else ": check whether it repeats"))
 
 
 def _pieces(ctx: Context, row) -> tuple[list[tuple[float, float]], float]:

@@ -126,7 +126,8 @@ def verdict(a) -> str:
         out = "Not a steady state: the window holds no complete step (see the limits). As recorded: " + out
     elif m.step_source in STEP_SOURCES and len(a.full_steps) == 1:
         # (a review: "about 17.3x faster" from one aten::empty stall in the only step, which may not repeat)
-        out = "Not a steady state: the window holds one complete step (see the limits). As recorded: " + out
+        # (not "not a steady state": HTA's is ProfilerStep#100, far from the first; one step just cannot show it)
+        out = "Too few steps to judge: the window holds one complete step (see the limits). As recorded: " + out
     elif lazy_loads_in_full_steps(m) and not any(f.kind == "recompile" for f in a.findings):
         # (a review: a B200 vLLM prefill promised 2.3x from a window loading its kernels lazily)
         out = "The window is not warm: CUDA loaded kernels lazily in it (see the limits). As recorded: " + out
