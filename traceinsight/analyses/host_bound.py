@@ -4,18 +4,18 @@ preprocessing, logging). Evidence: the ops (or Python) the CPU was in during tho
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 import numpy as np
 
 from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WARM_AFTER_HOST_US, RemoveHostWork
 from ..trace.compiles import COMPILING
-from ..trace.coverage import driver_allocates, one_time_spans
+from ..trace.coverage import driver_allocates
 from ..trace.facts import DDP_FORWARD, WORKER_WAIT, program_facts, program_kind
 from ..trace.dispatch_pace import METADATA_OPS, metadata_op_us
-from ..trace.host import ALLOCATOR_MALLOC, subtract_intervals
-from ..trace.pycalls import calls_in
+from ..trace.host import ALLOCATOR_MALLOC
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
+from .host_gaps import ENDS, bare_stretch, python_calls
+from .host_gaps import pieces as pieces_of
 from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_UNNAMED, fewer_workers, hidden_loader,
                       loader_batch_mb, unprofiled_loading)
 
@@ -43,7 +43,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # context creation inside it, xDiT's compile_fx run() with 29.4 ms where 2.2 ms of its gap was host-bound.
     # (the 50 largest gaps are what the ops, the Python calls and the bare stretches are read from)
     longest = named.nlargest(50, "host_bound")
-    pieces = {r.Index: _pieces(ctx, r) for r in longest.itertuples()}
+    pieces = {r.Index: pieces_of(ctx, r) for r in longest.itertuples()}
     for row in longest.itertuples():
         parts, w = pieces[row.Index]
         for a, b in parts:
@@ -54,7 +54,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # With stacks, the gaps' time split by the call the user's code made (numpy's argmax, the Dataset's
     # __getitem__, the profiler's own step) says more than the ops that happened to run; but not more than
     # the DataLoader's range, which a frame around it (the training step) encloses.
-    frames = _python_calls(ctx, longest, pieces)
+    frames = python_calls(ctx, longest, pieces)
     in_loader = sum(v for n, v in busy_ops.items() if _is_loader(n))
     by_call = bool(frames) and in_loader < 0.25 * frames[0][1]
     if by_call:
@@ -64,7 +64,7 @@ def analyze(ctx: Context) -> list[Finding]:
     top = sorted(busy_ops.items(), key=lambda kv: (not _is_loader(kv[0]), -kv[1]))[:6]
     # Ops that cover a small part of the idle are not its cause: the rest ran outside every recorded op
     # (Python calling numpy, no torch op). Say so, and where in the step it ran.
-    bare = _bare_stretch(ctx, longest, pieces)
+    bare = bare_stretch(ctx, longest, pieces)
     if bare is not None and bare.total > 2 * sum(v for _, v in top):
         top = []
     loader = any(_is_loader(n) for n, _ in top)
@@ -75,7 +75,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # Bare time between two backward ops is on the autograd engine's thread, not in the user's Python:
     # neither with_stack nor a DataLoader says more about it. The trace cannot tell the engine's own
     # work from a stall of the host (a page fault, another process), so it is named by where it is.
-    engine = bool(where) and all(_BACKWARD.search(n) for n in (bare.before, bare.after) if n not in _ENDS)
+    engine = bool(where) and all(_BACKWARD.search(n) for n in (bare.before, bare.after) if n not in ENDS)
     # Many short stretches between the ops that make a tensor from Python data (torch.tensor per item):
     # a Python loop building the batch item by item.
     per_item = bool(where) and not engine and bare.n >= PER_ITEM_MIN * ctx.n_full and \
@@ -274,8 +274,6 @@ def analyze(ctx: Context) -> list[Finding]:
         fixes=(fix_,), alternatives=fewer_workers(fix_))]
 
 
-# The backward pass's ops, as the autograd engine's thread records them (the prefix says nothing).
-_AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function: ")
 _BACKWARD = re.compile(r"Backward\d*$")
 
 # The caching allocator's entry points: time inside them is allocation, whose fix is reuse, not "less often".
@@ -301,116 +299,6 @@ _MAKES_TENSOR = re.compile(r"^aten::(empty|empty_strided|lift_fresh|lift|detach_
 PER_ITEM_MIN = 10      # stretches per step between the same two such ops
 _VIEW = re.compile(r"^aten::(detach|alias)$")
 
-_ENDS = ("the step's start", "the next op")
-
-
-class Place(NamedTuple):
-    """Bare time between two ops (`us`), and the recorded range (record_function, Optimizer.zero_grad#...) that
-    holds most of it (`range_us` of it), when it holds at least ANNOTATED_SHARE of it (else None, 0)."""
-    before: str
-    after: str
-    us: float
-    range: str | None
-    range_us: float
-
-
-class Bare(NamedTuple):
-    """What no recorded op or runtime call covers on the CPU thread over the longest host-bound gaps: `total` us;
-    `before`, `after`: the ops either side of the stretches that add up to most of it, `n` how many stretches;
-    `places`: the three largest places."""
-    total: float
-    before: str
-    after: str
-    n: int
-    places: list[Place]
-
-
-ANNOTATED_SHARE = 0.3
-
-
-def _bare_stretch(ctx: Context, gaps, pieces: dict) -> Bare | None:
-    """The bare CPU time of the largest host-bound gaps (Bare; pieces: _pieces of each), or None when nothing is
-    uncovered.
-    Stretches are summed per (before, after) pair: a loop of many short Python stretches between the same two
-    ops outweighs one longer stretch elsewhere."""
-    if gaps.empty:
-        return None
-    m = ctx.model
-    kind = m.cpu["kind"]           # (categorical: compared on its codes, not as a million strings)
-    frames = m.thread_frames(((kind == "op") | (kind == "runtime")).to_numpy(), ["ts", "end", "top_op"])
-    # A recorded range with no op in it (Optimizer.zero_grad's loop setting grads to None) names the Python
-    # that ran there: the step markers are the window, not a place.
-    ranges = {th: (r["ts"].to_numpy(), r["end"].to_numpy(), r["name"].to_numpy()) for th, r in
-              m.thread_frames((kind == "annotation").to_numpy() & ~m.cpu["is_step"].to_numpy(), ["ts", "end", "name"]).items()}
-    names = m.cpu["name"]
-
-    def name(g, k: int) -> str:
-        """A call's outermost op (the one the user wrote): aten::item, not its cudaMemcpyAsync."""
-        top = int(g["top_op"].iat[k])
-        return _AUTOGRAD.sub("", str(names.iat[top]) if top >= 0 else str(names.loc[g.index[k]]))
-
-    def inside(thread, a: float, b: float) -> tuple[str, float] | None:
-        """The innermost recorded range of the thread over [a, b) (of those overlapping it, the latest to open),
-        and how much of [a, b) it covers."""
-        if thread not in ranges:
-            return None
-        rs, re_, rn = ranges[thread]
-        hit = np.flatnonzero((rs < b) & (re_ > a))
-        if not len(hit):
-            return None
-        j = hit[np.argmax(rs[hit])]      # (argmax takes the first of equal starts, as the stable sort did)
-        return str(rn[j]), min(b, re_[j]) - max(a, rs[j])
-    total, pairs, op_step = 0.0, {}, {}        # pairs: (before, after) -> [us, stretches, {range: us}]
-    for row in gaps.itertuples():
-        g = frames.get(row.thread)
-        if g is None:
-            continue
-        if row.thread not in op_step:
-            op_step[row.thread] = ctx.cpu_step_of(g["ts"].to_numpy())
-        gap_step = ctx.cpu_step_of(np.array([row.start]))[0]
-        parts, w = pieces[row.Index]      # (counted as the ops and calls are)
-        for start, stop in parts:
-            total += _walk_bare(g, name, inside, pairs, op_step, gap_step, row.thread, start, stop, w)
-    if total <= 0:
-        return None
-    ranked = sorted(pairs.items(), key=lambda kv: -kv[1][0])
-    places = []
-    for (before, after), (us, _n, held) in ranked[:3]:
-        rname, rus = max(held.items(), key=lambda kv: kv[1]) if held else (None, 0.0)
-        places.append(Place(before, after, us, *((rname, rus) if rus >= ANNOTATED_SHARE * us else (None, 0.0))))
-    (before, after), (_, n, _held) = ranked[0]
-    return Bare(total, before, after, n, places)
-
-
-def _walk_bare(g, name, inside, pairs: dict, op_step: dict, gap_step, thread, start: float, stop: float,
-               w: float) -> float:
-    """The time no op of the thread (g: its ops in start order) covers in [start, stop), at weight w; each
-    stretch of it is added to pairs under the ops before and after it."""
-    ts, end = g["ts"].to_numpy(), g["end"].to_numpy()
-    inside_gap = np.flatnonzero((end > start) & (ts < stop))
-    total = 0.0
-    # Walk the ops overlapping the stretch in start order; what no op covers is bare.
-    cur, prev = start, int(np.searchsorted(ts, start) - 1)
-    for i in (*inside_gap, None):
-        nxt = stop if i is None else max(ts[i], start)
-        if nxt > cur:
-            total += (nxt - cur) * w
-            # An op of the previous step (its optimizer) is not where this step's Python runs.
-            same = prev >= 0 and op_step[thread][prev] == gap_step
-            before = name(g, prev) if same else "the step's start"
-            k = i if i is not None else (inside_gap[-1] + 1 if len(inside_gap) else int(np.searchsorted(ts, stop)))
-            after = name(g, k) if k < len(g) else "the next op"
-            p = pairs.setdefault((before, after), [0.0, 0, {}])
-            p[0] += (nxt - cur) * w
-            p[1] += 1
-            held = inside(thread, cur, nxt)
-            if held is not None:
-                p[2][held[0]] = p[2].get(held[0], 0.0) + held[1]
-        if i is not None and end[i] > cur:
-            cur, prev = end[i], i
-    return total
-
-
 def _programs(top: list[tuple[str, float]]) -> list[tuple[str, float]]:
     """The entries the program can act on: not the profiler's own Python (absent un-profiled)."""
     return [(n, v) for n, v in top if "(the profiler's own)" not in n] or top
@@ -435,38 +323,13 @@ def _repeating(ctx: Context, gaps, lost: float) -> tuple[object, str]:
         return gaps, ""
     # Named by the Python call it ran in where stacks show it, else the op (BERT's: dropout's _VF lookup, 19.9 ms)
     one = gaps.loc[[i]]
-    calls = _python_calls(ctx, one, {i: _pieces(ctx, next(one.itertuples()))})
+    calls = python_calls(ctx, one, {i: pieces_of(ctx, next(one.itertuples()))})
     name = (calls or ops or [("", 0.0)])[0][0]
     others = gaps["host_bound"].drop(i)
     alone = not len(others) or others.max() < 0.25 * big["host_bound"]
     return rest, (f"a {big['host_bound'] / 1000:.1f} ms stall in step {int(big['step'])}"
                   + (f" inside {name[:120]}" if name else "")
                   + (", which no other step repeats" if alone else ": check whether it repeats"))
-
-
-def _pieces(ctx: Context, row) -> tuple[list[tuple[float, float]], float]:
-    """A gap less the start-up calls and graph recording in it (attribution gave those their own causes), and
-    the share of what is left that is host_bound's."""
-    ps, pe = subtract_intervals(np.array([row.start]), np.array([row.end]), *one_time_spans(ctx.model))
-    left = float((pe - ps).sum())
-    return list(zip(ps.tolist(), pe.tolist())), (min(1.0, row.host_bound / left) if left > 0 else 0.0)
-
-
-def _python_calls(ctx: Context, gaps, pieces: dict) -> list[tuple[str, float]]:
-    """The longest host-bound gaps' time (pieces: _pieces of each) by the Python call it went to
-    (trace/pycalls.py), summed over threads; empty without Python frames in the trace."""
-    if gaps.empty or not (ctx.model.cpu["kind"] == "python").any():
-        return []
-    out: dict[str, float] = {}
-    for th, g in gaps.groupby("thread", sort=False):
-        spans, w = [], []
-        for r in g.itertuples():
-            parts, share = pieces[r.Index]
-            spans += parts
-            w += [share] * len(parts)
-        for name, us in calls_in(ctx.model, th, spans, w).items():
-            out[name] = out.get(name, 0.0) + us
-    return sorted(out.items(), key=lambda kv: -kv[1])
 
 
 # Until the fix plan has found how many workers keep up (rank._name_workers puts the count in their place).
