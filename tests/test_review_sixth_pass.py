@@ -164,7 +164,7 @@ def test_a_saving_above_the_unprofiled_idle_says_what_gpu_work_the_fix_takes_awa
 def test_a_window_that_loads_kernels_lazily_is_hedged_and_ranked_with_at_most_medium_confidence():
     # A B200 vLLM prefill with 8 lazy kernel loads, no step markers: its launch fix had read "high" at 2.3x.
     d = document(analyze_file(EXTERNAL / "tracelens" / "b200_eager_trace.json.gz"))
-    assert d["verdict"].startswith("The window is not warm: CUDA loaded kernels lazily in it (see the limits). "
+    assert d["verdict"].startswith("The window is not warm: CUDA loaded 8 kernels lazily in it (see the limits). "
                                    "As recorded: Launch-bound")
     assert d["findings"][0]["kind"] == "launch_overhead"
     assert all(f["confidence"] != "high" for f in d["findings"])

@@ -128,9 +128,10 @@ def verdict(a) -> str:
         # (a review: "about 17.3x faster" from one aten::empty stall in the only step, which may not repeat)
         # (not "not a steady state": HTA's is ProfilerStep#100, far from the first; one step just cannot show it)
         out = "Too few steps to judge: the window holds one complete step (see the limits). As recorded: " + out
-    elif lazy_loads_in_full_steps(m) and not any(f.kind == "recompile" for f in a.findings):
+    elif (lazy := lazy_loads_in_full_steps(m)) and not any(f.kind == "recompile" for f in a.findings):
         # (a review: a B200 vLLM prefill promised 2.3x from a window loading its kernels lazily)
-        out = "The window is not warm: CUDA loaded kernels lazily in it (see the limits). As recorded: " + out
+        out = (f"The window is not warm: CUDA loaded {lazy} kernel{'s' if lazy > 1 else ''} lazily in it (see the "
+               "limits). As recorded: " + out)
     # The verdict must agree with the picture: say so when the largest idle cause is another one.
     big_v, big_c = max(((b[c], c) for c in CAUSES), default=(0.0, None))
     if big_c and big_c != top.kind and big_v > max(top.lost_per_step_us, top.estimated_savings_us) and not (
