@@ -13,12 +13,11 @@ from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
 from ..analyses.loading import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from . import replay
-from ..trace.coverage import lazy_loads_in_full_steps, startup_calls
-from ..trace.dispatch_pace import slow_dispatch
+from ..trace.coverage import startup_calls
 from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
 from ..trace.profiler_cost import measured_unprofiled_us
-from ..trace.steps import STEP_SOURCES
 from .baseline import RELIABLE_REPLAY_PCT, baseline
+from .confidence import hedge
 from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import fix_plan
@@ -30,6 +29,8 @@ from .bounds import (CAP_OWN, GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_e
 MIN_SHARE = 0.03
 MIN_US = 5.0
 # How a finding whose fix cannot be replayed is estimated: its measured cost, the most the fix can give.
+# What a note says where a fix saves more than the idle by taking GPU work away (the verdict looks for it).
+GPU_WORK_AWAY = "of GPU work away"
 MEASURED_NOTE = "measured cost in the trace; the fix's effect cannot be replayed, so this is an upper bound"
 PROFILER_NOTE = "the profiled step less the un-profiled step: only the profiled run pays it"
 HIDDEN_LIKELY = "not given: it saves nothing alone; what it saves is its plan row's, after the fixes before it"
@@ -133,8 +134,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.savings_bound_us = (0.0, saved)
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
-    _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
-    idle_u = _unprofiled_idle(ctx, info, median_step)[0]
+    idle_u = _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
     for f in findings:
         # A replayed saving above the finding's own cost is no error, but says why (a review read the sync
         # fix's 0.75 ms beside its 0.24 ms "what the fix targets" as a saving past its idle).
@@ -147,8 +147,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         if (not spec(f.kind).note and gone >= 10.0 and f.estimated_savings_us == f.estimated_savings_us
                 and f.estimated_savings_us > idle_u + 10.0):
             f.estimate_note += (f"; more than the un-profiled step's GPU idle ({idle_u / 1000:.3f} ms): the fix also "
-                                f"takes about {gone / 1000:.3f} ms of GPU work away (kernels fused, dropped or "
-                                f"shortened)")
+                                f"takes about {gone / 1000:.3f} ms {GPU_WORK_AWAY} (kernels fused, dropped or shortened)")
     # No end of a range promises more than the fix can recover at the estimate's un-profiled step: the point's caps
     # (_physics, _one_time_window; its own measured idle where that is its estimate) cut the replay's, the likely
     # and the alternatives' ranges too (a review read a launch fix "likely" to save more than the step less its GPU
@@ -182,24 +181,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         f.likely_range_us, f.likely_basis = likely(f.kind, f.estimated_savings_us, median_step, (cap, cap),
                                                    f.savings_bound_us, cap_why=why) if steady else (
             None, "not given: the window is not a steady state")
-    # Every estimate rests on steps a disturbed host may still have slowed; on a host that runs ops slowly (a stated
-    # limit: check the host first) so does every fix of CPU-side idle (a review: HTA's a100 DDP rank, views at
-    # 27 us, its launch fix "high" at 3.9x).
-    slow = slow_dispatch(ctx.model)
-    for f in findings:
-        if f.confidence == "high" and (erratic or (slow and spec(f.kind).idle_cause)):
-            f.confidence = "medium"
-    # One complete step cannot show that what it measured repeats (a review: HTA's a100_cuda_event_sync, 17x
-    # "medium" from one aten::empty stall in its only step); two, not that it is typical; nor can a window that
-    # loads kernels lazily (a B200 vLLM prefill with 8 lazy loads: its launch fix "high" at 2.3x).
-    full = ctx.n_full if ctx.model.step_source in STEP_SOURCES else 3
-    # (not where the program recompiles: new kernels load with each new graph, which is the finding)
-    cold = lazy_loads_in_full_steps(ctx.model) > 0 and not any(f.kind == "recompile" for f in findings)
-    for f in findings:
-        if not steady or full < 2:
-            f.confidence = "low"
-        elif (full < 3 or cold) and f.confidence == "high":
-            f.confidence = "medium"
+    hedge(ctx, findings, info, steady, bool(erratic))
     # Notes are about the measurement, not the program: they go after every real fix. A speculative
     # fix does not headline over a measured one: savings are weighed by confidence to rank.
     findings.sort(key=_rank_key)
@@ -326,10 +308,10 @@ CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.8, "low": 0.5}
 
 def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
              gpu_removed: dict[int, float], gpu_removed_ends: dict[int, tuple[float, float]],
-             measured: set[int]) -> None:
+             measured: set[int]) -> float:
     """No saving above what the step can give: a fix saves at most the un-profiled step's idle plus
     the GPU work it removes (a fix of idle time removes none); an unreliable replay falls back to the
-    measured cost as the bound."""
+    measured cost as the bound. Returns that idle (us)."""
     idle, idle_scale = _unprofiled_idle(ctx, info, step_us)
     err = info.get("replay_error_pct")
     unreliable = err is not None and abs(err) > RELIABLE_REPLAY_PCT
@@ -386,6 +368,7 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             if f.savings_bound_us is None and range_note(f.fixes):
                 f.estimate_note = f.estimate_note.replace("; " + range_note(f.fixes), "")
     _one_time_window(findings, gpu_removed)
+    return idle
 
 
 def _one_time_window(findings: list[Finding], gpu_removed: dict[int, float]) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from ..analyses import CAUSES, spec
 from ..analyses.dependency_wait import UNSEEN
-from ..estimate.rank import MEASURED_NOTE, MIN_SHARE
-from ..trace.coverage import (gpu_events_cut_off, gpu_work_without_gpu_events, lazy_loads_in_full_steps, seconds_or_ms,
-                              startup_calls)
+from ..estimate.rank import GPU_WORK_AWAY, MEASURED_NOTE, MIN_SHARE
+from ..trace.coverage import gpu_events_cut_off, gpu_work_without_gpu_events, seconds_or_ms, startup_calls
 from ..trace.steps import STEP_SOURCES
 from ..trace.facts import WORKER_WAIT, no_complete_step
 from .breakdown import breakdown, unprofiled_measured, unprofiled_ms_read
@@ -100,7 +99,7 @@ def verdict(a) -> str:
         # (Only where the label names a bound, which reads as idle: "slowed by FP32 matmuls" says it already.)
         past = (label.endswith("-bound") and a.reference_step_us
                 and top.estimated_savings_us > 1.05 * _unprofiled_idle_share(a, b)
-                * a.reference_step_us and "GPU work away" in top.estimate_note)
+                * a.reference_step_us and GPU_WORK_AWAY in top.estimate_note)
         out += (f"would save about {top.estimated_savings_us / 1000:.2f} ms per step "
                 f"({_pct(top.estimated_savings_us, a)}% of the {which} step{_speedup(top.estimated_savings_us, a)})"
                 + ("; more than the GPU's idle, as the fix also takes GPU work away (see its estimate)" if past else "")
@@ -128,7 +127,7 @@ def verdict(a) -> str:
         # (a review: "about 17.3x faster" from one aten::empty stall in the only step, which may not repeat)
         # (not "not a steady state": HTA's is ProfilerStep#100, far from the first; one step just cannot show it)
         out = "Too few steps to judge: the window holds one complete step (see the limits). As recorded: " + out
-    elif (lazy := lazy_loads_in_full_steps(m)) and not any(f.kind == "recompile" for f in a.findings):
+    elif lazy := a.whatif.get("lazy_loads"):
         # (a review: a B200 vLLM prefill promised 2.3x from a window loading its kernels lazily)
         out = (f"The window is not warm: CUDA loaded {lazy} kernel{'s' if lazy > 1 else ''} lazily in it (see the "
                "limits). As recorded: " + out)
