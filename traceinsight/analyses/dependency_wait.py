@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import blocking_calls, host_copies
-from ..trace.steps import merged_intervals
+from ..trace.steps import cum_lengths, merged_intervals, overlap_many
 from .base import Context, Finding, KindSpec, top_op, user_frame
 
 # Small waits behind other streams are normal (a copy stream, a graph's own kernel spacing): reported
@@ -157,8 +157,9 @@ def _host_blocked(ctx: Context, start: float, end: float, device=None) -> dict:
     ts, te = blocks["ts"].to_numpy(), blocks["end"].to_numpy()
     over = np.minimum(te, end) - np.maximum(ts, start)
     ok = (over >= HELD_SHARE * (end - start)) & np.isin(ctx.cpu_step_of(ts), ctx.full_steps)
-    for k in np.flatnonzero(ok):
-        ok[k] = _gpu_busy_share(ctx, float(ts[k]), float(te[k]), device) < HELD_SHARE
+    if ok.any():
+        s, e = _gpu_union(ctx, device)
+        ok[ok] = overlap_many(s, e, cum_lengths(s, e), ts[ok], te[ok]) < HELD_SHARE * (te[ok] - ts[ok])
     if not ok.any():
         return {}
     k = int(np.argmax(np.where(ok, over, -np.inf)))
@@ -168,16 +169,12 @@ def _host_blocked(ctx: Context, start: float, end: float, device=None) -> dict:
             "host_blocked_ms": round(float(te[k] - ts[k]) / 1000, 3)}
 
 
-def _gpu_busy_share(ctx: Context, start: float, end: float, device=None) -> float:
-    """The share of [start, end) in which the GPU (the waiting kernel's device, where known) ran anything."""
+def _gpu_union(ctx: Context, device=None) -> tuple[np.ndarray, np.ndarray]:
+    """When the GPU (the waiting kernel's device, where known) ran anything: sorted disjoint (starts, ends)."""
     g = ctx.model.gpu
     if device is not None:
         g = g[(g["device"] == device).to_numpy()]
-    g = g[((g["end"] > start) & (g["ts"] < end)).to_numpy()]
-    if g.empty or end <= start:
-        return 0.0
-    s, e = merged_intervals(g["ts"].to_numpy(), g["end"].to_numpy())
-    return float(np.sum(np.minimum(e, end) - np.maximum(s, start))) / (end - start)
+    return merged_intervals(g["ts"].to_numpy(dtype=float), g["end"].to_numpy(dtype=float))
 
 
 HELD_SHARE = 0.5    # of a wait, that a blocking call must span to be the host's side of it; of the call, that the GPU
