@@ -164,8 +164,11 @@ def test_a_saving_above_the_unprofiled_idle_says_what_gpu_work_the_fix_takes_awa
 def test_a_window_that_loads_kernels_lazily_is_hedged_and_ranked_with_at_most_medium_confidence():
     # A B200 vLLM prefill with 8 lazy kernel loads, no step markers: its launch fix had read "high" at 2.3x.
     d = document(analyze_file(EXTERNAL / "tracelens" / "b200_eager_trace.json.gz"))
-    assert d["verdict"].startswith("The window is not warm: CUDA loaded 8 kernels lazily in it (see the limits). "
-                                   "As recorded: Launch-bound")
+    assert d["verdict"].startswith("The window is not warm: CUDA loaded 8 kernels lazily in it, and ")
+    assert "As recorded: Launch-bound" in d["verdict"]
+    # ... and says how much idle it left out of the savings as start-up: the summary's own figure.
+    held = d["summary"]["idle_by_cause_ms_median_per_step"]["cuda_startup"]
+    assert held > 5 and f"{held:.2f} ms of idle per step (profiled) around those first launches" in d["verdict"]
     assert d["findings"][0]["kind"] == "launch_overhead"
     assert all(f["confidence"] != "high" for f in d["findings"])
     # One complete step: said first in the verdict.
@@ -204,3 +207,15 @@ def test_a_step_thread_that_records_nothing_in_the_step_is_untraced_not_python()
     # A thread that records its ops keeps the split: the root launch-bound sample has no untraced time to speak of.
     c = document(analyze_file(ROOT / "sample_traces" / "launch_small_mlp__before.json.gz"))["cpu_time"]
     assert c["untraced_ms"] < 0.1 * c["step_ms"] and "Python and other host code" in outside_ops(c)
+
+
+def test_the_timeline_shows_a_step_thread_that_records_nothing_else():
+    # The same gloo rank's timeline showed only the two gloo threads: the loop's thread, which holds the step,
+    # was missing from the view. It is now the first row, holding the step range.
+    from traceinsight.report.timeline import timeline_data
+    rows = timeline_data(analyze_file(EXTERNAL / "hta" / "cpu_only.pt.trace.json.gz"))["rows"]
+    assert rows[0]["id"] == "cpu:1074/1074:step" and "no other event recorded" in rows[0]["label"]
+    assert [r["id"] for r in rows[1:]] == ["cpu:1074/3553:annotations", "cpu:1074/3554:annotations"]
+    # A step thread that records its ops has no such row.
+    rows = timeline_data(analyze_file(ROOT / "sample_traces" / "launch_small_mlp__before.json.gz"))["rows"]
+    assert not any(r["id"].endswith(":step") for r in rows) and rows[0]["group"] == "cpu"

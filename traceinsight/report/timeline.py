@@ -186,19 +186,32 @@ def _cpu_rows(model, w0, w1, names: _Names) -> list[dict]:
                         rkind.isin(["memcpy", "memset"]).to_numpy()],
                        [_CLS["runtime_launch"], _CLS["runtime_sync"], _CLS["runtime_memcpy"]],
                        _CLS["runtime_other"])
-    threads = cpu.loc[inwin & (is_top_op | is_ann | is_rt), ["pid", "tid", "thread"]]
+    is_step = cpu["is_step"].to_numpy()
+    th_col = cpu["thread"].to_numpy()
+    shown = inwin & (is_top_op | is_ann | is_rt)
+    # The thread with the step annotations (the training loop) first, then by activity. It is shown even
+    # where it recorded nothing else in the step (HTA's CPU-only gloo rank: its collectives ran on other
+    # threads): its row then holds the step range itself, so the loop's thread is not missing from the view.
+    main = set(cpu.loc[inwin & is_step, "thread"])
+    bare = {th for th in main if not shown[th_col == th].any()}
+    threads = cpu.loc[shown | (inwin & is_step & np.isin(th_col, list(bare))), "thread"]
     if threads.empty:
         return []
-    # The thread with the step annotations (the training loop) first, then by activity.
-    main = cpu.loc[inwin & cpu["is_step"].to_numpy(), "thread"]
-    counts = threads["thread"].value_counts()
-    order = sorted(counts.index, key=lambda t: (0 if t in set(main) else 1, -counts[t], t))
-    th_col = cpu["thread"].to_numpy()
+    counts = threads.value_counts()
+    order = sorted(counts.index, key=lambda t: (0 if t in main else 1, -counts[t], t))
     rows = []
     for th in order:
         pid, tid = th.split("/", 1)
         label = _thread_label(model, pid, tid)
         on = inwin & (th_col == th)
+        if th in bare:
+            r = np.flatnonzero(on & is_step)
+            df = _frame(ts[r] - w0, cpu["dur"].to_numpy()[r], names.ids(cpu["name"].to_numpy()[r]),
+                        np.full(len(r), _CLS["annotation"]))
+            alone = not (on & ~is_step).any()
+            rows.append({"id": f"cpu:{th}:step", "group": "cpu",
+                         "label": f"{label} step" + (" (no other event recorded in it)" if alone else ""), "df": df})
+            continue
         for lane, sel, cls in (("annotations", on & is_ann, np.full(len(cpu), _CLS["annotation"])),
                                ("ops", on & is_top_op, np.full(len(cpu), _CLS["op"])),
                                ("runtime", on & is_rt, rt_cls)):
