@@ -210,6 +210,11 @@ ALL = [
     "holdout41_timm_vit_base_bf16_healthy",
     # its unmeasured top finding measured (the ViT-B under torch.compile; added once the set was read)
     "holdout41_timm_vit_base_bf16_compile",
+    # the forty-second held-out set (pre-registered 2026-12-04): library models, each with one fault
+    "holdout42_hf_llama_loss_item_accum",
+    "holdout42_timm_effnet_loader_workers0",
+    "holdout42_timm_mobilenetv3_infer_graph",
+    "holdout42_hf_llama_bf16_compile",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]
