@@ -449,7 +449,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # the forty-first held-out set (pre-registered before recording): library models, one fault each, one healthy
         "h200_clean46A": "h200", "h200_clean46B": "h200", "h200_clean46C": "h200", "h200_clean46D": "h200",
         # its unmeasured top finding measured (the healthy ViT-B under torch.compile; added once the set was read)
-        "h200_clean47A": "h200", "h200_clean47B": "h200"}
+        "h200_clean47A": "h200", "h200_clean47B": "h200",
+        # the forty-second held-out set (pre-registered before recording): library models, one fault each
+        "h200_clean48A": "h200", "h200_clean48B": "h200", "h200_clean48C": "h200", "h200_clean48D": "h200",
+        # its unmeasured top finding measured (the EfficientNet's model under cudagraphs; added once the set was read)
+        "h200_clean49A": "h200", "h200_clean49B": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

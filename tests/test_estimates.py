@@ -2140,6 +2140,28 @@ def test_the_forty_first_set_library_models_with_one_fault_each(clean_rows):
     healthy = [r for r in clean_rows if r["workload"] == "holdout41_timm_vit_base_bf16_healthy"]
     assert len(healthy) == 8 and sum(r["ok_top"] for r in healthy) >= 5
 
+def test_the_forty_second_set_library_models_as_registered(clean_rows):
+    # transformers' Llama reading each micro-batch's loss with .item(), timm's EfficientNet-B0 fed by DataLoader(
+    # num_workers=0), timm's MobileNetV3 served eagerly, transformers' Llama eager -> torch.compile (h200_clean48A-D,
+    # registered before recording at 2d337ee). As registered: top 9 of 32, within 25% on 17, within 50% on 26.
+    got = [r for r in clean_rows if r["run"].startswith("h200_clean48")]
+    assert len(got) == 32 and not any(r["over_idle"] for r in got)
+    by = lambda name: [r for r in got if name in r["workload"]]    # noqa: E731
+    # MobileNetV3: the launch fix leads on all 8; its misses are the un-profiled step's (-45% where it read 2.32 ms
+    # against 4.51 measured).
+    assert all(r["ok_top"] for r in by("mobilenetv3")) and sum(abs(r["err_pct"]) <= 25 for r in by("mobilenetv3")) >= 5
+    # The .item() Llama is launch-bound: the tool says removing the reads alone saves nothing (1.00x), and the
+    # measured 0.78-1.12x bears it out, within 25% on 6 of 8.
+    item = by("loss_item")
+    assert all(r["top"] == "launch_overhead" and r["pred_speedup"] == 1.0 for r in item)
+    assert sum(abs(r["err_pct"]) <= 25 for r in item) >= 6
+    # The compiled Llama is the set's miss: no fusion_candidates finding on a step 42-58% idle without the profiler,
+    # where compiling measured 1.96-2.58x (docs/estimates.md, "torch.compile on an eager, launch-bound step").
+    comp = by("bf16_compile")
+    assert all(r["top"] == "launch_overhead" and not r["ok_top"] and r["err_pct"] < -40 for r in comp)
+    assert sum(abs(r["err_pct"]) <= 25 for r in got) >= 17
+
+
 def test_the_worker_count_advised_is_the_most_the_plan_needs():
     # 42D's with_stack trace of the thirty-eighth set: the workers fix first (1 worker keeps up with the step as it
     # is), TF32 after it (the step then needs 2). A review read "num_workers=1 (the fewest that keep up)" beside
