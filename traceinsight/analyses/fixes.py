@@ -425,7 +425,35 @@ class FuseChains:
         return max(memory, self.arith_scale * self.arith[k])
 
 
-Fix = CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains
+
+@dataclass(frozen=True)
+class CompiledDispatch:
+    """torch.compile (default mode) of an eager model: its generated code launches each kernel left (after
+    FuseChains, applied after this) from Python of its own, each for `ratio` times what the eager step's CPU
+    spent per kernel launched outside the `eager` regions (its dispatch, the model's Python and the launch calls,
+    over its launches), in place of that kernel's own; each step also pays `wrapper_us`. Calls in the `eager`
+    regions (t0, t1, thread: the optimizer's step, which torch.compile(model) leaves eager) keep their cost, and so
+    does host work that launches nothing. `bounds` (ratio, wrapper_us at the best and the worst end) makes the
+    estimate a range."""
+    eager: tuple[tuple[float, float, str], ...] = ()
+    ratio: float = 1.0
+    wrapper_us: float = 0.0
+    bounds: tuple[tuple[float, float], tuple[float, float]] | None = None
+    RANGE_NOTE = ("how much CPU the compiled code spends per kernel it launches is not in the eager trace, hence "
+                  "the range")
+
+    def __post_init__(self):
+        for v in (self.ratio, self.wrapper_us, *(x for b in self.bounds or () for x in b)):
+            if not v >= 0:
+                raise ValueError(f"CompiledDispatch: costs must be >= 0, got {v}")
+        object.__setattr__(self, "eager", tuple((float(a), float(b), str(t)) for a, b, t in self.eager))
+
+    def at(self, end: tuple[float, float]) -> "CompiledDispatch":
+        """The same fix at one end of its range."""
+        return replace(self, ratio=end[0], wrapper_us=end[1], bounds=None)
+
+Fix = (CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains
+       | CompiledDispatch)
 
 
 def combine(plans: list[tuple]) -> tuple:

@@ -154,21 +154,7 @@ def analyze(ctx: Context) -> list[Finding]:
         return []
     rest, chains = (chains, []) if cores else ([], chains)
     dur = m.gpu["dur"]
-    arith = _arithmetic(m, chains)
-    repeats = [_repeats(m.gpu["name"].to_numpy()[c]) for c in chains]
-    calls = [_calls(m, c, k) if k > 1 else 1 for c, k in zip(chains, repeats)]
-    # Stacks that show one call (a loop) settle it: no pass per repeat at either end; stacks that show k
-    # calls settle it the other way. Where they cannot tell, the point pays one pass and the range's
-    # worst end a pass per repeat. (A pass per repeat at the point fitted the calls we had measured, but
-    # the held-out ninth set went the other way, 2/8 within 25% against 4/8: no net gain on 304 rows.)
-    found = list(repeats)
-    passes = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
-    repeats = tuple(1 if c == 0 else k for k, c in zip(repeats, calls))
-    fx = FuseChains(tuple(tuple(int(r) for r in c) for c in chains) + tuple(c.rows for c in cores), FUSED_COST,
-                    arith + (0.0,) * len(cores), unit=_units(m, chains) + (1.0,) * len(cores),
-                    repeats=repeats + (1,) * len(cores),
-                    passes=passes + (1,) * len(cores), pass_cost=PASS_COST,
-                    library=(0.0,) * len(chains) + tuple(c.fused_us for c in cores), bounds=COST_RANGE)
+    fx, found, calls = _fuse_fix(m, chains, cores)
     saved, step = [], []
     for k, c in enumerate(fx.chains):
         d = dur.loc[list(c)].to_numpy()
@@ -223,6 +209,33 @@ def analyze(ctx: Context) -> list[Finding]:
                   "kernels a step left beside it (not in this estimate)." if rest else ""))
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
                     confidence="medium" if cores or lengths.mean() >= 4 else "low", evidence=ev, fixes=(fx,))]
+
+
+def compiler_fix(ctx: Context) -> FuseChains | None:
+    """torch.compile's fusion of the whole step's chains, whether or not the GPU is the bottleneck (the
+    compile estimate of a launch-bound eager step: analyses/launch_overhead.py); None where there are none."""
+    taken = update_loop_rows(ctx)
+    chains = [c for c in _chains(ctx) if not taken.intersection(c.tolist())]
+    return _fuse_fix(ctx.model, chains, [])[0] if chains else None
+
+
+def _fuse_fix(m, chains: list[np.ndarray], cores: list) -> tuple[FuseChains, list[int], list[int]]:
+    """(the fix that fuses the chains and replaces the attention cores, each chain's repeats, its calls)."""
+    arith = _arithmetic(m, chains)
+    repeats = [_repeats(m.gpu["name"].to_numpy()[c]) for c in chains]
+    calls = [_calls(m, c, k) if k > 1 else 1 for c, k in zip(chains, repeats)]
+    # Stacks that show one call (a loop) settle it: no pass per repeat at either end; stacks that show k
+    # calls settle it the other way. Where they cannot tell, the point pays one pass and the range's
+    # worst end a pass per repeat. (A pass per repeat at the point fitted the calls we had measured, but
+    # the held-out ninth set went the other way, 2/8 within 25% against 4/8: no net gain on 304 rows.)
+    passes = tuple(k if c == k else 1 for k, c in zip(repeats, calls))
+    fold = tuple(1 if c == 0 else k for k, c in zip(repeats, calls))
+    fx = FuseChains(tuple(tuple(int(r) for r in c) for c in chains) + tuple(c.rows for c in cores), FUSED_COST,
+                    arith + (0.0,) * len(cores), unit=_units(m, chains) + (1.0,) * len(cores),
+                    repeats=fold + (1,) * len(cores),
+                    passes=passes + (1,) * len(cores), pass_cost=PASS_COST,
+                    library=(0.0,) * len(chains) + tuple(c.fused_us for c in cores), bounds=COST_RANGE)
+    return fx, repeats, calls
 
 
 def _attention_evidence(ev: dict, cores: list, names, ctx: Context) -> None:

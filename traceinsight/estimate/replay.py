@@ -340,6 +340,37 @@ def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> Non
                 s.host[c.lpred[i]] = 0.0
 
 
+
+def _compiled_dispatch(c: Compiled, s: State, fx: fixes.CompiledDispatch, _bw: float) -> None:
+    # The model's Python and each op's dispatch go, spread over its launches: each costs `ratio` times the eager
+    # CPU per launch, with its call (FuseChains, after this, takes the fused ones away). What a compiler cannot take
+    # stays: host work that launches nothing, long bare Python (as a graph keeps it, GRAPH_KEEPS_BARE_US), calls'
+    # own time but a launch's, and the eager regions.
+    cpu = c.cpu_idx
+    cpu = cpu[~np.isin(cpu, _called_in(c, fx.eager))]
+    launch = c.is_launch[cpu] & (s.dur[cpu] > 0)
+    if not launch.any():
+        return
+    keep = np.where(c.bare[cpu] >= GRAPH_KEEPS_BARE_US, c.bare[cpu], 0.0)
+    spent = float((np.maximum(0.0, s.feed[cpu] - keep)).sum() + s.dur[cpu][launch].sum())
+    per = fx.ratio * spent / int(launch.sum())
+    s.feed[cpu] = np.where(launch, keep + np.maximum(0.0, per - s.dur[cpu]), np.minimum(s.feed[cpu], keep))
+    s.dur[cpu] = np.where(launch, np.minimum(s.dur[cpu], per), s.dur[cpu])
+    for i in c.first_gpu_of_step:
+        if c.lpred[i] >= 0:
+            s.feed[c.lpred[i]] += fx.wrapper_us
+
+
+def _called_in(c: Compiled, regions) -> np.ndarray:
+    """The CPU calls (node positions) that fell in one of the regions (t0, t1, thread)."""
+    cpu = c.cpu_idx
+    th, ts = np.asarray(c.thread, dtype=object)[cpu], c.ts[cpu]
+    hit = np.zeros(len(cpu), dtype=bool)
+    for t0, t1, thread in regions:
+        hit |= (th == thread) & (ts >= t0) & (ts < t1)
+    return cpu[hit]
+
+
 def _no_compiles(c: Compiled, s: State, _fx: fixes.NoCompiles, _bw: float) -> None:
     """The compiler's CPU time goes, with the calls it made (autotuning's launches and syncs) and their GPU work."""
     s.compile.fill(0.0)
@@ -363,6 +394,7 @@ _APPLY = {
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,
     fixes.FuseChains: _fuse_chains,
+    fixes.CompiledDispatch: _compiled_dispatch,
     fixes.NoPeerWait: lambda _c, s, _fx, _bw: s.peer.fill(0.0),
     fixes.NoCompiles: _no_compiles,
 }

@@ -215,6 +215,11 @@ ALL = [
     "holdout42_timm_effnet_loader_workers0",
     "holdout42_timm_mobilenetv3_infer_graph",
     "holdout42_hf_llama_bf16_compile",
+    # the forty-third held-out set (pre-registered 2026-12-04): eager library models -> torch.compile (default mode)
+    "holdout43_hf_gpt2_small_compile",
+    "holdout43_hf_bert_tagger_compile",
+    "holdout43_timm_resnet18_infer_compile",
+    "holdout43_timm_convnext_train_compile",
     # a Python-dense step for the profiler-cost calibration (the *_calib runs, calibrate.py)
     "calib_python_features",
 ]

@@ -1,0 +1,26 @@
+"""Check that the forty-third set's variants run (two steps each on the CPU and the GPU); nothing is timed."""
+import importlib
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, "sample_traces")
+NAMES = ["holdout43_hf_gpt2_small_compile", "holdout43_hf_bert_tagger_compile",
+         "holdout43_timm_resnet18_infer_compile", "holdout43_timm_convnext_train_compile"]
+
+for device in ("cpu", "cuda"):
+    os.environ["TI_CPU"] = "1" if device == "cpu" else ""
+    for name in NAMES:
+        mod = importlib.import_module(f"matrix.workloads.{name}")
+        for variant in mod.VARIANTS:
+            try:
+                st = mod.make(variant, torch.device(device))
+                for _ in range(2):
+                    st()
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                st.close()
+                print("ok", device, name, variant, st.info, flush=True)
+            except Exception as e:      # (a smoke test: report and go on)
+                print("FAIL", device, name, variant, repr(e)[:400], flush=True)
