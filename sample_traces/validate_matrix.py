@@ -124,14 +124,15 @@ SAME_FIX = {("holdout15_pageable_logits_slice", "after"): {"pageable_memcpy": "c
 COMPILE_FIX = {"launch_overhead": "torch_compile"}
 
 
-def _compiles(kinds: tuple, fix: str | None) -> bool:
-    """The measured fix is torch.compile, scored as fusion_candidates (the workload's FIX says so)."""
-    return kinds == ("fusion_candidates",) and "torch.compile" in (fix or "")
+def _compiles(kinds: tuple, fix: str | None, var: str = "") -> bool:
+    """The measured fix is torch.compile, scored as fusion_candidates (an after_compile variant, or the workload's FIX
+    says so)."""
+    return kinds == ("fusion_candidates",) and (var == "after_compile" or "torch.compile" in (fix or ""))
 
 
 def _same_fix(doc: dict, kinds: tuple, wl: str, var: str, fix: str | None = None) -> tuple[tuple, str | None]:
     """(kinds, option) to score: the pair's own, or a finding that names the same fix ranked above it."""
-    other = SAME_FIX.get((wl, var)) or (COMPILE_FIX if _compiles(kinds, fix) else None)
+    other = SAME_FIX.get((wl, var)) or (COMPILE_FIX if _compiles(kinds, fix, var) else None)
     if not other or len(kinds) > 1:
         return kinds, MEASURED_OPTION.get((wl, var))
     for f in doc["findings"] + doc["minor"]:
@@ -144,7 +145,7 @@ def _same_fix(doc: dict, kinds: tuple, wl: str, var: str, fix: str | None = None
 
 def _names_same_fix(doc: dict, wl: str, var: str, kinds: tuple = (), fix: str | None = None) -> bool:
     """Whether the top finding is one that SAME_FIX (or COMPILE_FIX) maps the measured fix to, with that option."""
-    other = SAME_FIX.get((wl, var)) or (COMPILE_FIX if _compiles(kinds, fix) else {})
+    other = SAME_FIX.get((wl, var)) or (COMPILE_FIX if _compiles(kinds, fix, var) else {})
     top = doc["findings"][0] if doc["findings"] else {}
     return top.get("kind") in other and any(a["option"] == other[top["kind"]] for a in top.get("alternatives") or ())
 
