@@ -75,3 +75,15 @@ def test_a_compiled_dispatch_at_an_end_of_its_range_has_no_range():
     fx = CompiledDispatch((), 1.3, 200.0, bounds=((1.0, 0.0), (1.9, 400.0)))
     worst = fx.at(fx.bounds[1])
     assert (worst.ratio, worst.wrapper_us, worst.bounds) == (1.9, 400.0, None)
+
+
+def test_a_compile_that_saves_nothing_gets_no_likely_range():
+    # A tiny conv net at batch 1 (the root sample): no chain to fuse, so compiling launches about as many kernels. Below
+    # the bar for a ranked fix a likely range is host noise: it had read "0.0 ms, likely -25.5 to 29.0 ms".
+    root = Path(__file__).resolve().parents[1] / "sample_traces"
+    d = document(analyze_file(root / "launch_tiny_conv__before.json.gz"))
+    opt = _option(d)
+    step = d["summary"]["unprofiled_step_ms"]
+    assert opt is not None and opt["estimated_savings_ms"] < 0.03 * step
+    assert opt["likely_savings_range_ms"] is None
+    assert "likely" not in alternatives(next(f for f in d["findings"] if f["kind"] == "launch_overhead"))

@@ -163,8 +163,11 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
                                                      cap_of(fx)[0]) for key, what, fx in f.alternatives)
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
+            # (below the bar for a ranked fix, host noise makes most of a likely range, as for a minor finding: a
+            # review read compiling a tiny conv net at "0.0 ms, likely -25.5 to 29.0 ms")
+            bar = max(MIN_US, MIN_SHARE * median_step)
             f.alternative_savings_us = tuple(
-                a + (steady and likely(f.kind, a[2], median_step, (cap_of(fx)[0],) * 2, a[3])[0] or None,)
+                a + (steady and a[2] >= bar and likely(f.kind, a[2], median_step, (cap_of(fx)[0],) * 2, a[3])[0] or None,)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
         if spec(f.kind).note or math.isnan(f.estimated_savings_us):
             continue
