@@ -45,7 +45,7 @@ from ..trace.kernel_names import normalize_kernel
 from ..trace.profiler_cost import unprofiled_step_us
 from . import attention
 from .base import KERNELS_GO, Context, Finding, KindSpec, user_frame_row
-from .fixes import FuseChains
+from .compiler_fixes import FuseChains
 from .unfused_optimizer import update_loop_rows
 
 # On a busy GPU a compiler's gain of a few percent is an opportunity, not a problem: ranked as a fix

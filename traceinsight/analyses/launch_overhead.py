@@ -14,7 +14,8 @@ from ..trace.steps import OPTIMIZER_STEP
 from ..trace.compiles import shapes_vary, while_compiling
 from ..trace.facts import (PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
                            waiting_calls)
-from .fixes import CompiledDispatch, CudaGraph
+from .compiler_fixes import CompiledDispatch
+from .fixes import CudaGraph
 from .fusion_candidates import compiler_fix
 from .graph_break import one_function, regions_per_step
 from .unfused_optimizer import for_loop_steps
@@ -155,8 +156,8 @@ def _compile_option(ctx: Context) -> tuple:
     opt = ctx.model.cpu[ctx.model.cpu_match(OPTIMIZER_STEP)]
     eager = tuple((float(r.ts), float(r.end), str(r.thread)) for r in opt.itertuples())
     fuse = compiler_fix(ctx)
-    return (("torch_compile", COMPILE_WHAT,
-             (CompiledDispatch(eager, COMPILED_RATIO, COMPILED_WRAPPER_US, bounds=COMPILED_BOUNDS),) + ((fuse,) if fuse else ())),)
+    dispatch = CompiledDispatch(eager, COMPILED_RATIO, COMPILED_WRAPPER_US, bounds=COMPILED_BOUNDS)
+    return (("torch_compile", COMPILE_WHAT, (dispatch,) + ((fuse,) if fuse else ())),)
 
 
 # An autocast cast: a copy to another dtype made inside a matmul or convolution op, not by the program itself.
@@ -268,7 +269,8 @@ def analyze(ctx: Context) -> list[Finding]:
         fix += (" An optimizer stepped inside a torch.cuda.graph capture must keep its state on the GPU: "
                 "construct it with capturable=True (e.g. torch.optim.Adam(params, fused=True, "
                 "capturable=True)).")
-    if program == "eager" and ctx.model.cpu_match(VLLM).any():
+    vllm = program == "eager" and bool(ctx.model.cpu_match(VLLM).any())
+    if vllm:
         # (a review: a vLLM prefill run eager had been told to wrap the model in torch.compile)
         fix += (" This is a vLLM engine, which captures the CUDA graphs itself: check that enforce_eager is off and "
                 "that its CUDA-graph capture sizes (compilation_config) cover this batch; larger batches than the "
@@ -292,4 +294,4 @@ def analyze(ctx: Context) -> list[Finding]:
                "of the step around it"),
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["launch_overhead"].sum()),
         fix=fix, confidence=conf, evidence=ev, fixes=plan,
-        alternatives=_compile_option(ctx) if program == "eager" and plan and not ctx.model.cpu_match(VLLM).any() else ())]
+        alternatives=_compile_option(ctx) if program == "eager" and plan and not vllm else ())]

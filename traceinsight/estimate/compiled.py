@@ -170,6 +170,14 @@ class Compiled:
         hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
         return self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
 
+    def in_regions(self, idx: np.ndarray, regions) -> np.ndarray:
+        """Per position in idx: whether its node (its time and thread) fell in one of the regions (t0, t1, thread)."""
+        th, ts = np.asarray(self.thread, dtype=object)[idx], self.ts[idx]
+        hit = np.zeros(len(idx), dtype=bool)
+        for t0, t1, thread in regions:
+            hit |= (th == thread) & (ts >= t0) & (ts < t1)
+        return hit
+
     def span_share(self, spans) -> np.ndarray:
         """Per node: the share of the CPU stretch before it (from the previous call on its thread) that lies
         inside one of the spans (thread, start, end)."""

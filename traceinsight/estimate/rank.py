@@ -153,6 +153,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     # and the alternatives' ranges too (a review read a launch fix "likely" to save more than the step less its GPU
     # work). Start-up or no complete step: not steady, as all our measured fixes are.
     steady = not (no_complete_step(ctx.model) or startup_calls(ctx.model))
+    bar = max(MIN_US, MIN_SHARE * median_step)      # a ranked fix's least saving (its kind's own share aside)
     idle = _unprofiled_idle(ctx, info, median_step)[0]
     once = any(spec(f.kind).headline for f in findings)
     for f in findings:
@@ -165,7 +166,6 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             # once is replayed as a sync, waited for either way)
             # (below the bar for a ranked fix, host noise makes most of a likely range, as for a minor finding: a
             # review read compiling a tiny conv net at "0.0 ms, likely -25.5 to 29.0 ms")
-            bar = max(MIN_US, MIN_SHARE * median_step)
             f.alternative_savings_us = tuple(
                 a + (steady and a[2] >= bar and likely(f.kind, a[2], median_step, (cap_of(fx)[0],) * 2, a[3])[0] or None,)
                 for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
@@ -209,7 +209,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         def plan_of(ranked):
             return fix_plan(compiled, base, ranked, bw, cuts, step_us=median_step,
                             floor=lambda applied: floor(applied, info), extra=extra, minor=minor, hidden=hidden,
-                            bar_us=max(MIN_US, MIN_SHARE * median_step))
+                            bar_us=bar)
         info["plan"] = plan_of(findings)
         # A hidden fix the plan found to pay after the fixes before it is reported, ranked by what it adds.
         paying = {r["kind"] for r in info["plan"] if r["pays_after_fixes_above"]}

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..analyses import fixes
 from .compiled import Compiled
-from .state import UNBLOCKED_CALL_US, Replay, State
+from .replay_compiler import compiled_dispatch, fuse_chains
+from .state import GRAPH_KEEPS_BARE_US, UNBLOCKED_CALL_US, Replay, State
 
 # A graph-replayed step, measured on H100 and H200 (the matrix's whole-step graphs, 17-838 kernels a step):
 # un-profiled step - GPU busy = 6-93 us, about 15 us per step plus 0.1 us per kernel node; the profiled
@@ -36,7 +37,6 @@ GRAPH_STEP_US = 20.0          # CPU per step: the replay call, the input copies 
 # that wrapper's CPU time in four compiled workloads' traces on H100 and H200 (the graph launch, 1-3 us per
 # node under the profiler, left out: it is costed as any graph replay's, GRAPH_STEP_US).
 TREE_CALL_PER_WRAPPER = 1.6
-GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 CALL_FLOOR = 0.2              # a de-inflated runtime call keeps at least this share of its profiled time
 PINNED_GBPS_DEFAULT = 20.0    # conservative pinned H2D bandwidth when the trace shows none
 RETURN_LATENCY_MAX_US = 20.0  # how long after the GPU finishes a blocking call may still take
@@ -315,60 +315,7 @@ def _fused_optimizer(c: Compiled, s: State, fx: fixes.FusedOptimizer, _bw: float
 def _launched_in(c: Compiled, regions) -> np.ndarray:
     """The GPU activities whose launch call fell in one of the regions (t0, t1, thread)."""
     gpu = c.gpu_idx[c.lpred[c.gpu_idx] >= 0]
-    lp = c.lpred[gpu]
-    th, ts = np.asarray(c.thread, dtype=object)[lp], c.ts[lp]
-    hit = np.zeros(len(gpu), dtype=bool)
-    for t0, t1, thread in regions:
-        hit |= (th == thread) & (ts >= t0) & (ts < t1)
-    return gpu[hit]
-
-
-def _fuse_chains(c: Compiled, s: State, fx: fixes.FuseChains, _bw: float) -> None:
-    pos = c.gpu_pos
-    for k, chain in enumerate(fx.chains):
-        idx = [pos[r] for r in chain if r in pos]
-        if len(idx) < 2:
-            continue
-        fused = fx.fused_us(k, float(c.dur[idx].sum()), float(c.dur[idx].mean()))
-        s.dur[idx[0]] = fused
-        for i in idx[1:]:
-            s.dur[i] = 0.0
-            s.min_gap[i] = 0.0
-            if c.lpred[i] >= 0:         # one kernel: the other ops' dispatch and launches go too,
-                s.dur[c.lpred[i]] = 0.0   # and the Python between them, which the compiler traced away
-                s.feed[c.lpred[i]] = 0.0
-                s.host[c.lpred[i]] = 0.0
-
-
-
-def _compiled_dispatch(c: Compiled, s: State, fx: fixes.CompiledDispatch, _bw: float) -> None:
-    # The model's Python and each op's dispatch go, spread over its launches: each costs `ratio` times the eager
-    # CPU per launch, with its call (FuseChains, after this, takes the fused ones away). What a compiler cannot take
-    # stays: host work that launches nothing, long bare Python (as a graph keeps it, GRAPH_KEEPS_BARE_US), calls'
-    # own time but a launch's, and the eager regions.
-    cpu = c.cpu_idx
-    cpu = cpu[~np.isin(cpu, _called_in(c, fx.eager))]
-    launch = c.is_launch[cpu] & (s.dur[cpu] > 0)
-    if not launch.any():
-        return
-    keep = np.where(c.bare[cpu] >= GRAPH_KEEPS_BARE_US, c.bare[cpu], 0.0)
-    spent = float((np.maximum(0.0, s.feed[cpu] - keep)).sum() + s.dur[cpu][launch].sum())
-    per = fx.ratio * spent / int(launch.sum())
-    s.feed[cpu] = np.where(launch, keep + np.maximum(0.0, per - s.dur[cpu]), np.minimum(s.feed[cpu], keep))
-    s.dur[cpu] = np.where(launch, np.minimum(s.dur[cpu], per), s.dur[cpu])
-    for i in c.first_gpu_of_step:
-        if c.lpred[i] >= 0:
-            s.feed[c.lpred[i]] += fx.wrapper_us
-
-
-def _called_in(c: Compiled, regions) -> np.ndarray:
-    """The CPU calls (node positions) that fell in one of the regions (t0, t1, thread)."""
-    cpu = c.cpu_idx
-    th, ts = np.asarray(c.thread, dtype=object)[cpu], c.ts[cpu]
-    hit = np.zeros(len(cpu), dtype=bool)
-    for t0, t1, thread in regions:
-        hit |= (th == thread) & (ts >= t0) & (ts < t1)
-    return cpu[hit]
+    return gpu[c.in_regions(c.lpred[gpu], regions)]
 
 
 def _no_compiles(c: Compiled, s: State, _fx: fixes.NoCompiles, _bw: float) -> None:
@@ -393,8 +340,8 @@ _APPLY = {
     fixes.MergeRegions: _merge_regions,
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,
-    fixes.FuseChains: _fuse_chains,
-    fixes.CompiledDispatch: _compiled_dispatch,
+    fixes.FuseChains: fuse_chains,
+    fixes.CompiledDispatch: compiled_dispatch,
     fixes.NoPeerWait: lambda _c, s, _fx, _bw: s.peer.fill(0.0),
     fixes.NoCompiles: _no_compiles,
 }

@@ -9,6 +9,7 @@ import numpy as np
 from .compiled import Compiled
 
 UNBLOCKED_CALL_US = 5.0       # a call that no longer waits costs about what a launch costs
+GRAPH_KEEPS_BARE_US = 100.0   # the program's own Python between two launches that a graph keeps
 
 
 @dataclass
