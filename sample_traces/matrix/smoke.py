@@ -1,4 +1,9 @@
-"""Check that the forty-third set's variants run (two steps each on the CPU and the GPU); nothing is timed."""
+"""Check that workloads' variants run (two steps each on the CPU and the GPU); nothing is timed.
+
+    python sample_traces/matrix/smoke.py holdout43_hf_gpt2_small_compile holdout43_hf_bert_tagger_compile ...
+
+A held-out set's registration runs it on the set's workloads before recording (the forty-second and forty-third
+sets named it smoke42.py and smoke43.py, with the names written in)."""
 import importlib
 import os
 import sys
@@ -6,8 +11,7 @@ import sys
 import torch
 
 sys.path.insert(0, "sample_traces")
-NAMES = ["holdout43_hf_gpt2_small_compile", "holdout43_hf_bert_tagger_compile",
-         "holdout43_timm_resnet18_infer_compile", "holdout43_timm_convnext_train_compile"]
+NAMES = sys.argv[1:]
 
 for device in ("cpu", "cuda"):
     os.environ["TI_CPU"] = "1" if device == "cpu" else ""
