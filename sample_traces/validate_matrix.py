@@ -468,7 +468,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean49A": "h200", "h200_clean49B": "h200",
         # The forty-third held-out set (eager library models -> torch.compile; registered before it was recorded):
         # one H200 host, four processes.
-        "h200_clean50A": "h200", "h200_clean50B": "h200", "h200_clean50C": "h200", "h200_clean50D": "h200"}
+        "h200_clean50A": "h200", "h200_clean50B": "h200", "h200_clean50C": "h200", "h200_clean50D": "h200",
+        # The forty-fourth held-out set (transformers' generate() and a fast tokenizer; registered before it was
+        # recorded): one H200 host, four processes.
+        "h200_clean51A": "h200", "h200_clean51B": "h200", "h200_clean51C": "h200", "h200_clean51D": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
