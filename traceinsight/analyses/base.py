@@ -154,8 +154,9 @@ def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
             continue
         if is_user_frame(names[q]):
             called = library or called
-            # (a review: BERT's mask check in transformers had been placed in the harness that called the model)
-            via = f" (inside {inner})" if inner and not called else ""
+            # (a review: BERT's mask check in transformers had been placed in the harness that called the model;
+            # and transformers' generate() had one site for its per-token stopping check and the model's mask check)
+            via = f" (inside {inner})" if inner and not (called and inner.startswith(called)) else ""
             return (f"{called} in {frame_label(names[q])}" if called else f"in {frame_label(names[q])}") + via
         inner = inner or third_party_frame(names[q])
         if BUILTIN.match(names[q]):

@@ -29,18 +29,24 @@ class CudaGraph:
     of a compiled program); eager work around them keeps its dispatch and launches.
     `python_share` (with `bounds`, a range): of the Python a compiled step keeps (the wrapper, the tree's
     call, the step's own code around the regions), the share of its profiled time it takes un-profiled.
+    `forwards` (start, end, thread): a generation loop's model forwards (trace/generation.py), the only work
+    the graphs capture; each replay costs `call_us` (the compiled forward's guards, cudagraph trees' call and
+    the launch), and the loop's own work around the forwards stays eager.
     """
     wrapper_us: float = 0.0
     compiled_only: bool = False
     optimizer: tuple[tuple[tuple[float, float, str], ...], float] | None = None
     python_share: float = 1.0
     bounds: tuple[float, float] | None = None
+    forwards: tuple[tuple[float, float, str], ...] = ()
+    call_us: float = 0.0
     RANGE_NOTE = ("how much the profiler slowed the compiled step's own Python is not in the trace "
                   "(measured 0.45-0.75 of its profiled time un-profiled), hence the range")
 
     def __post_init__(self):
-        if not self.wrapper_us >= 0:
-            raise ValueError(f"CudaGraph: wrapper_us must be >= 0, got {self.wrapper_us}")
+        if not self.wrapper_us >= 0 or not self.call_us >= 0:
+            raise ValueError(f"CudaGraph: wrapper_us and call_us must be >= 0, got {self.wrapper_us}, {self.call_us}")
+        object.__setattr__(self, "forwards", tuple((float(a), float(b), str(t)) for a, b, t in self.forwards))
         for v in (self.python_share, *(self.bounds or ())):
             if not 0 < v <= 1:
                 raise ValueError(f"CudaGraph: python_share must be in (0, 1], got {v}")

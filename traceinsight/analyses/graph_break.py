@@ -244,9 +244,9 @@ def unseen_break(ctx: Context, blockers: list[int]) -> float:
 def unseen_advice(regions: float, one: str) -> str:
     if one:
         return (f" The sync runs between two of the step's {regions:g} compiled regions, all calls of one compiled "
-                f"function (Dynamo's first frame, compile ids {one}; as regional compilation calls each block): no "
-                "graph break, so keeping the value on the GPU removes the wait, not the regions (the estimate counts "
-                "the wait).")
+                f"function (Dynamo's first frame, compile ids {one}; as regional compilation calls each block, or a "
+                "generation loop its model's forward per token): no graph break, so keeping the value on the GPU "
+                "removes the wait, not the regions (the estimate counts the wait).")
     return (f" The sync runs between two of the step's {regions:g} compiled regions: if it is inside a torch.compile'd "
             "callable, it is a graph break that split one graph into them (each with its own guards, wrapper and graph "
             "call), and keeping the value on the GPU also merges them; if the regions are callees compiled one by one, "

@@ -15,6 +15,7 @@ from ..trace.capture import under_graph_machinery
 from ..trace.compiles import while_compiling
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
+from ..trace.generation import decode_forwards
 from ..trace.facts import QUEUE_TOL_US, blocking_calls, in_compiled_region, program_facts, queued_until
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
@@ -65,6 +66,13 @@ def analyze(ctx: Context) -> list[Finding]:
     fix = (("Remove the host-device syncs from the hot path. " if mine else "") + "; ".join(fixes) + ".") if fixes else (
         "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
         "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
+    lib = [s["source"] for s in ev_sites[:4] if "(inside " in (s.get("source") or "")]
+    if fixes and lib and len(lib) == len(ev_sites[:4]):
+        # (the forty-fourth set: transformers' generate() syncs in its stopping check and its mask check)
+        fix += (" These syncs are in a library's code, not in a line of yours (" + "; ".join(
+            x.rsplit("(inside ", 1)[1].rstrip(")") for x in lib[:2]) + "): what removes them, if anything, is how you "
+            "call it, not a line (transformers' generate() with a static cache compiles the model's forward, which "
+            "drops the mask check's sync; its check for finished sequences after each token stays).")
     where = f" ({first['source']})" if first.get("source") and not first["source"].startswith("(") else ""
     if first.get("waits_for") == "its own copy":
         title = (f"A blocking copy {first.get('copy_direction') or 'to the host'} in {first['op']}{where}, "
@@ -148,7 +156,9 @@ def analyze(ctx: Context) -> list[Finding]:
     return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us + broke,
                     lost_total_us=float(ctx.gaps[cause].sum()) + (kernel_us + broke) * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us,
-                    is_prerequisite=(bool(inner) or not ev_sites) and not apart, as_prerequisite=needed)]
+                    # (a generation loop's forwards are graphed with the loop's syncs left in place: launch_overhead)
+                    is_prerequisite=(bool(inner) or not ev_sites) and not apart and not decode_forwards(ctx.model),
+                    as_prerequisite=needed)]
 
 
 # A step that runs one sequence of launches again and again between its syncs (a generate loop: a forward a

@@ -91,6 +91,9 @@ def _warm_factor(fx) -> float:
 
 
 def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
+    if fx.forwards:
+        _graph_forwards(c, s, fx)
+        return
     # A graph replays the captured work without op dispatch or launch calls. Host work that launches
     # nothing (numpy preprocessing, metrics, logging, the input pipeline: trace/host.py's host ranges
     # and long bare Python stretches) stays where it was: a graph cannot remove it. Nor the program's
@@ -129,6 +132,31 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
         if c.lpred[i] >= 0:
             s.dur[c.lpred[i]] = GRAPH_STEP_US
             s.feed[c.lpred[i]] += tree
+
+
+def _graph_forwards(c: Compiled, s: State, fx: fixes.CudaGraph) -> None:
+    # A generation loop's model forwards replayed as graphs: the CPU inside them (dispatch, launches, the model's
+    # Python, its syncs: a compiled forward has none) goes, each replay costs call_us; the loop's own ops and Python
+    # between the forwards keep their time.
+    cpu = c.cpu_idx
+    inside = np.zeros(len(c.nodes), dtype=bool)
+    inside[cpu] = c.in_regions(cpu, fx.forwards)
+    share = c.span_share([(t, a, b) for a, b, t in fx.forwards])
+    s.feed[cpu] = s.feed[cpu] * (1.0 - share[cpu])     # (host work that launches nothing stays, as in any graph)
+    s.dur[inside & c.is_launch] = 0.0
+    for i in np.flatnonzero(inside & ~c.is_launch):
+        if s.syncs[i]:
+            s.unblock(int(i))
+        s.dur[i] = 0.0
+    gpu = c.gpu_idx[(c.lpred[c.gpu_idx] >= 0) & inside[np.maximum(c.lpred[c.gpu_idx], 0)]]
+    s.latency[gpu] = GRAPH_KERNEL_GAP_US
+    s.min_gap[gpu] = GRAPH_KERNEL_GAP_US
+    # Each forward's replay call, as CPU time before its first launch.
+    first = cpu[inside[cpu] & c.is_launch[cpu]]
+    if len(first):
+        k = np.searchsorted(np.array([a for a, _b, _t in fx.forwards]), c.ts[first], side="right") - 1
+        _, at = np.unique(k, return_index=True)
+        s.feed[first[at]] += fx.call_us * fx.python_share
 
 
 def _graph_warm(cpu: np.ndarray, s: State, cold: float) -> float:
