@@ -143,6 +143,15 @@ class Context:
         return max(1, len(self.full_steps))
 
 
+INSIDE = " (inside "      # user_frame's label of the library code a call went on into
+
+
+def library_frame(source: str | None) -> str | None:
+    """The library frame a user_frame label names as where the call went on to ("_sample(), def at
+    transformers/generation/utils.py:2917"), or None."""
+    return source.rsplit(INSIDE, 1)[1][:-1] if source and INSIDE in source else None
+
+
 def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
     """Where user code made the call: the innermost user Python frame running above a cpu row (not torch or
     the stdlib), and the built-in method it called when the trace has it: "Tensor.cpu() in step(),
@@ -156,7 +165,7 @@ def user_frame(cpu: pd.DataFrame, row: int) -> str | None:
             called = library or called
             # (a review: BERT's mask check in transformers had been placed in the harness that called the model;
             # and transformers' generate() had one site for its per-token stopping check and the model's mask check)
-            via = f" (inside {inner})" if inner and not (called and inner.startswith(called)) else ""
+            via = f"{INSIDE}{inner})" if inner and not (called and inner.startswith(called)) else ""
             return (f"{called} in {frame_label(names[q])}" if called else f"in {frame_label(names[q])}") + via
         inner = inner or third_party_frame(names[q])
         if BUILTIN.match(names[q]):

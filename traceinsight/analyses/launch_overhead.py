@@ -110,7 +110,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
                            python_share=COMPILED_PYTHON_SHARE, bounds=COMPILED_PYTHON_BOUNDS),))
     forwards = decode_forwards(ctx.model)
     if forwards:
-        n = len(forwards) / max(ctx.n_full, 1)
+        n = len(forwards) / ctx.n_full
         fix = (f"This is a generation loop, {n:.0f} model forwards a step after the prompt's: capture the model's "
                "forward in CUDA graphs. With transformers, generate(..., cache_implementation=\"static\") compiles it "
                "so (mode=\"reduce-overhead\"); in a loop of your own, a static KV cache and torch.compile(model, "

@@ -23,7 +23,7 @@ from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .sync_advice import DDP_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing, site_fix, small_read
 from .attribution import per_step_causes
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
-from .base import RUNS_AHEAD, Context, Finding, KindSpec, op_rows, top_op, top_ops, user_frame
+from .base import RUNS_AHEAD, Context, Finding, KindSpec, library_frame, op_rows, top_op, top_ops, user_frame
 
 SPEC = KindSpec("sync_stall", "sync-bound", idle_cause=True, color="#8e5cc2", beyond_cost=RUNS_AHEAD)
 
@@ -66,13 +66,13 @@ def analyze(ctx: Context) -> list[Finding]:
     fix = (("Remove the host-device syncs from the hot path. " if mine else "") + "; ".join(fixes) + ".") if fixes else (
         "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
         "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")
-    lib = [s["source"] for s in ev_sites[:4] if "(inside " in (s.get("source") or "")]
+    lib = [f for f in (library_frame(s.get("source")) for s in ev_sites[:4]) if f]
     if fixes and lib and len(lib) == len(ev_sites[:4]):
         # (the forty-fourth set: transformers' generate() syncs in its stopping check and its mask check)
-        fix += (" These syncs are in a library's code, not in a line of yours (" + "; ".join(
-            x.rsplit("(inside ", 1)[1].rstrip(")") for x in lib[:2]) + "): what removes them, if anything, is how you "
-            "call it, not a line (transformers' generate() with a static cache compiles the model's forward, which "
-            "drops the mask check's sync; its check for finished sequences after each token stays).")
+        fix += (" These syncs are in a library's code, not in a line of yours (" + "; ".join(lib[:2])
+                + "): what removes them, if anything, is how you call it, not a line (transformers' generate() with "
+                "a static cache compiles the model's forward, which drops the mask check's sync; its check for "
+                "finished sequences after each token stays).")
     where = f" ({first['source']})" if first.get("source") and not first["source"].startswith("(") else ""
     if first.get("waits_for") == "its own copy":
         title = (f"A blocking copy {first.get('copy_direction') or 'to the host'} in {first['op']}{where}, "

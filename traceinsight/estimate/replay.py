@@ -116,8 +116,7 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
     if fx.compiled_only:
         lp = c.lpred[gpu_idx]
         gpu_idx = gpu_idx[(lp >= 0) & c.compiled[np.maximum(lp, 0)]]
-    s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
-    s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
+    _replayed(c, s, gpu_idx)
     s.dur[c.is_launch & (c.compiled if fx.compiled_only else True)] = 0.0
     # Each step still costs the CPU the replay call and the Python around it: the step takes the longer
     # of that and the graph's GPU time.
@@ -148,15 +147,19 @@ def _graph_forwards(c: Compiled, s: State, fx: fixes.CudaGraph) -> None:
         if s.syncs[i]:
             s.unblock(int(i))
         s.dur[i] = 0.0
-    gpu = c.gpu_idx[(c.lpred[c.gpu_idx] >= 0) & inside[np.maximum(c.lpred[c.gpu_idx], 0)]]
-    s.latency[gpu] = GRAPH_KERNEL_GAP_US
-    s.min_gap[gpu] = GRAPH_KERNEL_GAP_US
+    _replayed(c, s, c.gpu_idx[(c.lpred[c.gpu_idx] >= 0) & inside[np.maximum(c.lpred[c.gpu_idx], 0)]])
     # Each forward's replay call, as CPU time before its first launch.
     first = cpu[inside[cpu] & c.is_launch[cpu]]
     if len(first):
         k = np.searchsorted(np.array([a for a, _b, _t in fx.forwards]), c.ts[first], side="right") - 1
         _, at = np.unique(k, return_index=True)
         s.feed[first[at]] += fx.call_us * fx.python_share
+
+
+def _replayed(c: Compiled, s: State, gpu_idx: np.ndarray) -> None:
+    """GPU work replayed from a graph: the graph's kernel-to-kernel gap, not a launch's latency or eager spacing."""
+    s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
+    s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
 
 
 def _graph_warm(cpu: np.ndarray, s: State, cold: float) -> float:
