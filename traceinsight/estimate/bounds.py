@@ -1,6 +1,6 @@
 """What a fix's replay may claim: the replayed saving, the shortest step a plan can reach (its floor, and
 what it is made of: the kernels' busy time, the copies at pinned bandwidth), the ends of a ranged fix, and
-the estimates of a fix's other ways (Finding.alternatives)."""
+the estimates of a fix's other ways (Finding.alternatives), and the un-profiled step's recoverable idle."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,6 +8,7 @@ import numpy as np
 from ..analyses.base import Context
 from ..analyses.fixes import (DropKernels, FuseChains, FusedOptimizer, NoCompiles, PinCopies, RemoveHostWork,
                               ScaleKernels, Unblock)
+from ..trace.facts import worker_wait_us
 from ..trace.steps import merged_intervals
 from . import replay
 
@@ -106,7 +107,7 @@ def recoverable_us(plan, step_us: float, info: dict, idle_us: float, beyond_idle
                    touched_us: float | None = None, idle_fix: bool = False) -> tuple[float, str]:
     """The most a fix can save at the estimate's un-profiled step (us), and why in words: the caps rank._physics
     puts on the point, for the ends of every range (the replay's, the likely one, an alternative's). A fix of an
-    idle cause that leaves the GPU's work as it is (`idle_fix`): the step's recoverable idle (rank._unprofiled_idle)
+    idle cause that leaves the GPU's work as it is (`idle_fix`): the step's recoverable idle (unprofiled_idle)
     and its cost beyond the idle; any other: down to the GPU work it leaves (physical_cap), for a fix of the
     kernels at most the idle and the kernels it changes (`touched_us`)."""
     if idle_fix and not changes(plan, GPU_FIXES):
@@ -197,3 +198,33 @@ def kernel_busy_us(ctx: Context, steps) -> float:
             busy += float((e - s).sum())
         per.append(busy / len(devices))
     return float(np.median(per))
+
+
+# A loop waiting at least this share of its un-profiled step for DataLoader workers runs at their pace.
+WORKER_PACED = 0.2
+
+
+def worker_paced(ctx: Context, step_us: float) -> bool:
+    """The loop waits for its DataLoader workers for at least WORKER_PACED of its un-profiled step (a mean)."""
+    return worker_wait_us(ctx.model) >= WORKER_PACED * step_us > 0
+
+
+def unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
+    """The un-profiled step's GPU idle (us; what no fix of idle time can exceed) and its share of the
+    profiled idle: a measured idle cost is profiled idle, and shrinks by that share without the profiler."""
+    st = ctx.model.steps
+    full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
+    # (a loop at its DataLoader workers' pace runs at the mean step (baseline), and idles the mean idle: the steps
+    # that found a batch ready are not its steady state)
+    how = "mean" if worker_paced(ctx, step_us) else "median"
+    profiled_idle = idle = float(getattr(full["gpu_idle"], how)()) if len(full) else 0.0
+    if info.get("gpu_busy_ms") is not None:
+        idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
+    # (less the idle during start-up calls: paid once per process, no steady-state fix recovers it; a100_alexnet's
+    # host and sync fixes had claimed 14.5 and 8.6 s of it)
+    scale = idle / profiled_idle if profiled_idle > 0 else 1.0
+    # (and the idle while a CUDA graph is recorded, one-time too: vLLM's capture window had a sync fix at 44x its
+    # idle. Recording is Python, inflated like the rest of the step: its idle shrinks by the same share; start-up
+    # calls are the driver's, which the profiler does not slow)
+    once = ctx.per_step_median(ctx.per_step["cuda_startup"]) + scale * ctx.per_step_median(ctx.per_step["graph_capture"])
+    return max(0.0, idle - once), scale

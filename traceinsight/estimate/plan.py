@@ -116,6 +116,8 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
                      "loader_workers_needed": said,
                      # (a hidden fix: alone it saves nothing, its work running beside the GPU's)
                      "pays_after_fixes_above": f.hidden,
+                     # (hidden as the loop waits for its DataLoader workers, not as its work runs beside the GPU's)
+                     "paced_by_dataloader_workers": bool(f.evidence.get("paced_by_dataloader_workers")),
                      "loader_handoff_ms": round(loader_pace(0.0, loader.batch_mb) / 1000, 3) if said and bound else None})
         prev = min(prev, t)
     return rows
@@ -124,14 +126,14 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
 def _own_cap(f: Finding, applied: tuple, kinds: set, gpu_cut_us: float) -> float | None:
     """The most a fix adds on top of the fixes before it (None: the replay alone says). Its own estimate's upper
     end (its physics caps, the idle a host-work fix measured): the plan and the findings tell one story. A
-    hidden fix saves nothing alone: no more than the loading it takes off the loop. Not capped: a CUDA graph
+    hidden loader fix saves nothing alone: no more than the loading it takes off the loop. Not capped: a CUDA graph
     after the syncs that broke it (its prerequisites), and a fix of the kernels after another fix (its own
     upper end was replayed on the step as it was: TF32 in an fp32 step bound by its loader saves 15 ms alone,
     44 ms once the loading is in workers). A host-work fix after fixes that shortened the GPU's work
     (`gpu_cut_us`) may add that much more: the loader that hid behind fp32 matmuls is exposed once TF32 runs
     them (holdout38_patch_loader_gpu with stacks: TF32 ranked first, the loader's 15.5 ms idle had capped the
     two fixes at 35 ms of a 76 ms replayed saving; measured 4.8x)."""
-    if f.hidden:
+    if f.hidden and loader_fix(f.fixes):
         return loader_fix(f.fixes).loading_us
     if applied and all(isinstance(fx, KERNEL_FIXES) for fx in f.fixes):
         return None

@@ -22,7 +22,8 @@ from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import fix_plan
 from .bounds import (CAP_OWN, GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, cut_range, floor,
-                     pinned_bandwidth_gbps, range_note, recoverable_us, saving, state_saving)
+                     pinned_bandwidth_gbps, range_note, recoverable_us, saving, state_saving, unprofiled_idle,
+                     worker_paced)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
 # not worth a ticket, and a healthy trace must come out healthy.
@@ -98,6 +99,13 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         if warm:
             f.estimate_note += (f"; the rest of the step's CPU work then runs at {WARM_CPU:.2f} of its time "
                                 "(no longer evicted from the caches by that host work: measured on five workloads)")
+            # Host work that evicted the caches for its own time gives the rest of the step at most that time back
+            # (in the five measured it was as long as the rest of the step or longer; a review read 2.1 ms of a
+            # launch-bound step's Python as 12.6 ms). (Where the finding's cost is the host work's idle: a sync's is
+            # its wait, not the reading of the copied result its fix also removes.)
+            if how == "idle_floor" and saved > (most := 2 * f.lost_per_step_us + extra(f.fixes)):
+                f.estimated_savings_us = saved = most
+                f.estimate_note += ", at most as much again as the host work itself"
         ranged = [fx for fx in f.fixes if getattr(fx, "bounds", None)]
         if ranged:
             ends = []
@@ -135,6 +143,19 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             f.estimate_note += "; " + (spec(f.kind).caveat or "what replaces the removed work is not in "
                                                               "the trace: treat as an upper bound")
     idle_u = _physics(ctx, findings, info, median_step, gpu_removed, gpu_removed_ends, measured)
+    if worker_paced(ctx, median_step):
+        # The loop waits for its DataLoader workers: they set the pace, and a fix of the loop's own work (its
+        # launches, syncs, kernels) only lengthens the wait: it saves nothing until they keep up, and the plan
+        # weighs it after the loader's fix (a review: a BERT fed by 4 workers, waiting 112 ms a step on average,
+        # read a launch fix first at 21.6 ms; measured, the step was the workers' 142 ms).
+        for f in findings:
+            if id(f) not in measured and not spec(f.kind).note and not changes(f.fixes, (RemoveHostWork,)):
+                # (what it saves once they do, the replay's, is the most its plan row adds: plan._own_cap; one
+                # below the bar anyway stays a minor finding, where the plan still finds it as a prerequisite)
+                f.hidden, f.savings_bound_us = _significant(f, median_step), (0.0, f.estimated_savings_us)
+                f.estimated_savings_us, f.evidence = 0.0, dict(f.evidence, paced_by_dataloader_workers=True)
+                f.estimate_note += (f"; saves nothing alone: the loop waits {wait / 1000:.2f} ms a step for its "
+                                    "DataLoader workers, which set its pace")
     for f in findings:
         # A replayed saving above the finding's own cost is no error, but says why (a review read the sync
         # fix's 0.75 ms beside its 0.24 ms "what the fix targets" as a saving past its idle).
@@ -154,7 +175,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     # work). Start-up or no complete step: not steady, as all our measured fixes are.
     steady = not (no_complete_step(ctx.model) or startup_calls(ctx.model))
     bar = max(MIN_US, MIN_SHARE * median_step)      # a ranked fix's least saving (its kind's own share aside)
-    idle = _unprofiled_idle(ctx, info, median_step)[0]
+    idle = unprofiled_idle(ctx, info, median_step)[0]
     once = any(spec(f.kind).headline for f in findings)
     for f in findings:
         def cap_of(fx, touched=None) -> tuple[float, str]:
@@ -315,7 +336,7 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
     """No saving above what the step can give: a fix saves at most the un-profiled step's idle plus
     the GPU work it removes (a fix of idle time removes none); an unreliable replay falls back to the
     measured cost as the bound. Returns that idle (us)."""
-    idle, idle_scale = _unprofiled_idle(ctx, info, step_us)
+    idle, idle_scale = unprofiled_idle(ctx, info, step_us)
     err = info.get("replay_error_pct")
     unreliable = err is not None and abs(err) > RELIABLE_REPLAY_PCT
     info["replay_reliable"] = not unreliable
@@ -397,24 +418,6 @@ def _one_time_window(findings: list[Finding], gpu_removed: dict[int, float]) -> 
 def _idle_scaled(us: float, beyond_idle_us: float, scale: float) -> float:
     """A measured saving scaled to the un-profiled idle: the part of it beyond the idle is not idle time."""
     return max(0.0, us - beyond_idle_us) * scale + min(us, beyond_idle_us)
-
-
-def _unprofiled_idle(ctx: Context, info: dict, step_us: float) -> tuple[float, float]:
-    """The un-profiled step's GPU idle (us; what no fix of idle time can exceed) and its share of the
-    profiled idle: a measured idle cost is profiled idle, and shrinks by that share without the profiler."""
-    st = ctx.model.steps
-    full = st[st["step"].isin(ctx.full_steps)] if len(ctx.full_steps) else st
-    profiled_idle = idle = float(full["gpu_idle"].median()) if len(full) else 0.0
-    if info.get("gpu_busy_ms") is not None:
-        idle = min(idle, max(0.0, step_us - info["gpu_busy_ms"] * 1000))
-    # (less the idle during start-up calls: paid once per process, no steady-state fix recovers it; a100_alexnet's
-    # host and sync fixes had claimed 14.5 and 8.6 s of it)
-    scale = idle / profiled_idle if profiled_idle > 0 else 1.0
-    # (and the idle while a CUDA graph is recorded, one-time too: vLLM's capture window had a sync fix at 44x its
-    # idle. Recording is Python, inflated like the rest of the step: its idle shrinks by the same share; start-up
-    # calls are the driver's, which the profiler does not slow)
-    once = ctx.per_step_median(ctx.per_step["cuda_startup"]) + scale * ctx.per_step_median(ctx.per_step["graph_capture"])
-    return max(0.0, idle - once), scale
 
 
 def _gpu_removed(compiled, s: replay.State, touched: bool = False) -> float:

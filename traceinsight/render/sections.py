@@ -152,7 +152,10 @@ def plan_note(row: dict) -> str:
         parts.append("first: needed by " + ", ".join(row["prerequisite_for"]))
     if row.get("helps"):
         parts.append("first: " + ", ".join(row["helps"]) + " then saves more")
-    if row.get("pays_after_fixes_above"):
+    if row.get("paced_by_dataloader_workers"):
+        parts.append("alone it saves nothing: the loop waits for its DataLoader workers until the fixes above "
+                     "make them keep up")
+    elif row.get("pays_after_fixes_above"):
         parts.append("alone it saves nothing: its work runs beside the GPU's until the fixes above shorten that")
     if row.get("loader_handoff_ms"):
         parts.append(f"{row['loader_workers_needed']} DataLoader workers, and more help little: each batch's "
@@ -257,7 +260,9 @@ def saving(f: dict, sep: str) -> str:
     that needs others first, what it adds once they are fixed (what it is ranked by), then what it would
     save alone: which it cannot be applied as, or, for a hidden fix, nothing until then."""
     if f.get("needs_first"):
-        alone = (" (it runs beside the GPU's work until then)" if f.get("hidden") else
+        alone = (" (the loop waits for its DataLoader workers until then)"
+                 if (f.get("evidence") or {}).get("paced_by_dataloader_workers") else
+                 " (it runs beside the GPU's work until then)" if f.get("hidden") else
                  f" ({r})" if (r := span(f)) else "")
         return (f"{f['saves_after_needs_first_ms']} ms {after_fixes(f)}{sep}"
                 f"{f['estimated_savings_ms']} ms alone" + alone)

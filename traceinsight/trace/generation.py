@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .model import TraceModel
+from .profiler_cost import GRAPH_LAUNCH
 from .steps import OPTIMIZER_STEP, full_step_mask
 
 EMBEDDING = r"^aten::embedding$"
@@ -69,3 +70,31 @@ def _decode_forwards(model: TraceModel) -> tuple[tuple[float, float, str], ...]:
     if loop_ops < LOOP_OPS_CAPTURED * len(out):
         return ()       # a loop of a few ops a token: captured whole (the step's graph)
     return tuple(out)
+
+
+def replayed_loop(model: TraceModel) -> float:
+    """CUDA-graph replays per full step where a step replays its graphs again and again on one thread, with no
+    backward and no optimizer: a generation (or sampling) loop whose model forwards already run as graphs
+    (transformers' static cache, torch.compile(model, mode="reduce-overhead") in a loop of one's own); 0 otherwise.
+    What is left to its CPU is the loop's own work between the replays, which no further graph of the model
+    removes (the forty-fourth set's fixed generate(): 15 replays a step, 42-70 eager ops a token between them)."""
+    return model.memo("replayed_loop", lambda: _replayed_loop(model))
+
+
+def _replayed_loop(model: TraceModel) -> float:
+    cpu, st = model.cpu, model.steps
+    if cpu.empty or st.empty or model.cpu_match(OPTIMIZER_STEP).any() or model.cpu_match(BACKWARD).any():
+        return 0.0
+    st = st[full_step_mask(st["partial"])]
+    launch = np.flatnonzero((cpu["kind"] == "runtime").to_numpy() & model.cpu_match(GRAPH_LAUNCH))
+    if not len(launch) or st.empty:
+        return 0.0
+    ts, thread = cpu["ts"].to_numpy()[launch], cpu["thread"].to_numpy()[launch]
+    per = []
+    for a, b in zip(st["cpu_start"].to_numpy(), st["cpu_end"].to_numpy()):
+        inside = (ts >= a) & (ts < b)
+        if len(set(thread[inside])) > 1:
+            return 0.0
+        per.append(int(inside.sum()))
+    n = float(np.median(per))
+    return n if n >= MIN_FORWARDS else 0.0
