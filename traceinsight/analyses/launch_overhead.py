@@ -13,7 +13,7 @@ import pandas as pd
 from ..trace.steps import OPTIMIZER_STEP
 from ..trace.compiles import shapes_vary, while_compiling
 from ..trace.generation import decode_forwards, replayed_loop
-from ..trace.facts import (PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
+from ..trace.facts import (COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
                            waiting_calls)
 from .compiler_fixes import CompiledDispatch
 from .fixes import CudaGraph
@@ -61,7 +61,7 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
         between = _ops_between(ctx)
         # (a compiled call's range holds its replay: its CPU is the call's own, guards and cudagraph trees')
         said = ", ".join(f"{n} ({ms:.3f} ms" + (", the compiled call's own: guards, cudagraph trees" if
-                                                n.startswith("Torch-Compiled Region") else "") + ")"
+                                                re.match(COMPILE_REGION, n) else "") + ")"
                          for n, ms in between) or "no op"
         loop = replayed_loop(ctx.model)
         if loop:

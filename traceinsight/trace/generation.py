@@ -29,6 +29,11 @@ MIN_FORWARDS = 4        # per step: fewer is a batch of forwards, not a generati
 LOOP_OPS_CAPTURED = 24
 
 
+def _trains(model: TraceModel) -> bool:
+    """The trace runs a backward or an optimizer: a training step, no generation loop."""
+    return bool(model.cpu_match(OPTIMIZER_STEP).any() or model.cpu_match(BACKWARD).any())
+
+
 def decode_forwards(model: TraceModel) -> tuple[tuple[float, float, str], ...]:
     """(start, end, thread) of each decode forward in the full steps, the steps' first forwards (the prefill)
     left out; () where the trace is not a generation loop."""
@@ -37,7 +42,7 @@ def decode_forwards(model: TraceModel) -> tuple[tuple[float, float, str], ...]:
 
 def _decode_forwards(model: TraceModel) -> tuple[tuple[float, float, str], ...]:
     cpu, st = model.cpu, model.steps
-    if cpu.empty or st.empty or model.cpu_match(OPTIMIZER_STEP).any() or model.cpu_match(BACKWARD).any():
+    if cpu.empty or st.empty or _trains(model):
         return ()
     st = st[full_step_mask(st["partial"])]
     top = (cpu["kind"] == "op").to_numpy() & (cpu["top_op"].to_numpy() == np.arange(len(cpu)))
@@ -83,7 +88,7 @@ def replayed_loop(model: TraceModel) -> float:
 
 def _replayed_loop(model: TraceModel) -> float:
     cpu, st = model.cpu, model.steps
-    if cpu.empty or st.empty or model.cpu_match(OPTIMIZER_STEP).any() or model.cpu_match(BACKWARD).any():
+    if cpu.empty or st.empty or _trains(model):
         return 0.0
     st = st[full_step_mask(st["partial"])]
     launch = np.flatnonzero((cpu["kind"] == "runtime").to_numpy() & model.cpu_match(GRAPH_LAUNCH))
