@@ -37,3 +37,25 @@ def test_a_loop_paced_by_its_workers_puts_the_loader_first():
     assert row["paced_by_dataloader_workers"] and row["saves_ms"] > 0
     # No step after every fix is shorter than the GPU's work.
     assert all(r["estimated_step_ms"] >= r["gpu_work_after_ms"] for r in plan)
+
+
+def test_a_paced_loop_is_told_how_many_more_workers_keep_up():
+    # A review: "raise num_workers" with no number, where 4 workers gave a batch every 141.7 ms and the fixed step
+    # takes about 22 ms: some 25 workers, about 6-7 times as many.
+    d = document(analyze_file(RUN / f"{BERT}__after__default.json.gz"))
+    top = d["findings"][0]
+    plan = d["whatif"]["plan"]
+    pace, after = d["summary"]["unprofiled_step_ms"], plan[0]["estimated_step_ms"]
+    assert f"Raise num_workers to about {pace / after:.0f}x what it is now" in top["fix"]
+    assert f"a batch every {pace:.1f} ms" in top["fix"] and f"the step this fix leaves takes {after:.1f} ms" in top["fix"]
+    assert 4 <= pace / after <= 10
+
+
+def test_a_loop_its_workers_keep_up_with_gets_no_multiple():
+    # The twelve-worker loader of the eleventh set keeps up: the loop is launch-bound, and how fast its workers
+    # could go is not in the trace.
+    run = Path(__file__).resolve().parents[1] / "sample_traces/matrix/h200_cleanB"
+    d = document(analyze_file(run / "holdout11_loader_two_workers__after__default.json.gz"))
+    loader = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "host_bound")
+    assert "Raise num_workers (towards the CPU cores free for it)" in loader["fix"]
+    assert "x what it is now" not in loader["fix"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 
+from . import collective_speed
 from .base import Context, Finding, KindSpec
 from .exposed_communication import overlap_advice
 from .fixes import NoPeerWait
@@ -41,6 +42,10 @@ def analyze(ctx: Context) -> list[Finding]:
                    "waits for. "
                    "Where every rank has the same problem, fix it on every rank: the estimates here hold the other ranks as "
                    "they are, so this rank's own fixes save little while it waits.")
+    speed = collective_speed.table(ctx)
+    if speed:
+        ev["collective_bandwidth"] = speed
+        fix += collective_speed.slow_note(speed, peer is not None)
     return [Finding(
         kind=SPEC.kind, title=title,
         lost_per_step_us=lost, lost_total_us=float(ctx.gaps["collective_wait"].sum()),

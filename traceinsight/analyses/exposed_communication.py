@@ -11,6 +11,7 @@ from ..trace.facts import is_collective, waiting_calls
 from ..trace.host import subtract_intervals
 from ..trace.profiler_cost import unprofiled_step_us
 from ..trace.steps import merged_intervals
+from . import collective_speed
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("exposed_communication", "communication-bound", estimate="measured")
@@ -141,6 +142,11 @@ def analyze(ctx: Context) -> list[Finding]:
                 f"{bound / 1000:.2f} ms per step; the rest needs less communication"
                 + ("." if in_job else ", or less waiting: a collective's kernel time includes its wait for the "
                    "slowest rank, which one rank's trace cannot tell apart from the transfer."))
+    # How fast the collectives moved their data: where the largest crawl, overlap is not the answer.
+    speed = collective_speed.table(ctx)
+    if speed:
+        ev["collective_bandwidth"] = speed
+        fix += collective_speed.slow_note(speed, in_job)
     f = Finding(
         kind=SPEC.kind,
         title=(f"Communication runs exposed: {lost / 1000:.2f} ms per step of collectives overlap no compute; "

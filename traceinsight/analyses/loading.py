@@ -16,6 +16,8 @@ from .fixes import ADVISED_WORKERS, LOADER_MS_PER_MB_RANGE, WORKER_COUNTS, Remov
 # The loader fix's advice before the plan names the worker count (estimate/rank.py fills it in).
 WORKERS_UNNAMED = "num_workers=N,"
 PLAN_SAYS_WORKERS = ": the fix plan says how many workers keep up"
+# A loop whose workers already feed it: how many more, said once the plan knows the step they must keep up with.
+WORKERS_RAISE = "Raise num_workers (towards the CPU cores free for it)"
 
 
 # Host-bound idle below this share of the step is no finding of its own: the loader (if any) is hidden.

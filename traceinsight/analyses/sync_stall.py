@@ -20,7 +20,8 @@ from ..trace.facts import QUEUE_TOL_US, blocking_calls, in_compiled_region, prog
 from ..trace.steps import STEP_SOURCES
 from . import graph_break
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
-from .sync_advice import DDP_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing, site_fix, small_read
+from .sync_advice import (DDP_TIMING_FIX, HARNESS_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing,
+                          harness_timing, site_fix, small_read)
 from .attribution import per_step_causes
 from .reads import read_idle_us, reading_calls, replacement_gpu_us, replacement_launches
 from .base import RUNS_AHEAD, Context, Finding, KindSpec, library_frame, op_rows, top_op, top_ops, user_frame
@@ -56,13 +57,16 @@ def analyze(ctx: Context) -> list[Finding]:
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     # (DDP's own timing syncs: sites the program cannot remove)
     ddp = {top_op(cpu, b) for b in blockers if ddp_timing(cpu, b)}
+    harness = {s["op"] for s in ev_sites if harness_timing(s)}
     fixes = []
     for s in ev_sites[:4]:
-        f = DDP_TIMING_FIX if s["op"] in ddp else TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else (
+        f = DDP_TIMING_FIX if s["op"] in ddp else HARNESS_TIMING_FIX if s["op"] in harness else TO_DEVICE_FIX if s.get("copy_direction") == "to the device" else (
             SMALL_COPY_FIX.format(b=s["copy_bytes_per_call"]) if small_read(s) else site_fix(s["op"]))
         if f and f"{s['op']}: {f}" not in fixes:     # (two sites of one op: its advice once)
             fixes.append(f"{s['op']}: {f}")
-    mine = not ev_sites or any(s["op"] not in ddp for s in ev_sites)
+    mine = not ev_sites or any(s["op"] not in ddp | harness for s in ev_sites)
+    # (a harness's timing sync stays where it is: the fix replays without it only the program's own)
+    blockers = [b for b in blockers if top_op(cpu, b) not in harness]
     fix = (("Remove the host-device syncs from the hot path. " if mine else "") + "; ".join(fixes) + ".") if fixes else (
         "Remove the host-device syncs from the hot path: avoid .item()/.cpu()/printing CUDA tensors, "
         "data-dependent shapes (nonzero, unique, boolean masks) and explicit synchronize calls.")

@@ -11,7 +11,6 @@ import math
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
 from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
-from ..analyses.loading import PLAN_SAYS_WORKERS, WORKERS_UNNAMED
 from . import replay
 from ..trace.coverage import startup_calls
 from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
@@ -20,7 +19,7 @@ from .baseline import RELIABLE_REPLAY_PCT, baseline
 from .confidence import hedge
 from .deinflate import unprofiled_method
 from .likely import likely
-from .plan import fix_plan
+from .plan import fix_plan, name_workers
 from .bounds import (CAP_OWN, GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, cut_range, floor,
                      pinned_bandwidth_gbps, range_note, recoverable_us, saving, state_saving, unprofiled_idle,
                      worker_paced)
@@ -240,22 +239,10 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
             info["plan"] = plan_of(findings)
             _mark_needs(findings, info["plan"], minor)     # what each adds in the plan as it now stands
     _name_prerequisites(findings, minor)
-    _name_workers(findings, info.get("plan") or ())
+    # (the workers' pace is the loop's step only where it waits for them: bounds.worker_paced)
+    name_workers(findings, info.get("plan") or (), info.get("unprofiled_step_ms")
+                 if worker_paced(ctx, median_step) else None)
     return {"findings": findings, "minor": minor, "whatif": info}
-
-
-def _name_workers(findings: list[Finding], plan) -> None:
-    """The loader fix's advice names the worker count its plan row found to keep up (a review found the
-    number in the plan only, the advice saying num_workers=N): the most any row needs, as the rows after the
-    loader fix's raise it where they shorten the step it feeds (a review read "num_workers=1" beside a plan
-    whose next row said ">= 2")."""
-    counts = [(r["kind"], r["loader_workers_needed"]) for r in plan if r.get("loader_workers_needed")]
-    need = {counts[0][0]: max(n for _, n in counts)} if counts else {}
-    for f in findings:
-        if need.get(f.kind) and WORKERS_UNNAMED in f.fix:
-            f.fix = f.fix.replace(WORKERS_UNNAMED, f"num_workers={need[f.kind]} (the fewest that keep up with the "
-                                  "step, by the fix plan; no more than the machine's free cores),").replace(
-                PLAN_SAYS_WORKERS, "")
 
 
 def _after_prerequisites(findings: list[Finding], plan: list[dict], minor: list[Finding]) -> list[Finding]:

@@ -11,15 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .comms import dtype_bytes
+from ..trace.collectives import BUS_FACTOR, dtype_bytes
 from .match import Matched
 from .summary import WORK
 
 STRAGGLER_MIN_SHARE = 0.02      # a straggler's lag must cost at least this share of a step
-# NCCL-tests bus bandwidth factors, n = group size.
-BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
-              "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
-              "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
 
 
 def quiet(fn, *a, **k):

@@ -13,40 +13,16 @@ it is left out, so it cannot shift the order in which collectives are matched ac
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-# Order matters: the specific names before the ones they contain (allreduce before reduce).
-_OPS = [("allreduce", r"all_?reduce"), ("reducescatter", r"reduce_?scatter"),
-        ("allgather", r"all_?gather"), ("alltoall", r"all_?to_?all"), ("broadcast", r"broadcast|bcast"),
-        ("barrier", r"barrier"), ("reduce", r"reduce"), ("gather", r"gather"), ("scatter", r"scatter"),
-        ("send", r"send"), ("recv", r"recv"), ("coalesced", r"coalesced")]
-_OP_RX = [(op, re.compile(rx, re.I)) for op, rx in _OPS]
+from ..trace.collectives import op_kind
+
 P2P = {"send", "recv"}
 NOT_COLLECTIVES = {"wait", "waitall", ""}
-
-DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2, "double": 8, "float64": 8,
-               "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "byte": 1, "uint8": 1,
-               "char": 1, "int8": 1, "bool": 1, "complexfloat": 8, "complexdouble": 16}
-
-
-def op_kind(name: str) -> str:
-    """A collective's kind from any of its names (Collective name, c10d op, gloo range, NCCL kernel)."""
-    for op, rx in _OP_RX:
-        if rx.search(name):
-            return op
-    return "unknown"
-
-
-def dtype_bytes(dtype: str) -> int:
-    d = (dtype or "").lower().replace("torch.", "")
-    if d.startswith("float8"):
-        return 1
-    return DTYPE_BYTES.get(d, 0)
 
 
 def nelems_of(dims) -> int:

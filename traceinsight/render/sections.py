@@ -334,18 +334,25 @@ def alternatives(f: dict) -> str | None:
 
     def compared(x: float) -> str:
         return "about as much as" if abs(x - own) <= SAME_SHARE * own else "less than" if x < own else "more than"
+    def saves(a: dict) -> str:
+        # (a review read "saves about 0.0 ms per step" as a figure; next to nothing is what it says)
+        x = a["estimated_savings_ms"] or 0.0
+        return (f"saves next to nothing, about {x} ms per step" if x <= NEXT_TO_NOTHING * own else
+                f"saves about {x} ms per step")
     said = {compared(a["estimated_savings_ms"]) for a in alts}
     if len(alts) > 1 and len(said) == 1:
         # (one comparison for all: said once, not after each of four worker counts)
         return (f"Done another way (estimates, each {said.pop()} the fix as advised): " + "; ".join(
-            f"{a['what']}: saves about {a['estimated_savings_ms']} ms per step" + (f" ({span(a)})" if span(a) else "")
+            f"{a['what']}: {saves(a)}" + (f" ({span(a)})" if span(a) else "")
             for a in alts) + ".")
     return "Done another way: " + "; ".join(
-        f"{a['what']}: saves about {a['estimated_savings_ms']} ms per step ("
+        f"{a['what']}: {saves(a)} ("
         + (f"{span(a)}; " if span(a) else "")
         + f"estimate, {compared(a['estimated_savings_ms'])} the fix as advised)" for a in alts) + "."
 
 
+# An alternative saving at most this share of the fix as advised saves next to nothing beside it.
+NEXT_TO_NOTHING = 0.05
 # Two estimates within this share of each other are "about as much" (the replay's own noise is ~1-2%).
 SAME_SHARE = 0.02
 

@@ -6,6 +6,7 @@ diff works on its own copy (`thaw`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .. import __version__
@@ -101,6 +102,23 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
     }
 
 
+# Without step markers the whole trace is one window: a figure "per step" is the window's, which may hold one-time
+# work (a review read HTA's AlexNet start-up, its weights copied to the GPU once, as "244.4 MB per step").
+PER_STEP = re.compile(r"\b(?:per step|a step(?! of)|of each step)\b")
+
+
+def _in_window(text):
+    """A report sentence with its per-step wording said of the one window."""
+    if not isinstance(text, str):
+        return text
+    return PER_STEP.sub(lambda m: "of the window" if m.group(0) == "of each step" else "in the window", text)
+
+
+def _window_words(d: dict) -> dict:
+    """A finding's words (title, fix) said of the one window (the numbers and field names stay)."""
+    return {**d, "title": _in_window(d["title"]), "fix": _in_window(d["fix"])}
+
+
 def _ms_pair(us: tuple[float, float] | None) -> list | None:
     return [num(us[0] / 1000), num(us[1] / 1000)] if us else None
 
@@ -111,11 +129,13 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
     b = breakdown(a)
     fs = a.per_step
     pre = set(prewindow_steps(a.model, a.full_steps))   # (steps[].holds_prewindow_work)
+    window = a.model.step_source == "whole trace"
+    words = _window_words if window else (lambda d: d)
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "traceinsight", "version": __version__},
         "trace": a.facts,
-        "verdict": a.verdict,
+        "verdict": _in_window(a.verdict) if window else a.verdict,
         "healthy": a.healthy,
         "summary": {
             "steps": int(len(fs)),
@@ -140,9 +160,9 @@ def document(a: Analysis, full_tables: bool = False) -> dict:
             "idle_by_cause_ms_median_per_step": {c: num(b[c] / 1000) for c in CAUSES},
             "gpu_idle_total_ms": num(float(a.gaps["dur"].sum()) / 1000) if len(a.gaps) else 0.0,
         },
-        "findings": [finding_dict(f, a.reference_step_us) for f in a.fixes],
-        "notes": [finding_dict(f, a.reference_step_us) for f in a.notes],
-        "minor_findings": [finding_dict(f, a.reference_step_us) for f in a.minor_findings],
+        "findings": [words(finding_dict(f, a.reference_step_us)) for f in a.fixes],
+        "notes": [words(finding_dict(f, a.reference_step_us)) for f in a.notes],
+        "minor_findings": [words(finding_dict(f, a.reference_step_us)) for f in a.minor_findings],
         "whatif": a.whatif,
         "steps": [
             {"step": int(r.step), "start_ms": num(r.start / 1000), "duration_ms": num(r.dur / 1000),

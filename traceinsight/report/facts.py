@@ -252,7 +252,7 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "the estimates use the quiet steps (within 25% of the fastest: "
                    f"step{'s' if len(erratic['quiet']) > 1 else ''} {', '.join(map(str, erratic['quiet']))}); "
                    "record again, or more steps.")
-    compiled = _compiled_under_stack(model)
+    compiled = compiled_under_stack(model)
     if compiled:
         out.append(compiled)
     world = (meta.get("distributed") or {}).get("world_size")
@@ -281,7 +281,7 @@ def python_in_steps(model: TraceModel) -> np.ndarray:
 COMPILED_PY_CALLS = 300
 
 
-def _compiled_under_stack(model: TraceModel) -> str | None:
+def compiled_under_stack(model: TraceModel) -> str | None:
     """Compiled code recorded with with_stack and no measured un-profiled step. Inductor's generated code makes
     hundreds to thousands of recorded Python calls a step, whose profiler cost the fitted model gets least right:
     on the matrix's compiled programs the un-profiled step was estimated -38..+98% off under with_stack, -16..+36%

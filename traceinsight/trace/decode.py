@@ -35,6 +35,13 @@ class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False, frozen=True):
     grid: msgspec.Raw = NO_DIMS
     # "M" metadata events name their process / thread here.
     meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
+    # A collective's own args, on NCCL kernels (CUDA) and on its record_param_comms range (any backend): what it
+    # moved, for its bandwidth (trace/collectives.py). Any JSON scalar, so that an odd one is read, not dropped.
+    coll_name: Union[str, int, float, None] = msgspec.field(default=None, name="Collective name")
+    in_nelems: Union[int, float, str, None] = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Union[int, float, str, None] = msgspec.field(default=None, name="Out msg nelems")
+    dtype: Union[str, int, float, None] = None
+    group_size: Union[int, float, str, None] = msgspec.field(default=None, name="Group size")
 
 
 NO_ARGS = Args()

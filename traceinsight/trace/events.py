@@ -27,6 +27,7 @@ _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "dev
 # Python frames (half the events of a with_stack trace) carry only Python ids: no stream, device,
 # bytes or Input Dims is looked for on them.
 NO_DEVICE_ARGS_CATS = frozenset({"python_function"})
+COMM_RANGE = "record_param_comms"     # c10d's range around a collective's launch, with its args
 ID_FIELDS = ("correlation", "external_id", "stream", "device")
 
 
@@ -167,6 +168,9 @@ class Columns:
         self._key_table = np.zeros((len(KEY_FIELDS), 1024), dtype=np.int32)
         # Ids written as something else than an int ("0x1f", "7", 7.0): row -> the value as written.
         self.odd_ids: dict[str, dict] = {f: {} for f in ID_FIELDS}
+        # Collectives' own args (trace/collectives.py): (on a kernel?, its correlation or External id, name, dtype,
+        # in and out elements, group size), from the NCCL kernels and record_param_comms ranges: a few a step.
+        self.comm_args: list[tuple] = []
 
     def values(self, field: str) -> list:
         return self.interns[field].values
@@ -205,6 +209,7 @@ class Columns:
         # (kernels only: the only events with a grid, a few in a million-event trace of ops and frames)
         k = np.flatnonzero(self._kernel_cat()[p["cat"][-1]])
         p["grid"].append(self._raw("grid", [args[i] for i in k.tolist()], k, n))
+        self._comm_args(args, k, p["name"][-1])
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n
 
@@ -256,6 +261,18 @@ class Columns:
         if len(has):
             out[rows[has]] = self.interns[field].codes([bytes(raws[i]) for i in has.tolist()], len(has))
         return out
+
+    def _comm_args(self, args: list, kernels: np.ndarray, name: np.ndarray) -> None:
+        """Collect the collective args of this piece's kernels and record_param_comms ranges."""
+        rpc = self.interns["name"].find(COMM_RANGE)
+        ops = np.flatnonzero(name == rpc) if rpc is not None else np.zeros(0, dtype=np.int64)
+        for rows, on_kernel in ((kernels, True), (ops, False)):
+            for i in rows.tolist():
+                a = args[i]
+                if a.coll_name is None and a.out_nelems is None and a.in_nelems is None:
+                    continue
+                key = a.correlation if on_kernel else a.external_id
+                self.comm_args.append((on_kernel, key, a.coll_name, a.dtype, a.in_nelems, a.out_nelems, a.group_size))
 
     def _meta_names(self, evs: list[Event], ph: np.ndarray, name: np.ndarray) -> None:
         m, tn = self.interns["ph"].find("M"), self.interns["name"].find("thread_name")

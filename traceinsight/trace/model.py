@@ -305,7 +305,7 @@ def build_model(raw: RawTrace, peer_waits: tuple | None = None) -> TraceModel:
     # (peer_wait_us None: not read with a job's other ranks)
     meta = dict(raw.meta, vendor="AMD" if rocm else None, distributed=raw.distributed, warmup_steps=warmup,
                 leading_idle_excluded_us=leading_idle, steps_cut_to_data=cut, peer_wait_us=peer_wait_us,
-                lazy_loads_us=sorted(float(x) - t0 for x in tb.c["ts"][tb.lazy_rows]))
+                lazy_loads_us=sorted(float(x) - t0 for x in tb.c["ts"][tb.lazy_rows]), comm_args=c.comm_args)
     _pid, _tid, mem_threads, mem_codes, _rank = _threads(tb, tb.memory_rows)   # (profile_memory's events)
     model = TraceModel(path=raw.path, rank=rank, cpu=cpu, gpu=gpu, steps=steps, gaps=gaps,
                        devices=devices, meta=meta, thread_names=dict(c.thread_names), warnings=warnings,

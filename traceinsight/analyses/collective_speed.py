@@ -1,0 +1,68 @@
+"""How fast the step's collectives moved their data: the bus bandwidth (NCCL-tests' measure) of each kind of
+collective, at its fastest and its median, for the communication findings' evidence; and, where even the largest
+ones crawl, what that says.
+
+A collective kernel's time holds the transfer and, on one rank's trace, its wait for the last rank to arrive: the
+fastest instance of a size is the nearest to the transfer alone. Read in a job, the waits for the other ranks are
+taken out of the kernels first (trace/peer_waits.py), so what is left is the transfer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..trace.collectives import busbw_gbps, sizes
+from .base import Context
+
+# Collectives this large are bandwidth-bound on any interconnect (a 4 MiB all-reduce takes tens of microseconds
+# on NVLink): their speed says how fast the transport is, not its latency.
+LARGE_BYTES = 4 * 2**20
+# A bus bandwidth under this for the largest collectives, even at their fastest, is far below what GPUs' links
+# carry: NVLink and xGMI 100 GB/s and more inside a node, InfiniBand or RoCE 25-50 GB/s a GPU between nodes. (TraceLens'
+# MI300 ResNet rank, 8 GPUs: all-reduces of 17.6 MB at 3.6 GB/s at best, 1.5 GB/s for 5.7 MB.)
+SLOW_BUSBW_GBPS = 10.0
+ROWS = 6
+
+
+def table(ctx: Context) -> list[dict]:
+    """Per (op, dtype, bytes, group size), the collectives in the full steps with a recorded size, by time spent:
+    how many a step, their fastest and median time and the bus bandwidth at each."""
+    s = sizes(ctx.model)
+    if s.empty:
+        return []
+    ts = ctx.model.gpu["ts"].to_numpy()[s["row"].to_numpy(dtype=np.int64)]
+    s = s[np.isin(ctx.step_of(ts), ctx.full_steps) & (s["bytes"].to_numpy() > 0)]
+    out = []
+    for (op, dtype, nbytes, group), g in s.groupby(["op", "dtype", "bytes", "group"], sort=False):
+        d = g["dur"].to_numpy()
+        fast, med = float(d.min()), float(np.median(d))
+        best, typical = busbw_gbps(op, nbytes, group, fast), busbw_gbps(op, nbytes, group, med)
+        out.append({"op": op, "dtype": dtype, "size_mb": round(nbytes / 1e6, 3), "group_size": int(group),
+                    "per_step": round(len(d) / ctx.n_full, 2), "fastest_us": round(fast, 1),
+                    "median_us": round(med, 1), "ms_per_step": round(float(d.sum()) / ctx.n_full / 1000, 3),
+                    "busbw_fastest_gbps": None if best is None else round(best, 2),
+                    "busbw_median_gbps": None if typical is None else round(typical, 2)})
+    return sorted(out, key=lambda r: -r["ms_per_step"])[:ROWS]
+
+
+def slow_note(rows: list[dict], in_job: bool) -> str:
+    """A sentence where the large collectives, even at their fastest, move far slower than GPU links carry
+    ("" otherwise): the time is waiting for a later rank or a slow transport, which overlap does not shorten."""
+    large = [r for r in rows if r["size_mb"] * 1e6 >= LARGE_BYTES and r["busbw_fastest_gbps"] is not None]
+    if not large:
+        return ""
+    top = max(large, key=lambda r: r["size_mb"])
+    best = max(r["busbw_fastest_gbps"] for r in large)
+    if best >= SLOW_BUSBW_GBPS:
+        return ""
+    said = (f" Its largest collectives move slowly: {top['op']} of {top['size_mb']:g} MB ({top['dtype']}, "
+            f"{top['group_size']} ranks) at {top['busbw_fastest_gbps']:g} GB/s bus bandwidth at its fastest "
+            f"({top['fastest_us'] / 1000:.2f} ms), where NVLink or xGMI carry 100 GB/s and more inside a node and "
+            "InfiniBand 25-50 GB/s a GPU between nodes.")
+    if in_job:
+        # (the waits for the other ranks are out of these kernels: what is left is the transfer)
+        return said + (" With the waits for the other ranks taken out, that is the transfer itself: check the "
+                       "transport (NCCL_DEBUG=INFO names the one in use: a socket or PCIe path in place of NVLink or "
+                       "InfiniBand, or too few network interfaces for the GPUs).")
+    return said + (" So most of that time is not bandwidth: each collective waits inside its kernel for the last rank "
+                   "to arrive, or runs over a slow transport (NCCL_DEBUG=INFO names the one in use). All ranks' "
+                   "traces tell the two apart (`traceinsight analyze` on them); better overlap hides neither.")
