@@ -199,7 +199,8 @@ def test_overlap_advice_says_what_the_program_already_overlaps():
     # The MI300 DDP job's first bucket starts during the backward: 25% of its communication overlaps compute.
     comm = _find(_tracelens("mi300_resnet_act_checkpoint.json.gz"), "exposed_communication")
     assert comm["evidence"]["overlapped_pct_of_communication"] > 15
-    assert comm["fix"].startswith("The program already overlaps 25% of its communication with compute")
+    # (its all-reduces crawl, 3.6 GB/s at best: that leads the advice now, analyses/collective_speed.py)
+    assert "The program already overlaps 25% of its communication with compute" in comm["fix"]
     assert "wait for the slowest rank" in comm["fix"]
 
 

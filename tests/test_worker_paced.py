@@ -41,14 +41,18 @@ def test_a_loop_paced_by_its_workers_puts_the_loader_first():
 
 def test_a_paced_loop_is_told_how_many_more_workers_keep_up():
     # A review: "raise num_workers" with no number, where 4 workers gave a batch every 141.7 ms and the fixed step
-    # takes about 22 ms: some 25 workers, about 6-7 times as many.
+    # takes about 22 ms: some 25 workers, about 6-7 times as many, if they scaled linearly.
     d = document(analyze_file(RUN / f"{BERT}__after__default.json.gz"))
     top = d["findings"][0]
     plan = d["whatif"]["plan"]
     pace, after = d["summary"]["unprofiled_step_ms"], plan[0]["estimated_step_ms"]
-    assert f"Raise num_workers to about {pace / after:.0f}x what it is now" in top["fix"]
-    assert f"a batch every {pace:.1f} ms" in top["fix"] and f"the step this fix leaves takes {after:.1f} ms" in top["fix"]
     assert 4 <= pace / after <= 10
+    assert f"Raise num_workers to about {pace / after:.1f}x what it is now" in top["fix"]
+    assert f"a batch about every {pace:.1f} ms" in top["fix"] and f"the step this fix leaves takes {after:.1f} ms" in top["fix"]
+    # Workers seldom scale linearly (0 -> 4 of them gave this BERT 2.8x), and 7x 4 is more than many hosts' cores
+    # (a review): past the cores, the per-sample work.
+    assert "if they scaled linearly, which they seldom do" in top["fix"]
+    assert "where that is more workers than cores, make the per-sample transform cheaper" in top["fix"]
 
 
 def test_a_loop_its_workers_keep_up_with_gets_no_multiple():

@@ -18,8 +18,13 @@ from .base import Context
 LARGE_BYTES = 4 * 2**20
 # A bus bandwidth under this for the largest collectives, even at their fastest, is far below what GPUs' links
 # carry: NVLink and xGMI 100 GB/s and more inside a node, InfiniBand or RoCE 25-50 GB/s a GPU between nodes. (TraceLens'
-# MI300 ResNet rank, 8 GPUs: all-reduces of 17.6 MB at 3.6 GB/s at best, 1.5 GB/s for 5.7 MB.)
-SLOW_BUSBW_GBPS = 10.0
+# MI300 ResNet rank, 8 GPUs: all-reduces of 17.6 MB at 3.6 GB/s at best, 1.5 GB/s for 5.7 MB; HTA's A100 DDP rank,
+# SXM4 boards: 26-32 MB at 11-13 GB/s, which a review read as some 10x short of NVLink.)
+SLOW_BUSBW_GBPS = 20.0
+# What the report compares with: a bus bandwidth GPU links reach for large collectives (NVLink, xGMI: 100+ GB/s).
+LINK_GBPS = 100.0
+# Below this size a collective's time is its latency: no bandwidth is quoted for it.
+LATENCY_BYTES = 2**20
 ROWS = 6
 
 
@@ -36,6 +41,8 @@ def table(ctx: Context) -> list[dict]:
         d = g["dur"].to_numpy()
         fast, med = float(d.min()), float(np.median(d))
         best, typical = busbw_gbps(op, nbytes, group, fast), busbw_gbps(op, nbytes, group, med)
+        if nbytes < LATENCY_BYTES:      # (a review: "0.03 GB/s" for a 160-byte broadcast says nothing)
+            best = typical = None
         out.append({"op": op, "dtype": dtype, "size_mb": round(nbytes / 1e6, 3), "group_size": int(group),
                     "per_step": round(len(d) / ctx.n_full, 2), "fastest_us": round(fast, 1),
                     "median_us": round(med, 1), "ms_per_step": round(float(d.sum()) / ctx.n_full / 1000, 3),
@@ -44,25 +51,35 @@ def table(ctx: Context) -> list[dict]:
     return sorted(out, key=lambda r: -r["ms_per_step"])[:ROWS]
 
 
+def at_link_ms(rows: list[dict]) -> float:
+    """What the large collectives a step runs would take at LINK_GBPS of bus bandwidth (ms per step)."""
+    return sum(r["per_step"] * r["fastest_us"] * r["busbw_fastest_gbps"] / LINK_GBPS for r in _large(rows)) / 1000
+
+
+def _large(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["size_mb"] * 1e6 >= LARGE_BYTES and r["busbw_fastest_gbps"] is not None]
+
+
 def slow_note(rows: list[dict], in_job: bool) -> str:
-    """A sentence where the large collectives, even at their fastest, move far slower than GPU links carry
-    ("" otherwise): the time is waiting for a later rank or a slow transport, which overlap does not shorten."""
-    large = [r for r in rows if r["size_mb"] * 1e6 >= LARGE_BYTES and r["busbw_fastest_gbps"] is not None]
-    if not large:
+    """Sentences where the large collectives, even at their fastest, move far slower than GPU links carry ("" otherwise):
+    the time is waiting for a later rank or a slow transport."""
+    large = _large(rows)
+    if not large or max(r["busbw_fastest_gbps"] for r in large) >= SLOW_BUSBW_GBPS:
         return ""
     top = max(large, key=lambda r: r["size_mb"])
-    best = max(r["busbw_fastest_gbps"] for r in large)
-    if best >= SLOW_BUSBW_GBPS:
-        return ""
+    now = sum(r["ms_per_step"] for r in large)
     said = (f" Its largest collectives move slowly: {top['op']} of {top['size_mb']:g} MB ({top['dtype']}, "
             f"{top['group_size']} ranks) at {top['busbw_fastest_gbps']:g} GB/s bus bandwidth at its fastest "
             f"({top['fastest_us'] / 1000:.2f} ms), where NVLink or xGMI carry 100 GB/s and more inside a node and "
-            "InfiniBand 25-50 GB/s a GPU between nodes.")
+            f"InfiniBand 25-50 GB/s a GPU between nodes: at {LINK_GBPS:g} GB/s this step's large collectives would take "
+            f"about {at_link_ms(rows):.2f} ms, not {now:.2f}.")
     if in_job:
         # (the waits for the other ranks are out of these kernels: what is left is the transfer)
         return said + (" With the waits for the other ranks taken out, that is the transfer itself: check the "
                        "transport (NCCL_DEBUG=INFO names the one in use: a socket or PCIe path in place of NVLink or "
-                       "InfiniBand, or too few network interfaces for the GPUs).")
-    return said + (" So most of that time is not bandwidth: each collective waits inside its kernel for the last rank "
-                   "to arrive, or runs over a slow transport (NCCL_DEBUG=INFO names the one in use). All ranks' "
-                   "traces tell the two apart (`traceinsight analyze` on them); better overlap hides neither.")
+                       "InfiniBand, or too few network interfaces for the GPUs; nccl-tests' all_reduce_perf on the "
+                       "node shows what it can do).")
+    return said + (" So most of that time is not the transfer: each collective waits inside its kernel for the last "
+                   "rank to arrive, or runs over a slow transport (NCCL_DEBUG=INFO names the one in use; nccl-tests' "
+                   "all_reduce_perf at these sizes shows what the node can do). All ranks' traces tell the two apart "
+                   "(`traceinsight analyze` on them).")

@@ -128,7 +128,21 @@ def analyze(ctx: Context) -> list[Finding]:
     else:
         fix = (f"Overlap communication with compute: {overlap_advice(ctx.model)}, and check for a straggler "
                f"rank{straggler}.")
+    # How fast the collectives moved their data: where the largest crawl, overlap is not the answer.
+    speed = collective_speed.table(ctx)
+    slow = collective_speed.slow_note(speed, in_job) if speed else ""
     cpu_held = lost > 0 and held < CPU_HELD * lost
+    if slow and not same_stream and not cpu_held:
+        # (a review of TraceLens' MI300 rank: "smaller DDP buckets" beside all-reduces that take 6.7-8.7 ms whatever
+        # their size, a cost per collective that more buckets multiply)
+        already = (f" The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute."
+                   if comm and lost < (1 - ALREADY_OVERLAPS) * comm else "")
+        larger = ("Fewer, larger DDP buckets (a larger bucket_cap_mb)" if ctx.model.cpu_match(DDP_RANGE).any() else
+                  "Fewer, larger collectives")
+        fix = (slow.strip() + already + f" Overlap hides at most the compute beside them ({comp / 1000:.2f} ms a step), "
+               f"whatever the cause; the rest needs the collectives to run at the links' speed. {larger} pay less per "
+               "collective than smaller ones" + (" (the job report says whether a rank sets the pace)." if in_job else "."))
+        slow = ""
     if cpu_held:
         # (a review of HTA's a100 DDP rank: "overlap more" for all-reduces that ran in the backward while the
         # compute stream waited on a launch-bound CPU, the last one done 15 ms before the optimizer began)
@@ -142,11 +156,9 @@ def analyze(ctx: Context) -> list[Finding]:
                 f"{bound / 1000:.2f} ms per step; the rest needs less communication"
                 + ("." if in_job else ", or less waiting: a collective's kernel time includes its wait for the "
                    "slowest rank, which one rank's trace cannot tell apart from the transfer."))
-    # How fast the collectives moved their data: where the largest crawl, overlap is not the answer.
-    speed = collective_speed.table(ctx)
     if speed:
         ev["collective_bandwidth"] = speed
-        fix += collective_speed.slow_note(speed, in_job)
+        fix += slow
     f = Finding(
         kind=SPEC.kind,
         title=(f"Communication runs exposed: {lost / 1000:.2f} ms per step of collectives overlap no compute; "

@@ -17,7 +17,7 @@ from ..trace.host import ALLOCATOR_MALLOC
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
 from .host_gaps import ENDS, bare_stretch, python_calls
 from .host_gaps import pieces as pieces_of
-from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_RAISE, WORKERS_UNNAMED, fewer_workers,
+from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_ADVICE, WORKERS_UNNAMED, fewer_workers,
                       hidden_loader, loader_batch_mb, unprofiled_loading)
 
 COMPILING_RE = re.compile(COMPILING)
@@ -166,9 +166,7 @@ def analyze(ctx: Context) -> list[Finding]:
         # trace (main process only) cannot show which transform costs the time.
         fix = ("The training loop waits for batches from the DataLoader's worker processes "
                "(_MultiProcessingDataLoaderIter: num_workers > 0 already): they produce batches slower than "
-               f"the step consumes them. {WORKERS_RAISE}, make the "
-               "per-sample transform cheaper (profile a worker, or time the Dataset's __getitem__ alone), or "
-               "move augmentation onto the GPU; keep pin_memory=True and persistent_workers=True.")
+               f"the step consumes them. {WORKERS_ADVICE}; keep pin_memory=True and persistent_workers=True.")
     elif loader:
         inside = f" (most of it in {frames[0][0]})" if frames else ""
         # Workers run the loader's work in parallel with the step: N of them keep up only when the work

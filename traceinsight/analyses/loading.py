@@ -18,6 +18,9 @@ WORKERS_UNNAMED = "num_workers=N,"
 PLAN_SAYS_WORKERS = ": the fix plan says how many workers keep up"
 # A loop whose workers already feed it: how many more, said once the plan knows the step they must keep up with.
 WORKERS_RAISE = "Raise num_workers (towards the CPU cores free for it)"
+CHEAPER_WORK = ("make the per-sample transform cheaper (profile a worker, or time the Dataset's __getitem__ alone), or "
+                "move augmentation onto the GPU")
+WORKERS_ADVICE = f"{WORKERS_RAISE}, {CHEAPER_WORK}"
 
 
 # Host-bound idle below this share of the step is no finding of its own: the loader (if any) is hidden.

@@ -237,6 +237,11 @@ def step_counts(d: dict) -> str:
     return plural(n, "step") + f" ({t['step_source']}{left}{gpu})"
 
 
+def per_step(d: dict) -> str:
+    """"per step", or "in the window" where the whole trace is the one window (no step markers)."""
+    return "in the window" if d["trace"].get("step_source") == "whole trace" else "per step"
+
+
 def step_line(d: dict) -> str:
     s = d["summary"]
     if s["steps"] == 1:
@@ -337,7 +342,8 @@ def alternatives(f: dict) -> str | None:
     def saves(a: dict) -> str:
         # (a review read "saves about 0.0 ms per step" as a figure; next to nothing is what it says)
         x = a["estimated_savings_ms"] or 0.0
-        return (f"saves next to nothing, about {x} ms per step" if x <= NEXT_TO_NOTHING * own else
+        top = max((r[1] for r in (a.get("likely_savings_range_ms"), a.get("savings_range_ms")) if r), default=x)
+        return (f"saves next to nothing, about {x} ms per step" if max(x, top) <= NEXT_TO_NOTHING * own else
                 f"saves about {x} ms per step")
     said = {compared(a["estimated_savings_ms"]) for a in alts}
     if len(alts) > 1 and len(said) == 1:

@@ -104,14 +104,15 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
 
 # Without step markers the whole trace is one window: a figure "per step" is the window's, which may hold one-time
 # work (a review read HTA's AlexNet start-up, its weights copied to the GPU once, as "244.4 MB per step").
-PER_STEP = re.compile(r"\b(?:per step|a step(?! of)|of each step)\b")
+PER_STEP = re.compile(r"\b(?:per step|a step(?! of)|of each step|Each step)\b")
 
 
 def _in_window(text):
     """A report sentence with its per-step wording said of the one window."""
     if not isinstance(text, str):
         return text
-    return PER_STEP.sub(lambda m: "of the window" if m.group(0) == "of each step" else "in the window", text)
+    said = {"of each step": "of the window", "Each step": "The window"}
+    return PER_STEP.sub(lambda m: said.get(m.group(0), "in the window"), text)
 
 
 def _window_words(d: dict) -> dict:
