@@ -104,7 +104,7 @@ def test_a_trace_without_step_markers_says_its_figures_of_the_window():
     pageable = next(f for f in d["findings"] + d["minor_findings"] if f["kind"] == "pageable_memcpy")
     assert pageable["title"].startswith("244.4 MB in the window copied from pageable host memory")
     words = [f["title"] for f in d["findings"] + d["minor_findings"] + d["notes"]] + [d["verdict"]]
-    assert not [w for w in words if "per step" in w or "of each step" in w]
+    assert not [w for w in words if "per step" in w or "of each step" in w or "median step" in w]
     # The advice too (a review: "Each step copies 244.4 MB ..."), and the terminal's facts.
     fixes = " ".join(f["fix"] for f in d["findings"] + d["minor_findings"])
     assert "Each step" not in fixes and "The window copies 244.4 MB" in fixes

@@ -112,6 +112,9 @@ def _in_window(text):
     if not isinstance(text, str):
         return text
     said = {"of each step": "of the window", "Each step": "The window"}
+    # (one window has no median of steps: "busy 100% of the window (median of the steps' shares; median step ...")
+    text = text.replace("(median of the steps' shares; median step ", "(a window of ").replace("(median step ",
+                                                                                          "(a window of ")
     return PER_STEP.sub(lambda m: said.get(m.group(0), "in the window"), text)
 
 
