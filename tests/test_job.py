@@ -18,7 +18,8 @@ import pytest
 
 from traceinsight.errors import TraceError, UsageError
 from traceinsight.job import analyze_job, analyze_jobs, clock, discover, engine
-from traceinsight.job.analysis import BUS_FACTOR, per_step_union
+from traceinsight.job.analysis import per_step_union
+from traceinsight.trace.collectives import BUS_FACTOR
 from traceinsight.trace.load import expand
 from traceinsight.render import job_view
 

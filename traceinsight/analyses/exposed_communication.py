@@ -113,6 +113,8 @@ def analyze(ctx: Context) -> list[Finding]:
     in_job = ctx.model.meta.get("peer_wait_us") is not None
     straggler = (" (the job report says whether one sets the pace)" if in_job else " that makes the others wait inside the collective "
                  "(`traceinsight analyze` on all ranks' traces)")
+    already = (f"The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute"
+               if comm and lost < (1 - ALREADY_OVERLAPS) * comm else "")
     if same_stream:
         fix = ("The collectives run on the compute stream (tensor-parallel style), so nothing can overlap "
                "them: cut their cost instead (fewer, larger all-reduces; a faster algorithm or transport; "
@@ -120,11 +122,10 @@ def analyze(ctx: Context) -> list[Finding]:
                "shown is the most that can come of it, the collectives' exposed time were it gone"
                + ("." if in_job else ": a collective's kernel time includes its wait for the slowest rank, "
                   "which one rank's trace cannot tell apart from the transfer."))
-    elif comm and lost < (1 - ALREADY_OVERLAPS) * comm:
+    elif already:
         # (a review: "let DDP start all-reduces during backward" to a program whose buckets already did)
-        fix = (f"The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute "
-               "(collectives start during the backward): the rest runs after the last compute. Overlap more with "
-               f"{overlap_advice(ctx.model, more=True)}, and check for a straggler rank{straggler}.")
+        fix = (f"{already} (collectives start during the backward): the rest runs after the last compute. "
+               f"Overlap more with {overlap_advice(ctx.model, more=True)}, and check for a straggler rank{straggler}.")
     else:
         fix = (f"Overlap communication with compute: {overlap_advice(ctx.model)}, and check for a straggler "
                f"rank{straggler}.")
@@ -135,13 +136,13 @@ def analyze(ctx: Context) -> list[Finding]:
     if slow and not same_stream and not cpu_held:
         # (a review of TraceLens' MI300 rank: "smaller DDP buckets" beside all-reduces that take 6.7-8.7 ms whatever
         # their size, a cost per collective that more buckets multiply)
-        already = (f" The program already overlaps {100 * (1 - lost / comm):.0f}% of its communication with compute."
-                   if comm and lost < (1 - ALREADY_OVERLAPS) * comm else "")
         larger = ("Fewer, larger DDP buckets (a larger bucket_cap_mb)" if ctx.model.cpu_match(DDP_RANGE).any() else
                   "Fewer, larger collectives")
-        fix = (slow.strip() + already + f" Overlap hides at most the compute beside them ({comp / 1000:.2f} ms a step), "
+        fix = (slow.strip() + (f" {already}." if already else "")
+               + f" Overlap hides at most the compute beside them ({comp / 1000:.2f} ms a step), "
                f"whatever the cause; the rest needs the collectives to run at the links' speed. {larger} pay less per "
-               "collective than smaller ones" + (" (the job report says whether a rank sets the pace)." if in_job else "."))
+               "collective than smaller ones"
+               + (" (the job report says whether a rank sets the pace)." if in_job else "."))
         slow = ""
     if cpu_held:
         # (a review of HTA's a100 DDP rank: "overlap more" for all-reduces that ran in the backward while the

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..trace.collectives import BUS_FACTOR, dtype_bytes
+from ..trace.collectives import busbw_gbps, dtype_bytes
 from .match import Matched
 from .summary import WORK
 
@@ -207,8 +207,8 @@ def bandwidth(a: Aligned, m: Matched) -> list[dict]:
     for (op, dt, nbytes, n), g in df.groupby(["op", "dtype", "bytes", "group_size"], sort=True):
         t = float(np.median(g["dur"]))
         alg = nbytes / (t * 1e3) if t > 0 and nbytes > 0 else None
-        f = BUS_FACTOR.get(op)
+        bus = busbw_gbps(op, nbytes, int(n), t)
         rows.append({"op": op, "dtype": dt, "bytes": int(nbytes), "group_size": int(n), "count": int(len(g)),
                      "time_us": round(t, 3), "algbw_gbps": round(alg, 3) if alg is not None else None,
-                     "busbw_gbps": round(alg * f(int(n)), 3) if alg is not None and f else None})
+                     "busbw_gbps": round(bus, 3) if bus is not None else None})
     return rows

@@ -19,7 +19,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..trace.collectives import op_kind
+from ..trace.collectives import op_kind, range_above
+from ..trace.events import COMM_RANGE
 
 P2P = {"send", "recv"}
 NOT_COLLECTIVES = {"wait", "waitall", ""}
@@ -82,7 +83,7 @@ def _from_record_param_comms(rpc, t0, gpu, cpu, comm_gpu, default_pg, default_gr
     last = np.full(len(rpc), np.nan)
     # NCCL kernels -> the record_param_comms that launched them: same External id, else the
     # record_param_comms range around the launch call.
-    cpu_name = cpu["name"].to_numpy()
+    is_range = cpu["name"].to_numpy() == COMM_RANGE
     parent = cpu["parent"].to_numpy()
     cpu_ext = cpu["ext_id"].to_numpy()
     g = gpu[comm_gpu]
@@ -90,10 +91,8 @@ def _from_record_param_comms(rpc, t0, gpu, cpu, comm_gpu, default_pg, default_gr
                                       g["ts"].to_numpy(), g["end"].to_numpy()):
         i = by_ext.get(int(ext))
         if i is None and launcher >= 0:
-            p, hops = int(launcher), 0
-            while p >= 0 and hops < 64 and cpu_name[p] != "record_param_comms":
-                p, hops = int(parent[p]), hops + 1
-            if p >= 0 and cpu_name[p] == "record_param_comms":
+            p = range_above(parent, is_range, int(launcher))
+            if p >= 0:
                 i = by_ext.get(int(cpu_ext[p]))
         if i is None:
             counts["prewindow" if launcher < 0 else "unlinked"] += 1

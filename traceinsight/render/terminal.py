@@ -29,12 +29,13 @@ def _header(console: Console, d) -> None:
 def _facts(console: Console, d) -> None:
     s, t = d["summary"], d["trace"]
     steps, step = S.step_counts(d), S.step_line(d)
+    per = S.per_step(d)
+    stepped = per == "per step"      # (medians over steps; one window has none)
     if S.cpu_only(d):
         console.print(Text(f"{S.no_gpu_label(d)} | {steps} | {step}"))
     else:
         console.print(Text(f"GPU {S.gpu_label(t)} | {steps} | {step} | GPU busy {s['median_gpu_busy_ms']} ms, "
-                           f"idle {s['median_gpu_idle_ms']} ms {S.per_step(d)}" + (" (medians)" if S.per_step(d) == "per step"
-                                                                                    else "")))
+                           f"idle {s['median_gpu_idle_ms']} ms {per}" + (" (medians)" if stepped else "")))
     if t.get("program_note"):
         console.print(Text(t["program_note"]))
     if t.get("recording"):
@@ -42,7 +43,7 @@ def _facts(console: Console, d) -> None:
     console.print(Text(t["profiler_note"], style="dim"))
     idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v and v > 0.0005}
     if idle and not S.cpu_only(d):
-        console.print(Text(f"GPU idle by cause (ms, {'median per step' if S.per_step(d) == 'per step' else 'in the window'}): " +
+        console.print(Text(f"GPU idle by cause (ms, {'median ' + per if stepped else per}): " +
                            ", ".join(f"{k} {v}" for k, v in sorted(idle.items(), key=lambda kv: -kv[1]))))
 
 

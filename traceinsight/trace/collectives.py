@@ -73,46 +73,46 @@ def _sizes(model: TraceModel) -> pd.DataFrame:
     if not args or g.empty:
         return pd.DataFrame(columns=cols)
     kernel = (g["kind"] == "kernel").to_numpy() & is_collective(model)
-    found: dict[int, tuple] = {}
-    by_corr = {}
+    by_corr, by_ext = {}, {}
     for on_kernel, key, name, dtype, n_in, n_out, group in args:
-        info = (str(name or ""), str(dtype or ""), max(_int(n_in), _int(n_out)), _int(group))
-        if on_kernel:
-            by_corr[key] = info
+        (by_corr if on_kernel else by_ext)[key] = (str(name or ""), str(dtype or ""), max(_int(n_in), _int(n_out)),
+                                                   _int(group))
+    found: dict[int, tuple] = {}
     if by_corr:
         corr = g["correlation"].to_numpy()
         for r in np.flatnonzero(kernel).tolist():
             info = by_corr.get(int(corr[r]))
             if info is not None:
                 found[r] = info
-    by_ext = {key: (str(name or ""), str(dtype or ""), max(_int(n_in), _int(n_out)), _int(group))
-              for on_kernel, key, name, dtype, n_in, n_out, group in args if not on_kernel}
     if by_ext:
-        found.update({r: i for r, i in _launched_by_ranges(model, by_ext).items() if r not in found})
+        found.update({r: i for r, i in _launched_by_ranges(model, by_ext, kernel).items() if r not in found})
     rows = []
     dur = g["dur"].to_numpy()
     for r, (name, dtype, nel, group) in sorted(found.items()):
-        op = op_kind(name)
-        rows.append((r, op, dtype, nel * dtype_bytes(dtype), group, float(dur[r])))
+        rows.append((r, op_kind(name), dtype, nel * dtype_bytes(dtype), group, float(dur[r])))
     return pd.DataFrame(rows, columns=cols)
 
 
-def _launched_by_ranges(model: TraceModel, by_ext: dict) -> dict[int, tuple]:
-    """{gpu row: the args of the record_param_comms range whose launch call (inside it, on its thread) ran it}."""
+def range_above(parent: np.ndarray, is_range: np.ndarray, row: int, hops: int = 64) -> int:
+    """The innermost cpu row at or above `row` (up its parents, at most `hops` of them) that `is_range` marks (a
+    record_param_comms range above a launch call); -1 where none is."""
+    p, n = row, 0
+    while p >= 0 and n < hops and not is_range[p]:
+        p, n = int(parent[p]), n + 1
+    return p if p >= 0 and is_range[p] else -1
+
+
+def _launched_by_ranges(model: TraceModel, by_ext: dict, kernel: np.ndarray) -> dict[int, tuple]:
+    """{collective kernel's gpu row: the args of the record_param_comms range whose launch call (inside it) ran it}."""
     cpu, g = model.cpu, model.gpu
-    rpc = np.flatnonzero(model.cpu_match(f"^{COMM_RANGE}$"))
-    if not len(rpc):
+    is_range = model.cpu_match(f"^{COMM_RANGE}$")
+    if not is_range.any():
         return {}
-    ext = cpu["ext_id"].to_numpy()
-    parent = cpu["parent"].to_numpy()
-    mine = {int(r): by_ext[int(ext[r])] for r in rpc.tolist() if int(ext[r]) in by_ext}
-    out = {}
+    ext, parent = cpu["ext_id"].to_numpy(), cpu["parent"].to_numpy()
     lr = g["launcher"].to_numpy()
-    kernel = (g["kind"] == "kernel").to_numpy() & is_collective(model)
+    out = {}
     for row in np.flatnonzero(kernel & (lr >= 0)).tolist():
-        p, hops = int(lr[row]), 0
-        while p >= 0 and hops < 64 and p not in mine:
-            p, hops = int(parent[p]), hops + 1
-        if p in mine:
-            out[row] = mine[p]
+        p = range_above(parent, is_range, int(lr[row]))
+        if p >= 0 and int(ext[p]) in by_ext:
+            out[row] = by_ext[int(ext[p])]
     return out
