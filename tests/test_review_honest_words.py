@@ -132,3 +132,29 @@ def test_the_multiple_comes_with_its_likely_band():
     assert hi >= LIKELY_SPREAD * lo
     assert f"about {u / (u - top.estimated_savings_us):.1f}x faster, likely {lo:.1f}-{hi:.1f}x" in a.verdict
     assert lo <= u / (u - top.estimated_savings_us) <= hi
+
+
+def test_the_html_and_markdown_labels_of_a_window_say_the_window():
+    # The page's cards had kept "saved per step", "estimate, median per step" and "measured cost per step" for
+    # AlexNet's one window, and the Markdown its "GPU idle 99.8% of each step (median of the steps' shares)".
+    import re
+    from traceinsight.render import html, markdown
+    r = build_report(analyze_file(ALEXNET))
+    page = re.sub(r"<[^>]+>", " ", html.render([r]))
+    for gone in ("saved per step", "estimate, median per step", "measured cost per step", "idle ms per step",
+                 "ms per step (medians)", "median over full steps"):
+        assert gone not in page, gone
+    assert "saved in the window" in page and "measured cost in the window" in page and "idle ms in the window" in page
+    md = markdown.render([r])
+    assert "GPU idle 99.8% of the window" in md and "each step (median of the steps' shares)" not in md
+    assert "Without the profiler the window is about" in md and "Window 43425.365 ms; GPU busy" in md
+    # "a step or two" of warm-up is advice about steps, not a figure of the window.
+    words = " ".join(f["fix"] for f in r.doc["notes"] + r.doc["findings"] + r.doc["minor_findings"])
+    assert "in the window or two" not in words
+
+
+def test_a_trace_with_steps_keeps_its_per_step_labels():
+    from traceinsight.render import html
+    r = build_report(analyze_file(Path(__file__).resolve().parents[1] / "sample_traces/launch_small_mlp__before.json.gz"))
+    page = html.render([r])
+    assert "saved per step" in page and "estimate, median per step" in page and "in the window" not in page

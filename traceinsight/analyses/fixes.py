@@ -25,6 +25,8 @@ class CudaGraph:
     once it is made capturable=True to be captured: its step count and bias corrections move to the
     GPU as tiny kernels per parameter. Not applied after a FusedOptimizer fix (a fused optimizer's
     capturable step adds nothing).
+    `optimizer_added_us`: that added GPU work per step (us), which no step the graph leaves is shorter than
+    (estimate/bounds.floor).
     `compiled_only`: only what runs inside torch.compile regions becomes a graph (mode="reduce-overhead"
     of a compiled program); eager work around them keeps its dispatch and launches.
     `python_share` (with `bounds`, a range): of the Python a compiled step keeps (the wrapper, the tree's
@@ -36,6 +38,7 @@ class CudaGraph:
     wrapper_us: float = 0.0
     compiled_only: bool = False
     optimizer: tuple[tuple[tuple[float, float, str], ...], float] | None = None
+    optimizer_added_us: float = 0.0
     python_share: float = 1.0
     bounds: tuple[float, float] | None = None
     forwards: tuple[tuple[float, float, str], ...] = ()

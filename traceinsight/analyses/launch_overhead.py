@@ -295,7 +295,9 @@ def analyze(ctx: Context) -> list[Finding]:
     conf = "high" if share > 0.3 and med_kernel < 30 else ("medium" if share > 0.1 else "low")
     program, fix, plan = _advice(prog, ctx)
     if program == "eager" and plan and not plan[0].forwards:
-        plan = (CudaGraph(optimizer=_capturable(ctx, ev)),)
+        opt = _capturable(ctx, ev)
+        plan = (CudaGraph(optimizer=opt, optimizer_added_us=1000.0 * ev["capturable_optimizer_extra_gpu_ms_per_step"]
+                          if opt else 0.0),)
     opt = ctx.model.cpu["name"][ctx.model.cpu_match(OPTIMIZER_STEP)]
     if program == "eager" and len(opt) and CAPTURABLE.search(str(opt.iloc[0])):
         # An Adam-family optimizer keeps its step count on the CPU: a capture fails on it.

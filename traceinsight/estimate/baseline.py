@@ -7,7 +7,7 @@ import numpy as np
 
 from ..analyses.base import Context
 from ..analyses.reads import host_work_us
-from ..trace.facts import mean_step_us
+from ..trace.facts import is_collective, mean_step_us
 from ..trace.profiler_cost import profile_setting, profiler_options
 from . import replay
 from .bounds import kernel_busy_us, pinned_copy_us
@@ -99,6 +99,9 @@ def baseline(ctx: Context, compiled: replay.Compiled, info: dict, actual, bw: fl
     info["profiler_options"] = profiler_options(ctx.model)
     info["gpu_busy_ms"] = round(busy / 1000, 3)
     info["kernel_busy_ms"] = round(kernel_busy_us(ctx, profiled.step_us) / 1000, 3)
+    coll = is_collective(ctx.model) if len(ctx.model.gpu) else None
+    info["collective_busy_ms"] = round(kernel_busy_us(ctx, profiled.step_us, coll) / 1000, 3) \
+        if coll is not None and coll.any() else 0.0
     info["pinned_copy_ms"] = round(pinned_copy_us(ctx, profiled.step_us, bw) / 1000, 3)
     info["pinned_copy_ms_by_direction"] = {d: round(pinned_copy_us(ctx, profiled.step_us, bw, (d,)) / 1000, 3)
                                            for d in ("HtoD", "DtoH")}

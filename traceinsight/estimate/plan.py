@@ -13,11 +13,21 @@ from ..analyses.base import Finding
 from ..analyses.fixes import CudaGraph, combine, loader_fix, loader_pace, workers_to_keep_up
 from ..analyses.loading import CHEAPER_WORK, PLAN_SAYS_WORKERS, WORKERS_ADVICE, WORKERS_UNNAMED
 from . import replay
-from .bounds import KERNEL_FIXES
+from .bounds import KERNEL_FIXES, OVERLAP_FIXES, changes
 
 
 # A step whose GPU work is this share of it is GPU-bound; below CPU_BOUND after a fix, the CPU sets it.
 GPU_BOUND, CPU_BOUND = 0.9, 0.8
+# Collectives this share of the step a fix leaves may set it: said on the first row that makes them so.
+COMM_SHARE = 0.2
+
+
+def _collectives_ms(findings: list[Finding]) -> tuple[float, float] | None:
+    """The step's collectives as exposed_communication measured them: (GPU ms a step, ms of it beside no compute)."""
+    ev = next((f.evidence for f in findings if f.kind == "exposed_communication"), None)
+    if not ev or not ev.get("communication_ms_per_step"):
+        return None
+    return ev["communication_ms_per_step"], ev.get("exposed_communication_ms_per_step") or 0.0
 
 
 def _replayable(f: Finding) -> bool:
@@ -57,11 +67,13 @@ def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Findi
 
 def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Finding], bw: float,
              cuts=None, step_us: float | None = None, floor=lambda applied: 0.0, extra=lambda applied: 0.0,
-             minor: list[Finding] = (), hidden: list[Finding] = (), bar_us: float = 0.0) -> list[dict]:
+             minor: list[Finding] = (), hidden: list[Finding] = (), bar_us: float = 0.0,
+             gpu_busy_us: float = 0.0) -> list[dict]:
     """Rows of the plan. Step times are of the un-profiled step (`step_us`): it less the replayed saving
     and `extra(fixes applied so far)` (what they save that the replay's baseline does not hold), and never
     below `floor(fixes applied so far)` (the GPU work those fixes leave, in us). `hidden` findings
-    (Finding.hidden) come last, each only where it then saves at least `bar_us`."""
+    (Finding.hidden) come last, each only where it then saves at least `bar_us`. Nor below the trace's GPU busy time
+    (`gpu_busy_us`, median per step) scaled by the GPU work the fixes leave in the replay over the work it had."""
     rows: list[dict] = []
     applied: tuple = ()
     step = base.median_us if step_us is None else step_us
@@ -72,6 +84,7 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
     order = plan_order(findings, minor)
     order += [f for f in hidden if f not in order]
     gpu_before = gpu_start = replay.gpu_work_us(replay.apply(compiled, (), bw, cuts))
+    comm = _collectives_ms(everything)
     for f in order:
         trying = combine([applied, f.fixes])
         state = replay.apply(compiled, trying, bw, cuts)
@@ -83,7 +96,17 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         # A later fix never takes back what the ones before it saved (a pinned copy after the result was
         # kept on the GPU): the plan's cumulative saving only grows.
         saved = max(saved, saved_before)
-        t = max(step - saved, floor(trying), 0.0)
+        gpu = replay.gpu_work_us(state)
+        # (floor() has no GPU floor for a fix of the kernels, and the replay's median can fall below the GPU work it
+        # runs: a DDP rank's all-reduces, held 5-6 ms by their peer in the window's first steps, back up the later
+        # steps' once a graph packs the compute, and the replayed steps read 0.2 ms apart; the plan had put the fused
+        # optimizer's step at 0.212 ms, its own kernels 1.8 ms by the replay. Scaled, as what each step issued is not
+        # what its GPU ran where the CPU runs ahead: fusion_arith's issued 3.88 ms a step, ran 3.14 in 3.25 ms steps.)
+        # Only for a fix of the kernels: copies moved beside them (pinned) overlap, which the sum counts twice, and
+        # floor() has their own floor (pageable feature caches graphed after pinning: 7 rows fell out of 25%).
+        busy = (gpu_busy_us * gpu / gpu_start if gpu_start > 0 and changes(trying, KERNEL_FIXES)
+                and not changes(trying, OVERLAP_FIXES) else 0.0)
+        t = max(step - saved, floor(trying), busy, 0.0)
         if f.hidden and prev - t < bar_us:
             continue
         applied, saved_before, kinds = trying, saved, kinds | {f.kind}
@@ -97,13 +120,20 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         said, need_before = (need if need != need_before else None), need if need else need_before
         # A fix that leaves the GPU idle most of a step it used to fill hands the step to the CPU: said, as the
         # next fix is then on the host's side (TF32 in an fp32 step that was GPU-bound; an expert review).
-        gpu = replay.gpu_work_us(state)
         cpu_now = gpu_before >= GPU_BOUND * prev and gpu < CPU_BOUND * t
         gpu_was, gpu_before = gpu_before, gpu
+        # Collectives that hid in a step the CPU held may bound the shorter step a fix leaves. Said from what the
+        # trace measured, not replayed: where they fall once the compute packs depends on the other ranks, which
+        # one rank's trace does not hold (an expert review read HTA's A100 DDP rank's 49.7 ms step after the launch
+        # fix as holding 12.3 ms of collectives, 10.4 ms of them beside no compute today; the plan had not said so).
+        comm_now = (comm is not None and t > 0 and comm[0] * 1000 >= COMM_SHARE * t
+                    and comm[0] * 1000 < COMM_SHARE * prev)
         rows.append({"kind": f.kind, "estimated_step_ms": round(t / 1000, 3),
                      # (summed over streams a copy beside the kernels would count twice: never above the
                      # step it works in, which a review read as the step shorter than its GPU work)
                      "gpu_work_after_ms": round(min(gpu, t) / 1000, 3), "cpu_bound_after": bool(cpu_now),
+                     "collectives_ms": comm[0] if comm_now else None,
+                     "collectives_exposed_ms": comm[1] if comm_now else None,
                      # (a later fix that changes the kernels leaves the step shorter than the trace's GPU work: said,
                      # as a review read a plan's last step below the GPU busy time as breaking physics; the first
                      # fix's own point, TF32 or a fused kernel, is its saving)

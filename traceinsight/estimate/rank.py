@@ -10,7 +10,7 @@ import math
 
 from ..analyses import needs, spec
 from ..analyses.base import Context, Finding
-from ..analyses.fixes import WARM_CPU, RemoveHostWork, combine, loader_fix
+from ..analyses.fixes import WARM_CPU, CudaGraph, RemoveHostWork, combine, loader_fix
 from . import replay
 from ..trace.coverage import startup_calls
 from ..trace.facts import erratic_steps, no_complete_step, worker_wait_us
@@ -229,7 +229,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         def plan_of(ranked):
             return fix_plan(compiled, base, ranked, bw, cuts, step_us=median_step,
                             floor=lambda applied: floor(applied, info), extra=extra, minor=minor, hidden=hidden,
-                            bar_us=bar)
+                            bar_us=bar, gpu_busy_us=(info.get("gpu_busy_ms") or 0.0) * 1000)
         info["plan"] = plan_of(findings)
         # A hidden fix the plan found to pay after the fixes before it is reported, ranked by what it adds.
         paying = {r["kind"] for r in info["plan"] if r["pays_after_fixes_above"]}
@@ -346,7 +346,11 @@ def _physics(ctx: Context, findings: list[Finding], info: dict, step_us: float,
             f.estimate_note += f"; scaled to the un-profiled step's idle ({idle_scale:.0%} of the profiled idle)"
         changes_gpu = changes(f.fixes, GPU_FIXES)
         if sp.idle_cause and not changes_gpu:
-            cap, why = idle + f.beyond_idle_us, "capped at the step's GPU idle time (no fix of idle saves more)"
+            # (less the GPU work the fix adds: a graphed for-loop optimizer made capturable)
+            added = sum(fx.optimizer_added_us for fx in f.fixes if isinstance(fx, CudaGraph))
+            cap = max(0.0, idle + f.beyond_idle_us - added)
+            why = ("capped at the step's GPU idle time (no fix of idle saves more)" if not added else
+                   f"capped at the step's GPU idle time less the {added / 1000:.2f} ms of kernels capturable=True adds")
             caps = (cap, cap)
             if loader_fix(f.fixes):
                 # Loading moved into DataLoader workers: however many, the step waits for each batch's

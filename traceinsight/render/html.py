@@ -32,14 +32,17 @@ def _scalar(v) -> bool:
     return v is None or isinstance(v, (str, int, float, bool))
 
 
-def evidence_blocks(ev) -> list[dict]:
-    """An evidence dict as blocks the template can show: facts, tables, lists, raw text."""
+def evidence_blocks(ev, window: bool = False) -> list[dict]:
+    """An evidence dict as blocks the template can show: facts, tables, lists, raw text. `window`: the trace is one
+    window without step markers, so a key's "per step" reads "in the window" (its JSON name stays)."""
+    def lab(k) -> str:
+        return _label(k).replace(" per step", " in the window") if window else _label(k)
     blocks: list[dict] = []
     facts: list[tuple[str, str]] = []
     if not isinstance(ev, dict):
         return [{"type": "text", "title": "evidence", "text": str(ev)}]
     for k, v in ev.items():
-        title = _label(k)
+        title = lab(k)
         if _scalar(v):
             facts.append((title, _fmt(v)))
         elif isinstance(v, (list, tuple)) and v and all(isinstance(x, dict) for x in v):
@@ -49,7 +52,7 @@ def evidence_blocks(ev) -> list[dict]:
                     if c not in cols:
                         cols.append(c)
             rows = [[_cell(x.get(c)) for c in cols] for x in v]
-            blocks.append({"type": "table", "title": title, "columns": [_label(c) for c in cols], "rows": rows})
+            blocks.append({"type": "table", "title": title, "columns": [lab(c) for c in cols], "rows": rows})
         elif isinstance(v, (list, tuple)):
             if all(_scalar(x) for x in v):
                 blocks.append({"type": "list", "title": title, "items": [_fmt(x) for x in v]})
@@ -67,7 +70,7 @@ def evidence_blocks(ev) -> list[dict]:
                     for c in x:
                         if c not in cols:
                             cols.append(c)
-                blocks.append({"type": "table", "title": title, "columns": ["name"] + [_label(c) for c in cols],
+                blocks.append({"type": "table", "title": title, "columns": ["name"] + [lab(c) for c in cols],
                                "rows": [[str(a)] + [_cell(x.get(c)) for c in cols] for a, x in v.items()]})
             else:
                 blocks.append({"type": "text", "title": title, "text": _cell(v)})
@@ -177,18 +180,27 @@ def _trace_ctx(r: Report, i: int) -> dict:
     t = d["trace"]
     name = Path(str(t.get("file") or "")).name or f"trace {i + 1}"
     tl = terminal_safe(r.timeline) if r.timeline is not None else None
+    whole = t.get("step_source") == "whole trace"
     return {
         "i": i,
         "d": d,
         "name": name,
         "s": d["summary"],
         "t": t,
-        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {}), alternatives_line=S.alternatives(f))
+        "findings": [dict(f, blocks=evidence_blocks(f.get("evidence") or {}, whole), alternatives_line=S.alternatives(f))
                      for f in S.fixes(d)],
-        "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in S.notes(d)],
+        "notes": [dict(f, blocks=evidence_blocks(f.get("evidence") or {}, whole)) for f in S.notes(d)],
         "limits": S.limits(d),
         "step_counts": S.step_counts(d),
         "window": S.window(d),
+        # A trace without step markers is one window: its figures are the window's, not a median step's.
+        "window_only": whole,
+        "per": S.per_step(d),
+        "median_per": "in the window" if whole else "median per step",
+        "over": "over the window" if whole else "median over full steps",
+        "unit": "window" if whole else "step",
+        "share_of": ("un-profiled " if d["summary"].get("unprofiled_step_ms") else "" if whole else "median ")
+        + ("window" if whole else "step"),
         "plan_notes": [S.plan_note(row) for row in S.plan_rows(d)],
         "plan_shown": S.plan_shown(d),
         "unprofiled": S.unprofiled(d),
@@ -201,7 +213,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
         "rank": S.rank_label(t),
         "cpu": d.get("cpu_time"),
         "in_ops_what": S.in_ops_what(d),
-        "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {})) for f in d["minor_findings"]],
+        "minor": [dict(f, blocks=evidence_blocks(f.get("evidence") or {}, whole)) for f in d["minor_findings"]],
         "minor_caption": S.minor_caption(d),
         "replay_trust": S.replay_trust(d),
         "chart": breakdown_chart(d),

@@ -35,7 +35,8 @@ def _picture(d, png: str, meta: dict) -> list[str]:
     step = f"step {meta['step']}" if meta["step"] is not None else "the trace"
     what = "CPU ranges" if S.cpu_only(d) else "GPU busy and idle gaps coloured by cause"
     out = [f"![Timeline of {step}: {what}]({png})", "",
-           f"*Timeline of {step} ({meta['duration_ms']:.3f} ms, the full step closest to the median), left to "
+           f"*Timeline of {step} ({meta['duration_ms']:.3f} ms, "
+           f"{'the full step closest to the median' if meta['step'] is not None else 'the whole window'}), left to "
            f"right; a tick every {meta['tick_ms']:g} ms. Rows, top to bottom: {', '.join(meta['lanes'])}.*", ""]
     legend = " · ".join(f"`{col}` {name}" for name, col in meta["legend"].items())
     if legend:
@@ -52,13 +53,13 @@ def _details(summary: str, body: list[str]) -> list[str]:
     return ["<details>", f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
 
 
-def _fix_details(fx) -> list[str]:
+def _fix_details(fx, per: str = "per step") -> list[str]:
     body = []
     for i, f in enumerate(fx, 1):
         body += [f"**{i}. `{f['kind']}`: {_cell(f['title'])}**", "",
-                 f"- Estimated saving per step: {S.saving(f, '; ')}; "
-                 + (f"cost {f['measured_cost_ms_per_step']} ms per step, derived ({_cell(f['cost_basis'])})"
-                    if f.get("cost_basis") else f"measured cost {f['measured_cost_ms_per_step']} ms per step, profiled")
+                 f"- Estimated saving {per}: {S.saving(f, '; ')}; "
+                 + (f"cost {f['measured_cost_ms_per_step']} ms {per}, derived ({_cell(f['cost_basis'])})"
+                    if f.get("cost_basis") else f"measured cost {f['measured_cost_ms_per_step']} ms {per}, profiled")
                  + (f" ({f['evidence']['measured_cost_is']})" if f["evidence"].get("measured_cost_is") else "")
                  + f"; confidence {f['confidence']}.",
                  f"- How it was estimated: {_cell(f.get('estimate_method') or 'n/a')}"
@@ -102,8 +103,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     if S.cpu_only(d):
         out.append(f"- {S.no_gpu_label(d)}; {steps}, {step}\n")
     else:
-        out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of each "
-                   "step (median of the steps' shares)\n")
+        out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of "
+                   + ("the window\n" if S.per_step(d) != "per step" else "each step (median of the steps' shares)\n"))
     if t.get("program_note"):
         out.append(f"- {_cell(t['program_note'])}\n")
     if t.get("recording"):     # (what a step is, when `record` chose the window: the HTML and terminal say it too)
@@ -113,7 +114,8 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     if S.unprofiled(d):     # (also without fixes: a healthy step, a CPU-only run that record timed)
         out.append(f"{_cell(S.unprofiled(d))}\n")
     if fx:
-        out.append("| # | fix | est. saving per step (median) | confidence |")
+        out.append("| # | fix | est. saving " + ("per step (median)" if S.per_step(d) == "per step" else S.per_step(d))
+                   + " | confidence |")
         out.append("|---|---|---|---|")
         for i, f in enumerate(fx, 1):
             out.append(f"| {i} | `{f['kind']}`: {_cell(f['title'])} | {S.saving(f, '; ')} | {f['confidence']} |")
@@ -131,7 +133,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
             for kind, how, fix in S.prerequisite_fixes(d):
                 out.append(f"\n`{kind}`, {how}: {_cell(fix)}")
         out.append("")
-        out += _details("Fixes: evidence, estimate and code change", _fix_details(fx))
+        out += _details("Fixes: evidence, estimate and code change", _fix_details(fx, S.per_step(d)))
     if S.minor_line(d):
         out.append(f"{_cell(S.minor_line(d))}\n")
     ns = S.notes(d)
@@ -144,8 +146,11 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v}
         # (Each figure its own median over the steps, not the median step's: busy, idle and the causes add up to the
         # step only when every step is alike.)
-        body = [f"Median step {_ms(s['median_step_ms'])} ms; GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
-                f"{_ms(s['median_gpu_idle_ms'])} ms, each its own median per step" + ("; by cause: " + ", ".join(
+        one = S.per_step(d) != "per step"    # (the whole trace as one window: no medians)
+        body = [(f"Window {_ms(s['median_step_ms'])} ms; GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
+                 f"{_ms(s['median_gpu_idle_ms'])} ms" if one else
+                 f"Median step {_ms(s['median_step_ms'])} ms; GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
+                 f"{_ms(s['median_gpu_idle_ms'])} ms, each its own median per step") + ("; by cause: " + ", ".join(
                     f"{k} {v} ms" for k, v in idle.items()) if idle else "") + "."]
         err = d["whatif"].get("replay_error_pct")
         body.append("" if err is None else

@@ -130,7 +130,9 @@ def unprofiled(doc) -> str | None:
            "or the steps timed did other work; time it again on a quiet machine before trusting shares of it."
            if kind == "measured" and u > ODD_UNPROFILED * p
            else "")
-    return (f"Without the profiler the step is about {u:.3f} ms ({kind}; profiled median {p:.3f} ms{band}).{odd} "
+    one = per_step(doc) != "per step"     # (the whole trace as one window: no median step)
+    return (f"Without the profiler the {'window' if one else 'step'} is about {u:.3f} ms ({kind}; profiled "
+            f"{'' if one else 'median '}{p:.3f} ms{band}).{odd} "
             f"{shares}Method: {how}.")
 
 
@@ -167,6 +169,11 @@ def plan_note(row: dict) -> str:
     elif (row.get("gpu_work_before_ms") or 0.0) * GPU_WORK_FALLS > (row.get("gpu_work_after_ms") or 0.0):
         parts.append(f"it changes the kernels: the GPU works about {row['gpu_work_after_ms']} ms a step after it "
                      f"({row['gpu_work_before_ms']} before it, as the fixes above left it)")
+    if row.get("collectives_ms"):
+        parts.append(f"then its collectives are {100 * row['collectives_ms'] / row['estimated_step_ms']:.0f}% of the "
+                     f"step, {row['collectives_ms']} ms of GPU time a step, {row['collectives_exposed_ms']} ms of it "
+                     "beside no compute in the trace: how much of them overlaps compute may then set the step "
+                     "(see exposed_communication), so measure again after this fix")
     if not parts and (row.get("saves_ms") or 0.0) < 0.005:
         # (ranked for what it saves alone: after the fixes above it, what it removed is gone or off the path)
         parts.append("saves nothing more once the fixes above it are in")

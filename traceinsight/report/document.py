@@ -104,7 +104,7 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
 
 # Without step markers the whole trace is one window: a figure "per step" is the window's, which may hold one-time
 # work (a review read HTA's AlexNet start-up, its weights copied to the GPU once, as "244.4 MB per step").
-PER_STEP = re.compile(r"\b(?:per step|a step(?! of)|of each step|Each step)\b")
+PER_STEP = re.compile(r"\b(?:per step|a step(?! of| or)|of each step|Each step)\b")
 
 
 def _in_window(text):
