@@ -158,3 +158,14 @@ def test_a_trace_with_steps_keeps_its_per_step_labels():
     r = build_report(analyze_file(Path(__file__).resolve().parents[1] / "sample_traces/launch_small_mlp__before.json.gz"))
     page = html.render([r])
     assert "saved per step" in page and "estimate, median per step" in page and "in the window" not in page
+
+
+def test_a_windows_verdict_and_minor_line_say_the_window():
+    # HTA's multi-stream trace (no step markers): "would save about 0.78 ms in the window (4% of the un-profiled
+    # step)", and the minor findings' "saves about 0.402 ms per step".
+    from traceinsight.render.sections import minor_line
+    d = build_report(analyze_file(ALEXNET.parent / "a100_cuda_event_sync_multi_stream.json.gz")).doc
+    assert d["trace"]["step_source"] == "whole trace"
+    assert "of the un-profiled window)" in d["verdict"] and "un-profiled step" not in d["verdict"], d["verdict"]
+    line = minor_line(d)
+    assert line and "ms in the window)" in line and "per step" not in line, line

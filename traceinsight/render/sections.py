@@ -297,7 +297,7 @@ def minor_line(d: dict) -> str | None:
         return ("Findings listed, not ranked (the trace is not a steady-state step): "
                 + ", ".join(f["kind"] for f in minor) + "; each in full in the HTML and JSON.")
     return ("Minor findings, below the bar for a ranked fix: " + ", ".join(
-        f"{f['kind']} (saves " + (f"about {f.get('estimated_savings_ms')} ms per step)"
+        f"{f['kind']} (saves " + (f"about {f.get('estimated_savings_ms')} ms {per_step(d)})"
                                   if (f.get("estimated_savings_ms") or 0) >= 0.01 else "next to nothing)")
         for f in minor)
         + "; estimates, each in full in the HTML and JSON.")

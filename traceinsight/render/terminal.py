@@ -75,7 +75,7 @@ def _fixes(console: Console, d, limit: int | None = None) -> None:
         return
     # (an unreliable replay's estimates fall back to the measured costs: not "replayed")
     how = " (replayed)" if (d.get("whatif") or {}).get("replay_reliable", True) else ""
-    tab = Table(title=f"Fixes, ranked by estimated saving per step x confidence{how}", show_lines=False)
+    tab = Table(title=f"Fixes, ranked by estimated saving {S.per_step(d)} x confidence{how}", show_lines=False)
     tab.add_column("#", justify="right")
     tab.add_column("kind")
     tab.add_column("saving/step", justify="right")

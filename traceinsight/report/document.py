@@ -115,6 +115,7 @@ def _in_window(text):
     # (one window has no median of steps: "busy 100% of the window (median of the steps' shares; median step ...")
     text = text.replace("(median of the steps' shares; median step ", "(a window of ").replace("(median step ",
                                                                                           "(a window of ")
+    text = text.replace("of the un-profiled step", "of the un-profiled window")
     return PER_STEP.sub(lambda m: said.get(m.group(0), "in the window"), text)
 
 
