@@ -60,12 +60,18 @@ def _large(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["size_mb"] * 1e6 >= LARGE_BYTES and r["busbw_fastest_gbps"] is not None]
 
 
+def slow(rows: list[dict]) -> bool:
+    """Whether the large collectives, even at their fastest, move far slower than GPU links carry."""
+    large = _large(rows)
+    return bool(large) and max(r["busbw_fastest_gbps"] for r in large) < SLOW_BUSBW_GBPS
+
+
 def slow_note(rows: list[dict], in_job: bool) -> str:
     """Sentences where the large collectives, even at their fastest, move far slower than GPU links carry ("" otherwise):
     the time is waiting for a later rank or a slow transport."""
-    large = _large(rows)
-    if not large or max(r["busbw_fastest_gbps"] for r in large) >= SLOW_BUSBW_GBPS:
+    if not slow(rows):
         return ""
+    large = _large(rows)
     top = max(large, key=lambda r: r["size_mb"])
     now = sum(r["ms_per_step"] for r in large)
     said = (f" Its largest collectives move slowly: {top['op']} of {top['size_mb']:g} MB ({top['dtype']}, "

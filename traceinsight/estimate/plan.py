@@ -8,7 +8,7 @@ those inside the step are marked as needed first (analyses.needs); the others as
 """
 from __future__ import annotations
 
-from ..analyses import needs, spec
+from ..analyses import collective_speed, needs, spec
 from ..analyses.base import Finding
 from ..analyses.fixes import CudaGraph, combine, loader_fix, loader_pace, workers_to_keep_up
 from ..analyses.loading import CHEAPER_WORK, PLAN_SAYS_WORKERS, WORKERS_ADVICE, WORKERS_UNNAMED
@@ -22,12 +22,14 @@ GPU_BOUND, CPU_BOUND = 0.9, 0.8
 COMM_SHARE = 0.2
 
 
-def _collectives_ms(findings: list[Finding]) -> tuple[float, float] | None:
-    """The step's collectives as exposed_communication measured them: (GPU ms a step, ms of it beside no compute)."""
+def _collectives_ms(findings: list[Finding]) -> tuple[float, float, bool] | None:
+    """The step's collectives as exposed_communication measured them: (GPU ms a step, ms of it beside no compute,
+    whether they move so slowly that most of that time is a wait for another rank or a slow transport)."""
     ev = next((f.evidence for f in findings if f.kind == "exposed_communication"), None)
     if not ev or not ev.get("communication_ms_per_step"):
         return None
-    return ev["communication_ms_per_step"], ev.get("exposed_communication_ms_per_step") or 0.0
+    return (ev["communication_ms_per_step"], ev.get("exposed_communication_ms_per_step") or 0.0,
+            collective_speed.slow(ev.get("collective_bandwidth") or []))
 
 
 def _replayable(f: Finding) -> bool:
@@ -39,6 +41,16 @@ def _takes_prerequisites(f: Finding) -> bool:
     # outside them, neither block the capture nor make it save more (set 44: placed first, the graph then
     # saved 0.2 ms less), so they are not pulled in front of it.
     return not any(isinstance(x, CudaGraph) and x.forwards for x in f.fixes)
+
+
+def busy_floor(fixes, gpu_us: float, gpu_start_us: float, gpu_busy_us: float) -> float:
+    """The least step a fix of the kernels leaves (us): the trace's GPU busy time scaled by the replay's GPU work
+    after the fixes (`gpu_us`) over before (`gpu_start_us`); 0 for other fixes. Only for a fix of the kernels: copies
+    moved beside them (pinned) overlap, which the sum counts twice, and floor() has their own floor (pageable
+    feature caches graphed after pinning: 7 rows fell out of 25%)."""
+    if gpu_start_us <= 0 or not changes(fixes, KERNEL_FIXES) or changes(fixes, OVERLAP_FIXES):
+        return 0.0
+    return gpu_busy_us * gpu_us / gpu_start_us
 
 
 def plan_order(findings: list[Finding], minor: list[Finding] = ()) -> list[Finding]:
@@ -102,10 +114,7 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
         # steps' once a graph packs the compute, and the replayed steps read 0.2 ms apart; the plan had put the fused
         # optimizer's step at 0.212 ms, its own kernels 1.8 ms by the replay. Scaled, as what each step issued is not
         # what its GPU ran where the CPU runs ahead: fusion_arith's issued 3.88 ms a step, ran 3.14 in 3.25 ms steps.)
-        # Only for a fix of the kernels: copies moved beside them (pinned) overlap, which the sum counts twice, and
-        # floor() has their own floor (pageable feature caches graphed after pinning: 7 rows fell out of 25%).
-        busy = (gpu_busy_us * gpu / gpu_start if gpu_start > 0 and changes(trying, KERNEL_FIXES)
-                and not changes(trying, OVERLAP_FIXES) else 0.0)
+        busy = busy_floor(trying, gpu, gpu_start, gpu_busy_us)
         t = max(step - saved, floor(trying), busy, 0.0)
         if f.hidden and prev - t < bar_us:
             continue
@@ -134,6 +143,8 @@ def fix_plan(compiled: replay.Compiled, base: replay.Replay, findings: list[Find
                      "gpu_work_after_ms": round(min(gpu, t) / 1000, 3), "cpu_bound_after": bool(cpu_now),
                      "collectives_ms": comm[0] if comm_now else None,
                      "collectives_exposed_ms": comm[1] if comm_now else None,
+                     # (a review: HTA's A100 all-reduces take 2.4-3.3 ms whatever their size, 2.5-13 GB/s: waiting)
+                     "collectives_slow": comm[2] if comm_now else None,
                      # (a later fix that changes the kernels leaves the step shorter than the trace's GPU work: said,
                      # as a review read a plan's last step below the GPU busy time as breaking physics; the first
                      # fix's own point, TF32 or a fused kernel, is its saving)

@@ -172,8 +172,12 @@ def plan_note(row: dict) -> str:
     if row.get("collectives_ms"):
         parts.append(f"then its collectives are {100 * row['collectives_ms'] / row['estimated_step_ms']:.0f}% of the "
                      f"step, {row['collectives_ms']} ms of GPU time a step, {row['collectives_exposed_ms']} ms of it "
-                     "beside no compute in the trace: how much of them overlaps compute may then set the step "
-                     "(see exposed_communication), so measure again after this fix")
+                     "beside no compute in the trace: " + (
+                         "they move far slower than GPU links carry, so most of that is likely a wait for another rank "
+                         "or a slow transport rather than work (see exposed_communication; all ranks' traces tell), so "
+                         "measure again after this fix" if row.get("collectives_slow") else
+                         "how much of them overlaps compute may then set the step (see exposed_communication), so "
+                         "measure again after this fix"))
     if not parts and (row.get("saves_ms") or 0.0) < 0.005:
         # (ranked for what it saves alone: after the fixes above it, what it removed is gone or off the path)
         parts.append("saves nothing more once the fixes above it are in")
