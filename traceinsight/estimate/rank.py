@@ -21,7 +21,7 @@ from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import busy_floor, fix_plan, name_workers
 from .bounds import (CAP_OWN, GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, cut_range, floor,
-                     pinned_bandwidth_gbps, range_note, recoverable_us, saving, state_saving, unprofiled_idle,
+                     pinned_bandwidth_gbps, range_note, recoverable_us, state_saving, unprofiled_idle,
                      worker_paced)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -220,9 +220,10 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     replayable = [f for f in findings if spec(f.kind).estimate != "measured" and f.fixes]
     if base is not None and base.step_us and len(replayable) > 1:
         plan = combine([f.fixes for f in replayable])
-        saved = saving(compiled, base, plan, bw, cuts) + extra(plan)
+        state = replay.apply(compiled, plan, bw, cuts)
+        saved = state_saving(base, state) + extra(plan)
         # (as the plan's rows: a review read "all fixes together, a step of about 0.215 ms" under a plan ending at 1.76)
-        busy = busy_floor(plan, replay.gpu_work_us(replay.apply(compiled, plan, bw, cuts)),
+        busy = busy_floor(plan, replay.gpu_work_us(state),
                           replay.gpu_work_us(replay.apply(compiled, (), bw, cuts)), (info.get("gpu_busy_ms") or 0.0) * 1000)
         after = max(median_step - saved, floor(plan, info), busy, 0.0)
         info["combined"] = {"kinds": [f.kind for f in replayable],

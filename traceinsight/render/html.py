@@ -180,7 +180,7 @@ def _trace_ctx(r: Report, i: int) -> dict:
     t = d["trace"]
     name = Path(str(t.get("file") or "")).name or f"trace {i + 1}"
     tl = terminal_safe(r.timeline) if r.timeline is not None else None
-    whole = t.get("step_source") == "whole trace"
+    whole = S.one_window(d)
     return {
         "i": i,
         "d": d,

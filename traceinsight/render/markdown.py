@@ -104,7 +104,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         out.append(f"- {S.no_gpu_label(d)}; {steps}, {step}\n")
     else:
         out.append(f"- GPU: {_cell(S.gpu_label(t))}; {steps}, {step}; GPU idle {s['gpu_idle_pct']}% of "
-                   + ("the window\n" if S.per_step(d) != "per step" else "each step (median of the steps' shares)\n"))
+                   + ("the window\n" if S.one_window(d) else "each step (median of the steps' shares)\n"))
     if t.get("program_note"):
         out.append(f"- {_cell(t['program_note'])}\n")
     if t.get("recording"):     # (what a step is, when `record` chose the window: the HTML and terminal say it too)
@@ -114,7 +114,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
     if S.unprofiled(d):     # (also without fixes: a healthy step, a CPU-only run that record timed)
         out.append(f"{_cell(S.unprofiled(d))}\n")
     if fx:
-        out.append("| # | fix | est. saving " + ("per step (median)" if S.per_step(d) == "per step" else S.per_step(d))
+        out.append("| # | fix | est. saving " + (S.per_step(d) if S.one_window(d) else "per step (median)")
                    + " | confidence |")
         out.append("|---|---|---|---|")
         for i, f in enumerate(fx, 1):
@@ -146,7 +146,7 @@ def render_one(r: Report, png: str | None = None, meta: dict | None = None) -> s
         idle = {k: v for k, v in s["idle_by_cause_ms_median_per_step"].items() if v}
         # (Each figure its own median over the steps, not the median step's: busy, idle and the causes add up to the
         # step only when every step is alike.)
-        one = S.per_step(d) != "per step"    # (the whole trace as one window: no medians)
+        one = S.one_window(d)    # (no medians)
         body = [(f"Window {_ms(s['median_step_ms'])} ms; GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "
                  f"{_ms(s['median_gpu_idle_ms'])} ms" if one else
                  f"Median step {_ms(s['median_step_ms'])} ms; GPU busy {_ms(s['median_gpu_busy_ms'])} ms, idle "

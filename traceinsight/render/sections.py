@@ -130,7 +130,7 @@ def unprofiled(doc) -> str | None:
            "or the steps timed did other work; time it again on a quiet machine before trusting shares of it."
            if kind == "measured" and u > ODD_UNPROFILED * p
            else "")
-    one = per_step(doc) != "per step"     # (the whole trace as one window: no median step)
+    one = one_window(doc)     # (no median step)
     return (f"Without the profiler the {'window' if one else 'step'} is about {u:.3f} ms ({kind}; profiled "
             f"{'' if one else 'median '}{p:.3f} ms{band}).{odd} "
             f"{shares}Method: {how}.")
@@ -248,16 +248,21 @@ def step_counts(d: dict) -> str:
     return plural(n, "step") + f" ({t['step_source']}{left}{gpu})"
 
 
+def one_window(d: dict) -> bool:
+    """Whether the whole trace is the one window (no step markers): its figures are the window's, no median step's."""
+    return d["trace"].get("step_source") == "whole trace"
+
+
 def per_step(d: dict) -> str:
     """"per step", or "in the window" where the whole trace is the one window (no step markers)."""
-    return "in the window" if d["trace"].get("step_source") == "whole trace" else "per step"
+    return "in the window" if one_window(d) else "per step"
 
 
 def step_line(d: dict) -> str:
     s = d["summary"]
     if s["steps"] == 1:
         # (one step, or the whole trace as one window: no median, min and max of one value)
-        return f"{'window' if d['trace'].get('step_source') == 'whole trace' else 'step'} {s['median_step_ms']} ms"
+        return f"{'window' if one_window(d) else 'step'} {s['median_step_ms']} ms"
     return f"median step {s['median_step_ms']} ms (min {s['min_step_ms']} ms, max {s['max_step_ms']} ms)"
 
 
@@ -395,7 +400,7 @@ def window(doc) -> str | None:
     contiguous = rs == list(range(rs[0], rs[-1] + 1))
     span = f"{rs[0]}-{rs[-1]}" if len(rs) > 1 and contiguous else ", ".join(map(str, rs))
     t = doc.get("trace") or {}
-    which = ("the whole trace (one window: no step markers)" if t.get("step_source") == "whole trace" else
+    which = ("the whole trace (one window: no step markers)" if one_window(doc) else
              f"step {span}" if len(rs) == 1 else f"steps {span}")
     part = t.get("partial_steps") or 0
     medians = ("the measured medians leave out only warm-up and partial steps" if part < n else

@@ -30,7 +30,7 @@ def _facts(console: Console, d) -> None:
     s, t = d["summary"], d["trace"]
     steps, step = S.step_counts(d), S.step_line(d)
     per = S.per_step(d)
-    stepped = per == "per step"      # (medians over steps; one window has none)
+    stepped = not S.one_window(d)      # (medians over steps; one window has none)
     if S.cpu_only(d):
         console.print(Text(f"{S.no_gpu_label(d)} | {steps} | {step}"))
     else:
