@@ -471,7 +471,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean50A": "h200", "h200_clean50B": "h200", "h200_clean50C": "h200", "h200_clean50D": "h200",
         # The forty-fourth held-out set (transformers' generate() and a fast tokenizer; registered before it was
         # recorded): one H200 host, four processes.
-        "h200_clean51A": "h200", "h200_clean51B": "h200", "h200_clean51C": "h200", "h200_clean51D": "h200"}
+        "h200_clean51A": "h200", "h200_clean51B": "h200", "h200_clean51C": "h200", "h200_clean51D": "h200",
+        # The forty-fifth held-out set (diffusion sampling loops, eager -> a compiled denoiser; registered before it
+        # was recorded): one host, four processes (h100_clean52* where the lease gives an H100).
+        "h200_clean52A": "h200", "h200_clean52B": "h200", "h200_clean52C": "h200", "h200_clean52D": "h200",
+        "h100_clean52A": "h100", "h100_clean52B": "h100", "h100_clean52C": "h100", "h100_clean52D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

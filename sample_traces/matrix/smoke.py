@@ -2,8 +2,8 @@
 
     python sample_traces/matrix/smoke.py holdout43_hf_gpt2_small_compile holdout43_hf_bert_tagger_compile ...
 
-A held-out set's registration runs it on the set's workloads before recording (the forty-second and forty-third
-sets named it smoke42.py and smoke43.py, with the names written in)."""
+SMOKE_DEVICES=cuda (or cpu) runs one half. A held-out set's registration runs it on the set's workloads before
+recording (the forty-second and forty-third sets named it smoke42.py and smoke43.py, with the names written in)."""
 import importlib
 import os
 import sys
@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, "sample_traces")
 NAMES = sys.argv[1:]
 
-for device in ("cpu", "cuda"):
+for device in os.environ.get("SMOKE_DEVICES", "cpu,cuda").split(","):
     os.environ["TI_CPU"] = "1" if device == "cpu" else ""
     for name in NAMES:
         mod = importlib.import_module(f"matrix.workloads.{name}")
