@@ -53,10 +53,11 @@ def test_pin_and_wait_is_estimated_beside_the_advice(setting):
 
 def test_a_fix_without_other_ways_has_none():
     d = document(analyze_file(RUN / "holdout2_d2h_features__before__default.json.gz"))
-    # (An eager launch-bound step's launch fix has one: torch.compile in its default mode, tests/test_compile_option.py.)
+    # (An eager launch-bound step's launch fix has two: torch.compile in its default mode, tests/test_compile_option.py,
+    # and without an optimizer in mode="reduce-overhead", tests/test_compile_ro_option.py.)
     assert all(f["alternatives"] == [] for f in d["findings"] if f["kind"] not in ("pageable_memcpy", "launch_overhead"))
     assert [a["option"] for f in d["findings"] if f["kind"] == "launch_overhead" for a in f["alternatives"]] in (
-        [], ["torch_compile"])
+        [], ["torch_compile"], ["torch_compile", "torch_compile_reduce_overhead"])
     assert alternatives({"alternatives": []}) is None
 
 

@@ -169,3 +169,14 @@ def test_a_windows_verdict_and_minor_line_say_the_window():
     assert "of the un-profiled window)" in d["verdict"] and "un-profiled step" not in d["verdict"], d["verdict"]
     line = minor_line(d)
     assert line and "ms in the window)" in line and "per step" not in line, line
+
+
+def test_a_compiled_step_with_stacks_that_may_be_gpu_bound_is_not_called_launch_bound_flat():
+    # The forty-fifth set's DiT, compiled (default mode), 6% idle measured without the profiler: its with_stack trace
+    # had opened "Launch-bound: the GPU is idle 62%". A compiled step truly launch-bound keeps the plain label.
+    matrix = Path(__file__).resolve().parents[1] / "sample_traces/matrix"
+    dit = analyze_file(matrix / "h200_clean52A/holdout45_ddim_dit_healthy__before__stack.json.gz")
+    assert dit.verdict.startswith("Launch-bound as profiled, perhaps not without the profiler: ")
+    assert "least certain figure" in dit.verdict
+    ro = analyze_file(matrix / "h200_clean2A/holdout_compile_infer__before__stack.json.gz")
+    assert ro.verdict.startswith("Launch-bound: the GPU is idle 98% of each step")
