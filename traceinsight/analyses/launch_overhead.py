@@ -140,10 +140,13 @@ def _advice(p: dict, ctx: Context) -> tuple[str, str, tuple]:
                "Or fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, "
                "larger layers).")
     else:
-        fix = ("Cut the per-kernel CPU cost: capture the step in a CUDA graph "
-               "(torch.compile(model, mode=\"reduce-overhead\") or torch.cuda.graph / make_graphed_callables), "
-               "fuse small ops with torch.compile, or give each kernel more work (bigger batch, fewer, larger "
-               "layers).")
+        # (the estimate is of the graph of the kernels as they are; a review read it beside reduce-overhead's own,
+        # larger estimate under "Done another way" as two savings for one call)
+        fix = ("Cut the per-kernel CPU cost: capture the step in a CUDA graph (torch.cuda.graph / "
+               "make_graphed_callables: the estimate is of this, the kernels kept as they are), or "
+               "torch.compile(model, mode=\"reduce-overhead\"), which graphs it and also fuses small ops (its own "
+               "estimate is given as another way where the trace allows one); or give each kernel more work "
+               "(bigger batch, fewer, larger layers).")
     if _autocast_casts(ctx):
         # torch.autocast's weight-cast cache must be off inside a capture (PyTorch's CUDA-graph notes; the
         # DDP graph of held-out set 33 needed it).
