@@ -482,7 +482,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The forty-fifth held-out set (diffusion sampling loops, eager -> a compiled denoiser; registered before it
         # was recorded): one host, four processes (h100_clean52* where the lease gives an H100).
         "h200_clean52A": "h200", "h200_clean52B": "h200", "h200_clean52C": "h200", "h200_clean52D": "h200",
-        "h100_clean52A": "h100", "h100_clean52B": "h100", "h100_clean52C": "h100", "h100_clean52D": "h100"}
+        "h100_clean52A": "h100", "h100_clean52B": "h100", "h100_clean52C": "h100", "h100_clean52D": "h100",
+        # The forty-sixth held-out set (mixture-of-experts routing, a nonzero loop -> a fixed-capacity dispatch;
+        # registered before it was recorded): one host, four processes.
+        "h200_clean53A": "h200", "h200_clean53B": "h200", "h200_clean53C": "h200", "h200_clean53D": "h200",
+        "h100_clean53A": "h100", "h100_clean53B": "h100", "h100_clean53C": "h100", "h100_clean53D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
