@@ -6,9 +6,9 @@ torch.compile(mode="reduce-overhead"), one H200 process h200_clean52A and three 
 graph of the eager kernels alone had read 2.9-7.2x against 6.8-14.3x measured, as Inductor halved the GPU work."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from conftest import measured_speedup
 from traceinsight.render.sections import alternatives
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
@@ -16,12 +16,6 @@ from traceinsight.report.document import document
 MATRIX = Path(__file__).resolve().parents[1] / "sample_traces/matrix"
 RUNS = sorted(p.name for p in MATRIX.glob("h*_clean52?") if (p / "manifest.json").exists())
 WORKLOADS = ("holdout45_ddim_unet_compile", "holdout45_ddim_dit_compile")
-
-
-def _measured(run: str, workload: str) -> float:
-    man = json.loads((MATRIX / run / "manifest.json").read_text())
-    ms = {e["variant"]: e["step_ms"]["median"] for e in man["entries"] if e["workload"] == workload}
-    return ms["before"] / ms["after"]
 
 
 def _launch(d: dict) -> dict:
@@ -42,7 +36,7 @@ def test_the_reduce_overhead_estimate_holds_the_compiled_samplers():
             opt = _option(f, "torch_compile_reduce_overhead")
             assert opt is not None, run
             u = d["summary"]["unprofiled_step_ms"]
-            meas = _measured(run, workload)
+            meas = measured_speedup(MATRIX / run, workload)
             pred, graph = (u / (u - s) for s in (opt["estimated_savings_ms"], f["estimated_savings_ms"]))
             # The fused graph beats the graph of the eager kernels, and never misses the measured compile by half.
             assert pred > graph, (run, pred, graph)

@@ -18,7 +18,7 @@ from ..trace.host import ALLOCATOR_MALLOC
 from ..trace.generation import decode_forwards
 from ..trace.facts import QUEUE_TOL_US, blocking_calls, in_compiled_region, program_facts, queued_until
 from ..trace.steps import STEP_SOURCES
-from . import graph_break
+from . import graph_break, split_loop
 from .fixes import WARM_AFTER_HOST_US, DropCalls, Unblock
 from .sync_advice import (DDP_TIMING_FIX, HARNESS_TIMING_FIX, SMALL_COPY_FIX, TO_DEVICE_FIX, ddp_timing,
                           harness_timing, site_fix, small_read)
@@ -53,6 +53,8 @@ def analyze(ctx: Context) -> list[Finding]:
     blocks = blocking_calls(ctx.model)
     blockers = sorted({int(b) for b in blocks.index if top_op(cpu, int(b)) in site_ops} | {b for b, _ in rows})
     blockers = [b for b, c in zip(blockers, _not_the_programs(ctx, np.asarray(blockers, dtype=np.int64))) if not c]
+    if not blockers and lost <= 0:     # (a review: "drains 0 times per step", a healthy MoE's index_put sorts)
+        return []
     ev_sites = _sites(ctx, rows, blockers)
     first = ev_sites[0] if ev_sites else {"op": "a synchronizing call", "source": ""}
     # (DDP's own timing syncs: sites the program cannot remove)
@@ -146,6 +148,10 @@ def analyze(ctx: Context) -> list[Finding]:
         if blockers and (len(kernels) or _copies_to_host(ctx, blockers)) else \
         ((Unblock(tuple(blockers)),) if blockers else ())
     plan += (DropCalls(refills),) if refills else ()
+    loop = split_loop.turns(ctx, blockers) if plan and mine else None
+    if loop:     # (its turns' CPU time is what the fix targets beyond the stalls: attribution gave it to launches)
+        said, title, ev = split_loop.advice(loop, f"{first['op']}{where}", ev, kernel_us > 0)
+        plan, fix = plan + (loop["fix"],), fix + said
     if not mine:
         plan = ()      # nothing for the program to change: no fix to replay, nothing for a plan to put first
     # A read inside compiled code breaks its graph: kept on the GPU, the regions merge (their wrappers are its cost too).
@@ -153,18 +159,22 @@ def analyze(ctx: Context) -> list[Finding]:
     plan, fix, apart = plan + more, fix + said, graph_break.graphed_apart(ctx, blockers)
     inner = [s for s in ev_sites if not s["at_step_edge"]]
     needed = "" if len(inner) == len(ev_sites) else _inside(inner)
-    repeated = _repeated_between_syncs(ctx, blockers) if inner and not broke and not ev.get("between_compiled_regions") else None
+    # (not a group loop's turns: one batched turn is its fix, not a graph of each)
+    repeated = _repeated_between_syncs(ctx, blockers) if (inner and not broke and not loop
+                                                         and not ev.get("between_compiled_regions")) else None
     if repeated:
         ev["repeated_between_syncs"] = repeated
         needed = ((needed or title) + "; to graph the whole step, that is: a graph of only the sequence repeated "
                   f"between them ({repeated['launches_each']} launches, {repeated['repeats_per_step']:g} times a "
                   "step, as a generate loop's per-token forward) can leave them in place")
-    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us + broke,
-                    lost_total_us=float(ctx.gaps[cause].sum()) + (kernel_us + broke) * ctx.n_full, fix=fix,
+    turns_us = loop["cpu_us_per_step"] if loop else 0.0
+    return [Finding(kind=cause, title=title, lost_per_step_us=lost + kernel_us + broke + turns_us,
+                    lost_total_us=float(ctx.gaps[cause].sum()) + (kernel_us + broke + turns_us) * ctx.n_full, fix=fix,
                     confidence="high" if ev_sites else "medium", evidence=ev, fixes=plan, beyond_idle_us=kernel_us,
                     # (a generation loop's forwards are graphed with the loop's syncs left in place: launch_overhead)
                     is_prerequisite=(bool(inner) or not ev_sites) and not apart and not decode_forwards(ctx.model),
-                    as_prerequisite=needed)]
+                    as_prerequisite=needed,
+                    label=split_loop.LABEL if loop else "")]     # ("Sync-bound" had read as the waits)
 
 
 # A step that runs one sequence of launches again and again between its syncs (a generate loop: a forward a
