@@ -5,11 +5,11 @@ set's Llama (h200_clean48B) and the forty-third set's GPT-2 and BERT tagger (h20
 options; the estimate's un-profiled step is the tool's own (no measured step given)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from conftest import measured_speedup
 from traceinsight.analyses.fixes import CompiledDispatch
 from traceinsight.render.sections import alternatives
 from traceinsight.report.analyze import analyze_file
@@ -18,12 +18,6 @@ from traceinsight.report.document import document
 MATRIX = Path(__file__).resolve().parents[1] / "sample_traces/matrix"
 PAIRS = [("h200_clean48B", "holdout42_hf_llama_bf16_compile")] + [
     (f"h200_clean50{k}", w) for k in "ABCD" for w in ("holdout43_hf_gpt2_small_compile", "holdout43_hf_bert_tagger_compile")]
-
-
-def _measured(run: str, workload: str) -> float:
-    man = json.loads((MATRIX / run / "manifest.json").read_text())
-    ms = {e["variant"]: e["step_ms"]["median"] for e in man["entries"] if e["workload"] == workload}
-    return ms["before"] / ms["after"]
 
 
 def _option(d: dict) -> dict | None:
@@ -40,7 +34,7 @@ def test_the_compile_estimate_holds_measured_compiles_of_library_models():
         u = d["summary"]["unprofiled_step_ms"]
         pred = u / (u - opt["estimated_savings_ms"])
         lo, hi = (u / (u - x) for x in opt["savings_range_ms"])
-        meas = _measured(run, workload)
+        meas = measured_speedup(MATRIX / run, workload)
         within += abs(pred - meas) <= 0.25 * meas
         inside += lo <= meas <= hi
         # Physics: the compiled step is no shorter than the GPU work left once the chains are fused.

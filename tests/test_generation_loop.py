@@ -5,11 +5,11 @@ on the forty-fourth held-out set's traces (one H200 host, h200_clean51A-D: a Lla
 covered its few per-token ops (holdout30_decode_eos_check, h200_clean27A), which keeps the whole-step graph."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from conftest import measured_speedup
 from traceinsight.analyses.fixes import CudaGraph
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
@@ -23,12 +23,6 @@ LLAMA = "holdout44_hf_llama_generate_static"
 
 def _model(run: str, name: str):
     return build_model(load_trace(MATRIX / run / f"{name}.json.gz"))
-
-
-def _measured(run: str, workload: str) -> float:
-    man = json.loads((MATRIX / run / "manifest.json").read_text())
-    ms = {e["variant"]: e["step_ms"]["median"] for e in man["entries"] if e["workload"] == workload}
-    return ms["before"] / ms["after"]
 
 
 def test_generate_reads_as_fifteen_decode_forwards_a_step():
@@ -56,7 +50,7 @@ def test_the_graph_of_the_forwards_keeps_the_loops_own_work():
     # The loop's syncs (its stopping check) stay: the forwards' graphs do not need them gone.
     assert not f["needs_first"] and "First:" not in f["fix"]
     u = d["summary"]["unprofiled_step_ms"]
-    predicted, measured = u / (u - f["estimated_savings_ms"]), _measured("h200_clean51C", LLAMA)
+    predicted, measured = u / (u - f["estimated_savings_ms"]), measured_speedup(MATRIX / "h200_clean51C", LLAMA)
     # Measured 2.25x; the whole-step graph had read 8.0x.
     assert abs(predicted / measured - 1) <= 0.3, (predicted, measured)
 

@@ -11,8 +11,9 @@ read 1.2x.
 Found from the trace alone: the sync's op instances on the loop's thread at least LOOP_MIN times in a row, the same
 op sequence between each two (its period); on autograd's thread, the backward's matching run, the same sequence
 of backward functions repeated as many times (LOOP_MIN - 1 to one more, a period of at most BACKWARD_PERIOD times
-the forward's). What the fix takes off the CPU is the turns after the first two, both ways (a batched turn makes about two turns' ops), replayed as the sync's fix does the
-data-dependent ops' (fixes.Unblock, its spans and calls all gone, the kernels kept).
+the forward's). What the fix takes off the CPU is the turns after the first two, both ways (a batched turn makes
+about two turns' ops), replayed as the sync's fix does the data-dependent ops' (fixes.Unblock, its spans and calls
+all gone, the kernels kept).
 """
 from __future__ import annotations
 
@@ -47,28 +48,29 @@ def turns(ctx: Context, blockers: list[int]) -> dict | None:
     ops = np.unique(ops[(ops >= 0) & np.array([bool(SPLIT_OP.search(str(names[o]))) for o in np.maximum(ops, 0)])])
     if not len(ops):
         return None
-    top = (cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy()
     ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
     step_of = ctx.cpu_step_of(ts)
+    # The steps' outermost ops in time order, once (a step's sequence on a thread is then a slice of these).
+    top = np.flatnonzero((cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy()
+                         & np.isin(step_of, ctx.full_steps))
+    top = top[np.argsort(ts[top], kind="stable")]
     spans, loops, periods, reps, back = [], 0, [], [], 0
     for s in ctx.full_steps:
         mine = ops[step_of[ops] == s]
         if len(mine) < LOOP_MIN:
             continue
         loop_thread = thread[mine[0]]
-        seq = np.flatnonzero(top & (thread == loop_thread) & (step_of == s))
-        seq = seq[np.argsort(ts[seq], kind="stable")]
-        codes = _codes(names[seq])
-        found = _forward_runs(codes, np.flatnonzero(np.isin(seq, mine)))
+        here = top[step_of[top] == s]
+        seq = here[thread[here] == loop_thread]
+        found = _forward_runs(_codes(names[seq]), np.flatnonzero(np.isin(seq, mine)))
         for q, p, r in found:
             spans.append((str(loop_thread), float(ts[seq[q + KEPT * p]]), float(end[seq[q + r * p - 1]])))
             loops, periods, reps = loops + 1, periods + [p], reps + [r]
         if not found:
             continue
         # Autograd's thread(s) in this step: the backward's matching runs.
-        for th in set(thread[top & (step_of == s)]) - {loop_thread}:
-            bseq = np.flatnonzero(top & (thread == th) & (step_of == s))
-            bseq = bseq[np.argsort(ts[bseq], kind="stable")]
+        for th in set(thread[here]) - {loop_thread}:
+            bseq = here[thread[here] == th]
             for q, p, r in _periodic_runs(_codes(names[bseq]), min(periods), BACKWARD_PERIOD * max(periods),
                                           min(reps) - 1, max(reps) + 1):
                 spans.append((str(th), float(ts[bseq[q + KEPT * p]]), float(end[bseq[q + r * p - 1]])))
@@ -76,15 +78,26 @@ def turns(ctx: Context, blockers: list[int]) -> dict | None:
     if not loops:
         return None
     n = max(1, len(ctx.full_steps))
-    calls = np.zeros(len(cpu), dtype=bool)
-    runtime = (cpu["kind"] == "runtime").to_numpy()
-    for t, a, b in spans:
-        calls |= runtime & (thread == t) & (ts >= a) & (ts < b)
-    return {"fix": Unblock(tuple(int(b) for b in blockers), calls=tuple(int(i) for i in np.flatnonzero(calls)),
-                           spans=tuple(spans), dispatch_share=1.0),
+    return {"fix": Unblock(tuple(int(b) for b in blockers), calls=_calls_in(cpu, spans), spans=tuple(spans),
+                           dispatch_share=1.0),
             "cpu_us_per_step": sum(b - a for _t, a, b in spans) / n,
             "evidence": {"loops_per_step": round(loops / n, 1), "groups_each": int(np.median(reps)),
                          "ops_each_turn": int(np.median(periods)), "backward_loops_per_step": round(back / n, 1)}}
+
+
+def _calls_in(cpu, spans: list[tuple[str, float, float]]) -> tuple[int, ...]:
+    """The runtime calls (cpu rows) that start inside the spans (thread, start, end)."""
+    runtime = np.flatnonzero((cpu["kind"] == "runtime").to_numpy())
+    ts, thread = cpu["ts"].to_numpy()[runtime], cpu["thread"].to_numpy()[runtime]
+    out: list[np.ndarray] = []
+    for t in {t for t, _a, _b in spans}:
+        rows = runtime[thread == t]
+        at = ts[thread == t]
+        order = np.argsort(at, kind="stable")
+        rows, at = rows[order], at[order]
+        for _t, a, b in (sp for sp in spans if sp[0] == t):
+            out.append(rows[np.searchsorted(at, a, "left"):np.searchsorted(at, b, "left")])
+    return tuple(int(i) for i in np.unique(np.concatenate(out))) if out else ()
 
 
 def _codes(names: np.ndarray) -> np.ndarray:
