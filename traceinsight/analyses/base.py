@@ -78,6 +78,9 @@ class Finding:
     alternatives: tuple[tuple[str, str, tuple], ...] = ()
     # Filled in by estimate/rank.py from the replay.
     estimated_savings_us: float = math.nan
+    # The GPU work per step its replay takes away (kernels dropped, fused or shortened): a saving may pass the
+    # step's idle by this much.
+    gpu_removed_us: float = 0.0
     savings_bound_us: tuple[float, float] | None = None
     # Where the saving will likely land (us): the replay's range widened to the band that held 8 in 10 of
     # our measured fixes of the kind (estimate/likely.py); None for a kind we have not validated.
@@ -191,6 +194,21 @@ def top_op(cpu: pd.DataFrame, row: int) -> str:
     p = int(cpu["parent"].iat[row])
     t = int(cpu["top_op"].iat[p]) if p >= 0 else -1
     return str(cpu["name"].iat[t]) if t >= 0 else str(cpu["name"].iat[row])
+
+
+def calls_in(cpu, spans: list[tuple[str, float, float]]) -> tuple[int, ...]:
+    """The runtime calls (cpu rows) that start inside the spans (thread, start, end)."""
+    runtime = np.flatnonzero((cpu["kind"] == "runtime").to_numpy())
+    ts, thread = cpu["ts"].to_numpy()[runtime], cpu["thread"].to_numpy()[runtime]
+    out: list[np.ndarray] = []
+    for t in {t for t, _a, _b in spans}:
+        rows = runtime[thread == t]
+        at = ts[thread == t]
+        order = np.argsort(at, kind="stable")
+        rows, at = rows[order], at[order]
+        for _t, a, b in (sp for sp in spans if sp[0] == t):
+            out.append(rows[np.searchsorted(at, a, "left"):np.searchsorted(at, b, "left")])
+    return tuple(int(i) for i in np.unique(np.concatenate(out))) if out else ()
 
 
 def op_rows(cpu: pd.DataFrame, rows: np.ndarray) -> np.ndarray:

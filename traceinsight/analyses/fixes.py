@@ -85,7 +85,7 @@ COLD_AFTER_READ = 0.4
 # mode="reduce-overhead" in one trace pair (dynamo's cache lookup, the pregraph bytecode, AOT's runtime
 # prologue), ran at 0.43-0.96 of its time after: less where more went (compiled inference, median 0.74)
 # than where an eager optimizer stayed (compiled training, 0.71-0.97); four workloads on two H100 and two
-# H200 hosts (one host's after runs, slower throughout, left out). Applied by replay._graph_warm.
+# H200 hosts (one host's after runs, slower throughout, left out). Applied by replay_warm.graph_warm.
 
 
 def toward(factor: float, share: float) -> float:
@@ -235,6 +235,28 @@ class DropCalls:
 
 
 @dataclass(frozen=True)
+class BatchItems:
+    """A Python loop over a batch's items done on the whole batch (analyses/item_loop.py): the CPU time inside these
+    spans (thread, start, end: the turns past the batched code's own) and these runtime calls go, and so does each
+    of these kernels (GPU rows, launched in the spans) but for what it does past KERNEL_FIXED_US, its fixed cost:
+    a batched kernel does their work at once, their launch latency and tail once."""
+    spans: tuple[tuple[str, float, float], ...]
+    calls: tuple[int, ...] = ()
+    kernels: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if not self.spans:
+            raise ValueError("BatchItems needs at least one span")
+        object.__setattr__(self, "calls", tuple(int(r) for r in self.calls))
+        object.__setattr__(self, "kernels", tuple(int(r) for r in self.kernels))
+
+
+# A kernel's fixed cost on the GPU (launch latency, ramp and tail): the shortest kernels of H100 and H200 traces
+# run 1.2-2 us whatever they do.
+KERNEL_FIXED_US = 2.0
+
+
+@dataclass(frozen=True)
 class MergeRegions:
     """A graph break goes (analyses/graph_break.py): the CPU time inside these spans (thread, start, end), the
     extra compiled regions' wrappers and the eager Python between them, and the setup of each forward graph call but
@@ -359,7 +381,7 @@ class FusedOptimizer:
 
 
 Fix = (CudaGraph | RemoveHostWork | Unblock | PinCopies | DropKernels | ScaleKernels | FusedOptimizer | FuseChains
-       | CompiledDispatch)
+       | CompiledDispatch | BatchItems)
 
 
 def combine(plans: list[tuple]) -> tuple:

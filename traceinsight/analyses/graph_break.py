@@ -31,7 +31,7 @@ from ..trace.compiles import REGION, compiled_versions
 from ..trace.facts import COMPILE_REGION, COMPILE_WRAPPER, COMPILED_CALL, program_facts, program_kind
 from ..trace.profiler_cost import event_cost_us
 from ..trace.steps import interval_of, merged_intervals
-from .base import Context
+from .base import Context, calls_in
 from .fixes import MergeRegions
 
 COMPILED_FORWARD = r"^CompiledFunction$"
@@ -50,7 +50,7 @@ def merge(ctx: Context, blockers: list[int], ev: dict) -> tuple[tuple, str, floa
         spans, setups, found_ev = found
         profiled, unprofiled = _wrapper_in(ctx, spans)
         # (The graph calls' setups are not the wrapper's, and what they launch stays.)
-        fx = MergeRegions(spans + setups, calls=_calls_in(ctx, spans), wrapper_us=unprofiled)
+        fx = MergeRegions(spans + setups, calls=calls_in(ctx.model.cpu, spans), wrapper_us=unprofiled)
         ev["breaks_the_compiled_graph"] = {**found_ev, "wrapper_ms_per_step_profiled": round(profiled / 1000, 3)}
         ev["measured_cost_is"] = ((ev.get("measured_cost_is") or "the stalls' GPU idle (median per full step)")
                                   + "; plus the extra compiled regions' wrapper time (mean per full step, profiled)")
@@ -288,17 +288,6 @@ def _wrapper_in(ctx: Context, spans) -> tuple[float, float]:
         inside[np.flatnonzero(inside)[interval_of(ts[inside], ws, we) < 0]] = False
         recorded += float(cost[inside].sum())
     return total / ctx.n_full, max(0.0, total - recorded) / ctx.n_full
-
-
-def _calls_in(ctx: Context, spans) -> tuple[int, ...]:
-    """The runtime calls (cpu rows) that start inside the spans on their thread."""
-    cpu = ctx.model.cpu
-    rt = np.flatnonzero((cpu["kind"] == "runtime").to_numpy())
-    ts, thread = cpu["ts"].to_numpy()[rt], cpu["thread"].to_numpy()[rt]
-    hit = np.zeros(len(rt), dtype=bool)
-    for th, lo, hi in spans:
-        hit |= (thread == th) & (ts >= lo) & (ts < hi)
-    return tuple(int(r) for r in rt[hit])
 
 
 def _setups(thread: str, cs: np.ndarray, ce: np.ndarray, op_ts: np.ndarray) -> list[tuple[str, float, float]]:

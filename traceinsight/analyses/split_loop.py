@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from .base import Context, op_rows
+from .base import Context, calls_in, op_rows
 from .fixes import Unblock
 
 # The ops that size a result from its data (the syncs a group split makes); .item() and a bool() of a tensor
@@ -78,26 +78,11 @@ def turns(ctx: Context, blockers: list[int]) -> dict | None:
     if not loops:
         return None
     n = max(1, len(ctx.full_steps))
-    return {"fix": Unblock(tuple(int(b) for b in blockers), calls=_calls_in(cpu, spans), spans=tuple(spans),
+    return {"fix": Unblock(tuple(int(b) for b in blockers), calls=calls_in(cpu, spans), spans=tuple(spans),
                            dispatch_share=1.0),
             "cpu_us_per_step": sum(b - a for _t, a, b in spans) / n,
             "evidence": {"loops_per_step": round(loops / n, 1), "groups_each": int(np.median(reps)),
                          "ops_each_turn": int(np.median(periods)), "backward_loops_per_step": round(back / n, 1)}}
-
-
-def _calls_in(cpu, spans: list[tuple[str, float, float]]) -> tuple[int, ...]:
-    """The runtime calls (cpu rows) that start inside the spans (thread, start, end)."""
-    runtime = np.flatnonzero((cpu["kind"] == "runtime").to_numpy())
-    ts, thread = cpu["ts"].to_numpy()[runtime], cpu["thread"].to_numpy()[runtime]
-    out: list[np.ndarray] = []
-    for t in {t for t, _a, _b in spans}:
-        rows = runtime[thread == t]
-        at = ts[thread == t]
-        order = np.argsort(at, kind="stable")
-        rows, at = rows[order], at[order]
-        for _t, a, b in (sp for sp in spans if sp[0] == t):
-            out.append(rows[np.searchsorted(at, a, "left"):np.searchsorted(at, b, "left")])
-    return tuple(int(i) for i in np.unique(np.concatenate(out))) if out else ()
 
 
 def _codes(names: np.ndarray) -> np.ndarray:

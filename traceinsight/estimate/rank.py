@@ -20,8 +20,8 @@ from .confidence import hedge
 from .deinflate import unprofiled_method
 from .likely import likely
 from .plan import busy_floor, fix_plan, name_workers
-from .bounds import (CAP_OWN, GPU_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, cut_range, floor,
-                     pinned_bandwidth_gbps, range_note, recoverable_us, state_saving, unprofiled_idle,
+from .bounds import (CAP_OWN, GPU_FIXES, KERNEL_FIXES, OVERLAP_FIXES, alternative_saving, at_end, changes, cut_range,
+                     floor, pinned_bandwidth_gbps, range_note, recoverable_us, state_saving, unprofiled_idle,
                      worker_paced)
 
 # A finding must cost at least this share of the median step to be reported: below it, a fix is
@@ -91,7 +91,7 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
         state = replay.apply(compiled, f.fixes, bw, cuts)
         saved = state_saving(base, state) + extra(f.fixes)
         f.estimated_savings_us = saved
-        gpu_removed[id(f)] = _gpu_removed(compiled, state)
+        gpu_removed[id(f)] = f.gpu_removed_us = _gpu_removed(compiled, state)
         gpu_touched[id(f)] = _gpu_removed(compiled, state, touched=True)
         f.estimate_note = "replay of the timeline with the fix applied"
         warm = any(getattr(fx, "warm", False) for fx in f.fixes)
@@ -179,16 +179,24 @@ def estimate(ctx: Context, G, findings: list[Finding]) -> dict:
     for f in findings:
         def cap_of(fx, touched=None) -> tuple[float, str]:
             return recoverable_us(fx, median_step, info, idle, f.beyond_idle_us, touched, spec(f.kind).idle_cause)
+
+        def alt_cap(fx) -> float:
+            # (a fix of the kernels themselves, a compile: at most the idle and the kernels it changes; a review read
+            # reduce-overhead's likely top at a step below the GEMMs and the cell it does not change)
+            if not changes(fx, KERNEL_FIXES):
+                return cap_of(fx)[0]
+            return cap_of(fx, _gpu_removed(compiled, replay.apply(compiled, fx, bw, cuts), touched=True))[0]
         if f.alternatives and base is not None and base.step_us and id(f) not in measured:
-            alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx),
-                                                     cap_of(fx)[0]) for key, what, fx in f.alternatives)
+            caps = [alt_cap(fx) for _k, _w, fx in f.alternatives]
+            alts = ((key, what) + alternative_saving(compiled, base, fx, bw, cuts, median_step, info, extra(fx), cap)
+                    for (key, what, fx), cap in zip(f.alternatives, caps))
             # (one whose replay saves exactly what the fix's does is no other way: a copy the host reads at
             # once is replayed as a sync, waited for either way)
             # (below the bar for a ranked fix, host noise makes most of a likely range, as for a minor finding: a
             # review read compiling a tiny conv net at "0.0 ms, likely -25.5 to 29.0 ms")
             f.alternative_savings_us = tuple(
-                a + (steady and a[2] >= bar and likely(f.kind, a[2], median_step, (cap_of(fx)[0],) * 2, a[3])[0] or None,)
-                for a, (_k, _w, fx) in zip(alts, f.alternatives) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
+                a + (steady and a[2] >= bar and likely(f.kind, a[2], median_step, (cap,) * 2, a[3])[0] or None,)
+                for a, cap in zip(alts, caps) if abs(a[2] - f.estimated_savings_us) >= ALTERNATIVE_SAME)
         if spec(f.kind).note or math.isnan(f.estimated_savings_us):
             continue
         cap, why = cap_of(f.fixes, gpu_touched.get(id(f)))

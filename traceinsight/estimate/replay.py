@@ -25,6 +25,7 @@ import numpy as np
 from ..analyses import fixes
 from .compiled import Compiled
 from .replay_compiler import compiled_dispatch, fuse_chains
+from .replay_warm import batch_items, graph_warm
 from .state import GRAPH_KEEPS_BARE_US, UNBLOCKED_CALL_US, Replay, State
 
 # A graph-replayed step, measured on H100 and H200 (the matrix's whole-step graphs, 17-838 kernels a step):
@@ -124,7 +125,7 @@ def _cuda_graph(c: Compiled, s: State, fx: fixes.CudaGraph, _bw: float) -> None:
         regions, factor = fx.optimizer
         idx = _launched_in(c, regions)
         s.dur[idx] = s.dur[idx] * factor
-    warm = _graph_warm(cpu, s, cold)
+    warm = graph_warm(cpu, s, cold)
     # (As CPU time before the step's first launch: a launch call's own cost is capped, see launch_cap.)
     tree = max(0.0, fx.wrapper_us - s.wrapper_merged_us) * (1.0 + TREE_CALL_PER_WRAPPER) * fx.python_share * warm
     for i in c.first_gpu_of_step:
@@ -160,16 +161,6 @@ def _replayed(c: Compiled, s: State, gpu_idx: np.ndarray) -> None:
     """GPU work replayed from a graph: the graph's kernel-to-kernel gap, not a launch's latency or eager spacing."""
     s.latency[gpu_idx] = np.where(c.lpred[gpu_idx] >= 0, GRAPH_KERNEL_GAP_US, s.latency[gpu_idx])
     s.min_gap[gpu_idx] = GRAPH_KERNEL_GAP_US
-
-
-def _graph_warm(cpu: np.ndarray, s: State, cold: float) -> float:
-    """Scales the CPU work a graph leaves by how warm it runs (see fixes.py, below WARM_CPU); returns it."""
-    if cold <= 0:
-        return 1.0
-    warm = fixes.toward(fixes.WARM_CPU, max(0.0, 1.0 - float(s.feed[cpu].sum() + s.dur[cpu].sum()) / cold))
-    s.feed[cpu] = s.feed[cpu] * warm
-    s.dur[cpu] = s.dur[cpu] * warm
-    return warm
 
 
 def _remove_host_work(c: Compiled, s: State, fx: fixes.RemoveHostWork, _bw: float) -> None:
@@ -368,6 +359,7 @@ _APPLY = {
     fixes.PinCopies: _pin_copies,
     fixes.DropKernels: _drop_kernels,
     fixes.DropCalls: _drop_calls,
+    fixes.BatchItems: batch_items,
     fixes.MergeRegions: _merge_regions,
     fixes.ScaleKernels: _scale_kernels,
     fixes.FusedOptimizer: _fused_optimizer,

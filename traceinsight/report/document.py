@@ -73,6 +73,8 @@ def finding_dict(f: Finding, median_step_us: float) -> dict:
         "estimated_savings_ms": num(f.estimated_savings_us / 1000),
         "estimated_savings_pct": num(100 * f.estimated_savings_us / median_step_us if median_step_us else 0, 1),
         "savings_range_ms": _ms_pair(f.savings_bound_us),
+        # The GPU work per step the fix takes away in its replay: by this much the saving may pass the step's idle.
+        "gpu_work_removed_ms": num(f.gpu_removed_us / 1000),
         # Where the saving will likely land: the range widened to where our measured fixes of this kind
         # landed (likely_basis says on what; null for a kind we have not validated).
         "likely_savings_range_ms": _ms_pair(f.likely_range_us),
