@@ -40,7 +40,7 @@ def find(ctx: Context) -> dict | None:
     (thread, start, end);
     the launches and kernels in them), the loop's size and where it is; None where the steps hold no such loop."""
     cpu = ctx.model.cpu
-    names = cpu["name"].to_numpy().astype(str)
+    names = cpu["name"].to_numpy()      # (objects: a fixed-width copy of a big trace's frame names takes GBs)
     ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
     step_of = ctx.cpu_step_of(ts)
     top = np.flatnonzero((cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy()
@@ -52,7 +52,7 @@ def find(ctx: Context) -> dict | None:
         for th in dict.fromkeys(thread[here]):
             seq = here[thread[here] == th]
             for a, bounds in _runs(names[seq]):
-                if any(CELL.match(x) for x in names[seq[bounds[0]:bounds[1]]]):
+                if any(CELL.match(str(x)) for x in names[seq[bounds[0]:bounds[1]]]):
                     continue
                 size = int(np.median(np.diff(bounds)))
                 kept = max(1, round(BATCHED_OPS / size))
@@ -72,7 +72,7 @@ def find(ctx: Context) -> dict | None:
     mine = np.flatnonzero(np.isin(g["launcher"].to_numpy(), calls_in(cpu, whole)) & is_kernel)
     n = max(1, len(ctx.full_steps))
     py = np.flatnonzero((cpu["kind"] == "python").to_numpy())
-    py = py[[bool(HOST_RANDOM.search(x)) for x in names[py]]] if len(py) else py
+    py = py[[bool(HOST_RANDOM.search(str(x))) for x in names[py]]] if len(py) else py
     parent = cpu["parent"].to_numpy()[py]
     py = py[~np.isin(parent, py)]       # (a draw's own frames: randint's randrange, its getrandbits)
     draws = sum(int(((thread[py] == t) & (ts[py] >= a) & (ts[py] < b)).sum()) for t, a, b in whole)
