@@ -196,6 +196,17 @@ def top_op(cpu: pd.DataFrame, row: int) -> str:
     return str(cpu["name"].iat[t]) if t >= 0 else str(cpu["name"].iat[row])
 
 
+def outermost_ops(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """The full steps' outermost ops (cpu rows) in time order, and the step of every CPU row (a step's op sequence on
+    a thread is then a slice of these)."""
+    cpu = ctx.model.cpu
+    ts = cpu["ts"].to_numpy()
+    step_of = ctx.cpu_step_of(ts)
+    top = np.flatnonzero((cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy()
+                         & np.isin(step_of, ctx.full_steps))
+    return top[np.argsort(ts[top], kind="stable")], step_of
+
+
 def calls_in(cpu, spans: list[tuple[str, float, float]]) -> tuple[int, ...]:
     """The runtime calls (cpu rows) that start inside the spans (thread, start, end)."""
     runtime = np.flatnonzero((cpu["kind"] == "runtime").to_numpy())

@@ -19,7 +19,7 @@ from collections import Counter
 
 import numpy as np
 
-from .base import Context, calls_in, user_frame
+from .base import Context, calls_in, outermost_ops, user_frame
 from .fixes import BatchItems
 
 HEAD = "aten::select"
@@ -42,16 +42,13 @@ def find(ctx: Context) -> dict | None:
     cpu = ctx.model.cpu
     names = cpu["name"].to_numpy()      # (objects: a fixed-width copy of a big trace's frame names takes GBs)
     ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
-    step_of = ctx.cpu_step_of(ts)
-    top = np.flatnonzero((cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy()
-                         & np.isin(step_of, ctx.full_steps))
-    top = top[np.argsort(ts[top], kind="stable")]
+    top, step_of = outermost_ops(ctx)
     spans, whole, turns, items, sizes, heads = [], [], [], [], [], []
     for s in ctx.full_steps:
         here = top[step_of[top] == s]
         for th in dict.fromkeys(thread[here]):
             seq = here[thread[here] == th]
-            for a, bounds in _runs(names[seq]):
+            for bounds in _runs(names[seq]):
                 if any(CELL.match(str(x)) for x in names[seq[bounds[0]:bounds[1]]]):
                     continue
                 size = int(np.median(np.diff(bounds)))
@@ -60,7 +57,7 @@ def find(ctx: Context) -> dict | None:
                 spans.append((str(th), float(ts[seq[bounds[kept]]]), last))
                 whole.append((str(th), float(ts[seq[bounds[0]]]), last))
                 turns, sizes, items = turns + [len(bounds) - 1 - kept], sizes + [size], items + [len(bounds) - 1]
-                heads.append(int(seq[a]))
+                heads.append(int(seq[bounds[0]]))
     if not spans:
         return None
     calls = calls_in(cpu, spans)
@@ -77,7 +74,6 @@ def find(ctx: Context) -> dict | None:
     py = py[~np.isin(parent, py)]       # (a draw's own frames: randint's randrange, its getrandbits)
     draws = sum(int(((thread[py] == t) & (ts[py] >= a) & (ts[py] < b)).sum()) for t, a, b in whole)
     return {"fix": BatchItems(spans=tuple(spans), calls=tuple(calls), kernels=tuple(int(k) for k in g.index[kernels])),
-            "cpu_us_per_step": sum(b - a for _t, a, b in spans) / n,
             "where": next((w for w in (user_frame(cpu, h) for h in heads) if w), None),
             "evidence": {"loops_per_step": round(len(spans) / n, 1), "items_each": int(np.median(items)),
                          "ops_each_item": int(np.median(sizes)),
@@ -86,11 +82,11 @@ def find(ctx: Context) -> dict | None:
                          "host_random_draws_per_step": round(draws / n, 1)}}
 
 
-def _runs(names: np.ndarray) -> list[tuple[int, list[int]]]:
-    """(position of the first head, turn boundaries: the turns' first positions and the end of the last) of each run
+def _runs(names: np.ndarray) -> list[list[int]]:
+    """The turn boundaries (the turns' first positions, their heads, and the end of the last) of each run
     of >= MIN_TURNS similar turns headed by every k-th HEAD (k = 1..3, whichever covers most), none overlapping."""
     at = np.flatnonzero(names == HEAD)
-    out: list[tuple[int, list[int]]] = []
+    out: list[list[int]] = []
     taken = np.zeros(len(names), dtype=bool)
     found = []
     for k in (1, 2, 3):
@@ -99,7 +95,7 @@ def _runs(names: np.ndarray) -> list[tuple[int, list[int]]]:
     for bounds in sorted(found, key=lambda b: b[0] - b[-1]):       # the longest first
         if not taken[bounds[0]:bounds[-1]].any():
             taken[bounds[0]:bounds[-1]] = True
-            out.append((bounds[0], bounds))
+            out.append(bounds)
     return out
 
 

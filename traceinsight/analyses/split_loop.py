@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from .base import Context, calls_in, op_rows
+from .base import Context, calls_in, op_rows, outermost_ops
 from .fixes import Unblock
 
 # The ops that size a result from its data (the syncs a group split makes); .item() and a bool() of a tensor
@@ -49,11 +49,7 @@ def turns(ctx: Context, blockers: list[int]) -> dict | None:
     if not len(ops):
         return None
     ts, end, thread = cpu["ts"].to_numpy(), cpu["end"].to_numpy(), cpu["thread"].to_numpy()
-    step_of = ctx.cpu_step_of(ts)
-    # The steps' outermost ops in time order, once (a step's sequence on a thread is then a slice of these).
-    top = np.flatnonzero((cpu["top_op"].to_numpy() == np.arange(len(cpu))) & (cpu["kind"] == "op").to_numpy()
-                         & np.isin(step_of, ctx.full_steps))
-    top = top[np.argsort(ts[top], kind="stable")]
+    top, step_of = outermost_ops(ctx)
     spans, loops, periods, reps, back = [], 0, [], [], 0
     for s in ctx.full_steps:
         mine = ops[step_of[ops] == s]
