@@ -495,7 +495,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The forty-eighth held-out set (loops over a tensor's items, `for x in batch`: a model called per image, a
         # loss taken per sequence -> batched; registered before it was recorded): one host, four processes.
         "h200_clean55A": "h200", "h200_clean55B": "h200", "h200_clean55C": "h200", "h200_clean55D": "h200",
-        "h100_clean55A": "h100", "h100_clean55B": "h100", "h100_clean55C": "h100", "h100_clean55D": "h100"}
+        "h100_clean55A": "h100", "h100_clean55B": "h100", "h100_clean55C": "h100", "h100_clean55D": "h100",
+        # A fix ranked first and not measured before: the forty-eighth set's healthy-role tagger (fusion_candidates
+        # on top) under torch.compile, fusion_tagger_compile: one host, two processes.
+        "h100_clean56A": "h100", "h100_clean56B": "h100", "h200_clean56A": "h200", "h200_clean56B": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

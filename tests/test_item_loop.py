@@ -11,12 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from conftest import measured_speedup
-from traceinsight.analyses.item_loop import _runs
+from traceinsight.analyses.item_loop import _node_runs, _runs, _work
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
 
 MATRIX = Path(__file__).resolve().parents[1] / "sample_traces/matrix"
 RUNS = sorted(p.name for p in MATRIX.glob("h*_clean54?") if (p / "manifest.json").exists())
+RUNS48 = sorted(p.name for p in MATRIX.glob("h*_clean55?") if (p / "manifest.json").exists())
+# workload: (items, ops a turn, autograd nodes a turn in the backward)
+LOOPS48 = {"holdout48_per_sample_forward_infer": (32, 16, 0), "holdout48_per_seq_loss_train": (32, 5, 5)}
 LOOPS = {"holdout47_aug_loop_train": ("augment_loop", 128, 8), "holdout47_postproc_loop_infer": ("decode_loop", 16, 23)}
 
 
@@ -32,7 +35,7 @@ def test_the_batched_estimate_holds_the_measured_fixes():
                 assert loop["loops_per_step"] == 1.0 and abs(loop["items_each"] - items) <= 1, loop
                 assert abs(loop["ops_each_item"] - ops) <= 1, loop
                 assert f["kind"] == "launch_overhead", f["kind"]
-                assert f["fix"].startswith("Much of the step is a Python loop that indexes one item a turn"), f["fix"]
+                assert f["fix"].startswith("Much of the step is a Python loop that takes one item a turn"), f["fix"]
                 assert "Do it on the whole batch (the estimate is of this" in f["fix"] and "CUDA graph" in f["fix"]
                 assert [a["option"] for a in f["alternatives"]][0] == "cuda_graph", f["alternatives"]
                 # with_stack: where the loop is, its function (Kineto's Python frames carry the def line), and the
@@ -98,3 +101,64 @@ def test_runs_allow_an_optional_op_and_several_indexings_a_turn():
     # a layer loop (no indexing at each turn's head) and a short loop are none
     assert _runs(np.array(["aten::layer_norm", "aten::linear", "aten::gelu", "aten::linear"] * 12)) == []
     assert _runs(np.array(turn * 5)) == []
+
+
+def test_loops_that_iterate_the_tensor_and_their_backward():
+    """The forty-eighth set (four processes of one H100 host, h100_clean55A-D): `for x in batch` (one aten::unbind,
+    then turns with no select at their head) calling a conv classifier per image in bf16 inference, measured 31x
+    batched; and `zip(logits, targets, lengths)` taking a tagger's loss per sequence in training, whose autograd
+    nodes repeat per sequence in the backward, measured 1.9x. As registered the tool read them as a graph's
+    (2.5-2.8x and 3.3-4.3x), none within 25%."""
+    assert len(RUNS48) == 4, RUNS48
+    within, n = 0, 0
+    for run in RUNS48:
+        for workload, (items, ops, nodes) in LOOPS48.items():
+            for setting in ("default", "stack"):
+                d = document(analyze_file(MATRIX / run / f"{workload}__before__{setting}.json.gz"))
+                f = d["findings"][0]
+                assert f["kind"] == "launch_overhead", (run, workload, setting, f["kind"])
+                loop = f["evidence"]["item_loop"]
+                assert (loop["items_each"], loop["ops_each_item"], loop["autograd_nodes_each_item"]) == \
+                    (items, ops, nodes), (run, workload, setting, loop)
+                assert f["fix"].startswith("Much of the step is a Python loop that takes one item a turn"), f["fix"]
+                assert ("autograd nodes a turn in the backward" in f["fix"]) == bool(nodes)
+                u, saved = d["summary"]["unprofiled_step_ms"], f["estimated_savings_ms"]
+                pred, meas = u / (u - saved), measured_speedup(MATRIX / run, workload)
+                assert abs(pred - meas) <= 0.5 * meas, (run, workload, setting, round(pred, 2), round(meas, 2))
+                within += abs(pred - meas) <= 0.25 * meas
+                n += 1
+                busy, gone = d["summary"]["median_gpu_busy_ms"], f["gpu_work_removed_ms"]
+                assert 0 < gone <= loop["kernels_gpu_ms_per_step"], (gone, loop)
+                assert u - saved >= busy - gone - 1e-3 and saved <= u - busy + gone + 1e-3, (run, workload, setting)
+    # (15 of 16 on 2026-12-05; the miss -31%, its un-profiled step read 31% short)
+    assert n == 16 and within >= 14, within
+
+
+def test_unbind_led_runs_and_the_backward_nodes():
+    un, names = "aten::unbind", ["aten::linear", "aten::unbind"]
+    turn = ["aten::unsqueeze", "aten::conv2d", "aten::batch_norm", "aten::relu_", "aten::linear"]
+    bounds, = _runs(np.array(names + turn * 10 + ["aten::cat"]))
+    assert bounds[0] == 2 and len(bounds) - 1 == 10 and bounds[1] - bounds[0] == len(turn)
+    # zip(a, b): two unbinds, then turns that slice twice (every second slice heads a turn)
+    turn = ["aten::slice", "aten::to", "aten::slice", "aten::cross_entropy_loss", "aten::add"]
+    bounds, = _runs(np.array([un, un] + turn * 9 + ["aten::div"]))
+    assert bounds[0] == 2 and len(bounds) - 1 == 9
+    # a model's layers that each unbind their qkv are not items: the turns unbind again
+    layer = [un, "aten::scaled_dot_product_attention", "aten::linear", "aten::add", "aten::layer_norm", "aten::linear"]
+    assert _runs(np.array(layer * 12)) == []
+    # the backward: as many turns of the same nodes as the forward loop's items, give or take one
+    node = "autograd::engine::evaluate_function: "
+    turn = [node + x for x in ("AddBackward0", "NllLossBackward0", "LogSoftmaxBackward0", "SliceBackward0")]
+    other = [node + "AddmmBackward0", node + "AccumulateGrad"]
+    bounds, = _node_runs(np.array([node + "DivBackward0"] + turn * 12 + other * 3), {12})
+    assert len(bounds) - 1 == 12 and bounds[1] - bounds[0] == 4
+    assert _node_runs(np.array(turn * 12), {30}) == []
+
+
+def test_a_batched_kernel_takes_the_items_work_as_the_gpu_fills():
+    # one item's launch fills 1/8 of a 132-SM GPU's threads: 32 of them take 4 waves, an eighth each of the work
+    assert _work(132 * 256, 132, 32) == 0.125
+    # a tiny launch: the batch's still fits one wave, each item a 1/items share
+    assert _work(128, 132, 32) == 1 / 32
+    # a launch that fills the GPU already, or one whose size is not in the trace: all of its work stays
+    assert _work(132 * 4096, 132, 32) == 1.0 and _work(-1, 132, 32) == 1.0 and _work(4096, None, 32) == 1.0

@@ -238,17 +238,23 @@ class DropCalls:
 class BatchItems:
     """A Python loop over a batch's items done on the whole batch (analyses/item_loop.py): the CPU time inside these
     spans (thread, start, end: the turns past the batched code's own) and these runtime calls go, and so does each
-    of these kernels (GPU rows, launched in the spans) but for what it does past KERNEL_FIXED_US, its fixed cost:
-    a batched kernel does their work at once, their launch latency and tail once."""
+    of these kernels (GPU rows, launched in the spans) but for its work share of what it does past KERNEL_FIXED_US,
+    its fixed cost: a batched kernel does their work at once, their launch latency and tail once."""
     spans: tuple[tuple[str, float, float], ...]
     calls: tuple[int, ...] = ()
     kernels: tuple[int, ...] = ()
+    # Each kernel's share of its work past the fixed cost that the batched kernel still takes (1: all of it; less
+    # where one item's grid leaves most of the GPU's SMs empty, item_loop._work); empty: 1 each.
+    work: tuple[float, ...] = ()
 
     def __post_init__(self):
         if not self.spans:
             raise ValueError("BatchItems needs at least one span")
         object.__setattr__(self, "calls", tuple(int(r) for r in self.calls))
         object.__setattr__(self, "kernels", tuple(int(r) for r in self.kernels))
+        object.__setattr__(self, "work", tuple(float(w) for w in self.work) or (1.0,) * len(self.kernels))
+        if len(self.work) != len(self.kernels) or not all(0.0 <= w <= 1.0 for w in self.work):
+            raise ValueError("BatchItems needs one work share in [0, 1] a kernel")
 
 
 # A kernel's fixed cost on the GPU (launch latency, ramp and tail): the shortest kernels of H100 and H200 traces

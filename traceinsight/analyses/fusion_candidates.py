@@ -35,6 +35,7 @@ CPU is, launch_overhead already says so.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -198,8 +199,8 @@ def analyze(ctx: Context) -> list[Finding]:
                f"({k} calls on {k} tensors); record with_stack=True to tell them apart"))
     title = (f"Chains of small elementwise kernels ({ev['mean_chain_length']} per chain on average) that a "
              f"compiler could fuse: fusing them would cut the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
-    fix = ("Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton "
-           "kernels), or use fused library ops (F.scaled_dot_product_attention, fused LayerNorm/GELU).")
+    fix = "Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton kernels)" + \
+        _library_ops(ctx.model.gpu)
     if program_kind(program_facts(ctx.model)) == "graphed":
         # A step already captured in a CUDA graph keeps its capture: the compiled model is captured instead.
         fix += (" The step already replays as a CUDA graph: compile the model and warm it up before the capture "
@@ -220,6 +221,19 @@ def analyze(ctx: Context) -> list[Finding]:
                   "kernels a step left beside it (not in this estimate)." if rest else ""))
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
                     confidence="medium" if cores or lengths.mean() >= 4 else "low", evidence=ev, fixes=(fx,))]
+
+
+# Fused library kernels a step may already run: advising them again would be advice the program already follows.
+LIBRARY = (("F.scaled_dot_product_attention", re.compile(r"(?i)sdpa|flash|fmha|attention")),
+           ("nn.LayerNorm's fused kernel", re.compile(r"(?i)layer_?norm")))
+
+
+def _library_ops(gpu) -> str:
+    """The fix's second way: the fused library ops the step does not run yet, named."""
+    kernels = gpu["name"][(gpu["kind"] == "kernel").to_numpy()].astype(str).unique()
+    left = [op for op, pat in LIBRARY if not any(pat.search(k) for k in kernels)]
+    return (f", or use fused library ops where the model writes them out ({', '.join(left)})." if left else
+            "; the step already runs fused attention and LayerNorm kernels.")
 
 
 def compiler_fix(ctx: Context, norms: bool = False) -> FuseChains | None:

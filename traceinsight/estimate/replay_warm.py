@@ -21,7 +21,7 @@ def graph_warm(cpu: np.ndarray, s: State, cold: float) -> float:
 
 def batch_items(c: Compiled, s: State, fx: fixes.BatchItems, _bw: float) -> None:
     # The turns' CPU time goes (their calls and the stretches before them inside the spans); their kernels keep
-    # only what they do past a kernel's fixed cost, which the batched kernels pay once. The CPU work left runs warm
+    # only their work share of what they do past a kernel's fixed cost, which the batched kernels pay once. The CPU work left runs warm
     # as a graph's does, by the share taken off (the forty-seventh set's fixed steps: the same model's ops, forward
     # and autograd's backward, ran 1.1-2x faster without the loop's hundreds of ops between them).
     cold = float(s.feed[c.cpu_idx].sum() + s.dur[c.cpu_idx].sum())
@@ -32,8 +32,9 @@ def batch_items(c: Compiled, s: State, fx: fixes.BatchItems, _bw: float) -> None
     # (the turns' Python outside any op, the per-item offsets and appends, goes with them)
     s.feed = s.feed * (1.0 - inside)
     s.host = s.host * (1.0 - inside)
-    gpu = np.array([i for i in (c.gpu_pos.get(r) for r in fx.kernels) if i is not None], dtype=np.int64)
-    if len(gpu):
-        s.dur[gpu] = np.maximum(0.0, c.dur[gpu] - fixes.KERNEL_FIXED_US)
+    pos = [(i, w) for i, w in ((c.gpu_pos.get(r), w) for r, w in zip(fx.kernels, fx.work)) if i is not None]
+    if pos:
+        gpu = np.array([i for i, _w in pos], dtype=np.int64)
+        s.dur[gpu] = np.maximum(0.0, c.dur[gpu] - fixes.KERNEL_FIXED_US) * np.array([w for _i, w in pos])
         s.min_gap[gpu] = 0.0
     graph_warm(c.cpu_idx, s, cold)

@@ -33,6 +33,8 @@ class Args(msgspec.Struct, forbid_unknown_fields=False, gc=False, frozen=True):
     input_dims: msgspec.Raw = msgspec.field(default=NO_DIMS, name="Input Dims")
     # A kernel's launch grid, as raw JSON: only compared (the same kernel launched on other shapes).
     grid: msgspec.Raw = NO_DIMS
+    # Its thread block's dims: with the grid, the threads a launch holds (how much of the GPU one kernel fills).
+    block: msgspec.Raw = NO_DIMS
     # "M" metadata events name their process / thread here.
     meta_name: Union[str, int, None] = msgspec.field(default=None, name="name")
     # A collective's own args, on NCCL kernels (CUDA) and on its record_param_comms range (any backend): what it

@@ -22,7 +22,7 @@ _GET = {f: attrgetter(f) for f in ("ph", "cat", "name", "pid", "tid", "ts", "dur
 # The interned fields, read together as one key (see Columns._codes).
 KEY_FIELDS = ("ph", "cat", "name", "pid", "tid")
 _KEY = attrgetter(*KEY_FIELDS)
-_RAW = {"dims": attrgetter("input_dims"), "grid": attrgetter("grid")}
+_RAW = {"dims": attrgetter("input_dims"), "grid": attrgetter("grid"), "block": attrgetter("block")}
 _ARGF = {f: attrgetter(f) for f in ("correlation", "external_id", "stream", "device", "bytes", "bandwidth")}
 # Python frames (half the events of a with_stack trace) carry only Python ids: no stream, device,
 # bytes or Input Dims is looked for on them.
@@ -153,9 +153,9 @@ class Columns:
 
     def __init__(self):
         self.interns = {f: Intern(floats_possible=f == "name") for f in ("ph", "cat", "name", "pid", "tid", "dims",
-                                                                        "grid")}
+                                                                        "grid", "block")}
         self._parts: dict[str, list] = {f: [] for f in (
-            "ph", "cat", "name", "pid", "tid", "ts", "dur", *ID_FIELDS, "dims", "grid", "sparse_rows",
+            "ph", "cat", "name", "pid", "tid", "ts", "dur", *ID_FIELDS, "dims", "grid", "block", "sparse_rows",
             "bytes", "bandwidth")}
         self.arrays: dict[str, np.ndarray] = {}
         self.n = 0
@@ -206,9 +206,11 @@ class Columns:
         p["bytes"].append(byt[has])
         p["bandwidth"].append(bw[has])
         p["dims"].append(self._raw("dims", sub, rows, n))
-        # (kernels only: the only events with a grid, a few in a million-event trace of ops and frames)
+        # (kernels only: the only events with a grid and block, a few in a million-event trace of ops and frames)
         k = np.flatnonzero(self._kernel_cat()[p["cat"][-1]])
-        p["grid"].append(self._raw("grid", [args[i] for i in k.tolist()], k, n))
+        ka = [args[i] for i in k.tolist()]
+        p["grid"].append(self._raw("grid", ka, k, n))
+        p["block"].append(self._raw("block", ka, k, n))
         self._comm_args(args, k, p["name"][-1])
         self._meta_names(evs, p["ph"][-1], p["name"][-1])
         self.n += n

@@ -21,6 +21,7 @@ from .compiles import mark_compiling
 from .events import BAD, MISSING
 from .gpu_specs import rocm_trace
 from .instants import allocation_rows, memory_table
+from .launch_dims import grid_ranks, launch_threads
 from .load import RawTrace
 from .nesting import nest, nesting_order, top_ops
 from .peer_waits import take_out as peer_wait_shift
@@ -406,7 +407,8 @@ def _gpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray,
         "correlation": _ids(c["correlation"][rows]),
         "ext_id": _ids(c["external_id"][rows]),
         "bytes": c.sparse("bytes", rows, 0.0),
-        "grid": _grid_ranks(c, rows),      # the launch grid as a number (-1: none): equal numbers, equal grids
+        "grid": grid_ranks(c, rows),      # the launch grid as a number (-1: none): equal numbers, equal grids
+        "threads": launch_threads(c, rows),      # how many threads the launch holds, grid x block (-1: none)
     }, copy=False)
     # Only copies have a direction and host memory kind; parse each distinct copy name once.
     is_copy = kind == "memcpy"
@@ -418,16 +420,6 @@ def _gpu_table(tb: _Tables, rows: np.ndarray, ts: np.ndarray, dur: np.ndarray,
     df["pageable"] = is_copy & pg[name]
     df["end"] = df["ts"] + df["dur"]
     return df, name
-
-
-def _grid_ranks(c, rows: np.ndarray) -> np.ndarray:
-    """Each row's launch grid as its rank among the trace's distinct grids (by their text): the same whatever
-    the order of the file's events (codes are first-seen order)."""
-    vals = c.values("grid")
-    rank = np.full(len(vals) + 1, -1, dtype=np.int64)
-    rank[sorted(range(len(vals)), key=lambda i: bytes(vals[i]))] = np.arange(len(vals))
-    codes = c["grid"][rows]
-    return rank[np.where(codes >= 0, codes, len(vals))]
 
 
 def _with_fallback(ids: np.ndarray, codes: np.ndarray, values: list) -> np.ndarray:
