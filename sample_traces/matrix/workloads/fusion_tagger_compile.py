@@ -12,7 +12,7 @@ registered it healthy; this pair measures whether a compiler's fusion buys that.
 import torch
 
 from ._util import Step, autocast, cpu_mode, is_cuda
-from .holdout48_per_seq_loss_train import Tagger, loss_batch, sizes
+from .holdout48_per_seq_loss_train import Tagger, batches, loss_batch, sizes
 from .holdout48_seq_loss_healthy import SIZE
 
 NAME = "fusion_tagger_compile"
@@ -39,13 +39,8 @@ def make(variant, device, pool=2):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
     fwd = torch.compile(model) if compiled else model
     loss_fn = torch.compile(loss_batch) if compiled else loss_batch
-    g = torch.Generator().manual_seed(1)
     b, t = s["batch"], s["seq"]
-    xs = [torch.randint(0, s["vocab"], (b, t), generator=g).to(device) for _ in range(pool)]
-    ys = [torch.randint(0, s["vocab"], (b, t), generator=g).to(device) for _ in range(pool)]
-    lens = [torch.randint(s["min_len"], t + 1, (b,), generator=g).tolist() for _ in range(pool)]
-    weights = [((torch.arange(t)[None, :] < torch.tensor(n)[:, None]).float() / (torch.tensor(n)[:, None] * b))
-               .to(device) for n in lens]
+    xs, ys, _lens, weights = batches(s, device, pool)
     st = {"i": 0}
 
     def step():

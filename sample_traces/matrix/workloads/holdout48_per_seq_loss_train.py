@@ -57,19 +57,27 @@ def loss_batch(logits, targets, weight):
     return (ce * weight.flatten()).sum()
 
 
+def batches(s, device, pool=2):
+    """`pool` batches in turn: tokens, targets, each sequence's length (a Python list) and the batched loss's weight
+    (1 / (length x batch) at the valid positions, 0 past them)."""
+    g = torch.Generator().manual_seed(1)
+    b, t = s["batch"], s["seq"]
+    xs = [torch.randint(0, s["vocab"], (b, t), generator=g).to(device) for _ in range(pool)]
+    ys = [torch.randint(0, s["vocab"], (b, t), generator=g).to(device) for _ in range(pool)]
+    lens = [torch.randint(s["min_len"], t + 1, (b,), generator=g).tolist() for _ in range(pool)]
+    weights = [((torch.arange(t)[None, :] < torch.tensor(n)[:, None]).float() / (torch.tensor(n)[:, None] * b))
+               .to(device) for n in lens]
+    return xs, ys, lens, weights
+
+
 def make(variant, device, size=SIZE):
     s = sizes(device, size)
     cuda = is_cuda(device)
     torch.manual_seed(0)
     model = Tagger(s["vocab"], s["dim"], s["heads"], s["layers"], s["seq"]).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
-    g = torch.Generator().manual_seed(1)
     b, t = s["batch"], s["seq"]
-    xs = [torch.randint(0, s["vocab"], (b, t), generator=g).to(device) for _ in range(2)]
-    ys = [torch.randint(0, s["vocab"], (b, t), generator=g).to(device) for _ in range(2)]
-    lens = [torch.randint(s["min_len"], t + 1, (b,), generator=g).tolist() for _ in range(2)]
-    weights = [((torch.arange(t)[None, :] < torch.tensor(n)[:, None]).float() / (torch.tensor(n)[:, None] * b))
-               .to(device) for n in lens]
+    xs, ys, lens, weights = batches(s, device)
     st = {"i": 0}
 
     def step():
