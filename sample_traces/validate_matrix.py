@@ -498,7 +498,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean55A": "h100", "h100_clean55B": "h100", "h100_clean55C": "h100", "h100_clean55D": "h100",
         # A fix ranked first and not measured before: the forty-eighth set's healthy-role tagger (fusion_candidates
         # on top) under torch.compile, fusion_tagger_compile: one host, two processes.
-        "h100_clean56A": "h100", "h100_clean56B": "h100", "h200_clean56A": "h200", "h200_clean56B": "h200"}
+        "h100_clean56A": "h100", "h100_clean56B": "h100", "h200_clean56A": "h200", "h200_clean56B": "h200",
+        # The forty-ninth held-out set (Python work on a thread of the training or inference process, holding the GIL:
+        # a tokenising prefetch thread, a thread pool's post-processing -> processes; registered before it was
+        # recorded): one host, four processes.
+        "h200_clean57A": "h200", "h200_clean57B": "h200", "h200_clean57C": "h200", "h200_clean57D": "h200",
+        "h100_clean57A": "h100", "h100_clean57B": "h100", "h100_clean57C": "h100", "h100_clean57D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
