@@ -15,7 +15,7 @@ from ..trace.dispatch_pace import METADATA_OPS, metadata_op_us
 from ..trace.generation import decode_forwards, replayed_loop
 from ..trace.host import ALLOCATOR_MALLOC
 from .base import RUNS_AHEAD, Context, Finding, KindSpec
-from .host_gaps import ENDS, bare_stretch, python_calls
+from .host_gaps import ENDS, bare_stretch, gil_holders, python_calls, threads_with_ops
 from .host_gaps import pieces as pieces_of
 from .loading import (HIDDEN_IDLE_SHARE, PLAN_SAYS_WORKERS, WORKERS_ADVICE, WORKERS_UNNAMED, fewer_workers,
                       hidden_loader, loader_batch_mb, unprofiled_loading)
@@ -76,6 +76,14 @@ def analyze(ctx: Context) -> list[Finding]:
     if bare is not None and bare.total > 2 * sum(v for _, v in top):
         top = []
     loader = any(_is_loader(n) for n, _ in top)
+    # Python on another thread of the process (a prefetch thread, a thread pool) holds the GIL while the loop's
+    # thread, back from each op, waits for it: the loop's own code is not what to change, and a thread is not
+    # where Python work can run beside it. (With stacks only: without them no thread's Python is recorded.)
+    holders = [] if loader else gil_holders(ctx, longest, pieces)
+    gil_us = sum(h.us for h in holders)
+    gil = gil_us > 0 and gil_us >= GIL_SHARE * float(longest["host_bound"].sum())
+    if gil:
+        top = []
     # (the call the user's code made that the idle CPU time ran inside: code in it that launched nothing,
     # not the call as a whole, which may launch all the step's kernels)
     what = f"most of it inside {_programs(top)[0][0]}" if top else "Python code outside any profiled op"
@@ -91,7 +99,9 @@ def analyze(ctx: Context) -> list[Finding]:
     # Between two detaches the loop walks tensors that exist (state_dict() detaches every parameter and buffer
     # on each call; an expert review read torch.tensor advice on a weight EMA's state_dict() as wrong).
     views = per_item and all(_VIEW.search(n) for n in (bare.before, bare.after))
-    if not top:
+    if gil:
+        what = f"Python on another thread of this process, {_names([holders[0].calls[0][0]])}, holding the GIL"
+    elif not top:
         what = f"time on the backward pass's thread that no op covers{where}" if engine else \
             (f"a Python loop over existing tensors (a detach each, as state_dict() makes): {bare.n / ctx.n_full:.0f} "
              f"stretches per step {where.strip()}") if views else \
@@ -116,7 +126,10 @@ def analyze(ctx: Context) -> list[Finding]:
         lost = total / len(per_step)
     # The optimizer's own Python (zero_grad's loop over parameters): it cannot be skipped or moved.
     framework = bool(top) and all(FRAMEWORK_STEP.search(n) for n, _ in top[:3])
-    if top:
+    if gil:
+        work = [{"name": f"Python on thread {h.thread}: {n[:160]}", "ms": round(v / 1000, 3)}
+                for h in holders[:2] for n, v in h.calls[:3]]
+    elif top:
         work = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in top]
     else:
         hint = "" if engine else " (record with with_stack=True to see the function)"
@@ -151,6 +164,10 @@ def analyze(ctx: Context) -> list[Finding]:
     if workers and lost > median:
         ev["idle_per_step_is"] = (f"the mean over {len(per_step)} full steps: the loop waits in "
                                   f"{int((per_step > 0.1 * per_step.max()).sum())} of them (the workers take turns)")
+    if gil:
+        ev["gil_held_by_other_threads"] = {
+            "share_of_idle": round(gil_us / max(float(longest["host_bound"].sum()), 1e-9), 2),
+            "threads": [h.thread for h in holders if h.us >= 0.1 * gil_us]}
     if frames and loader:
         # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
         ev["python_calls_during_idle"] = [{"name": n[:160], "ms": round(v / 1000, 3)} for n, v in frames[:6]]
@@ -177,6 +194,16 @@ def analyze(ctx: Context) -> list[Finding]:
         fix = (f"Move the input pipeline off the training loop's critical path: DataLoader({WORKERS_UNNAMED} "
                f"pin_memory=True, persistent_workers=True, prefetch_factor=2){need}, and do augmentation/"
                f"preprocessing on the GPU or in the workers{inside}.")
+    elif gil:
+        calls = _names(n for h in holders[:2] for n, _ in h.calls[:2])
+        fix = (f"Another thread of this process runs Python during these gaps ({calls}; "
+               f"{gil_us / max(float(longest['host_bound'].sum()), 1e-9):.0%} of the idle), and Python runs one "
+               "thread at a time (the GIL): the training loop's thread, back from each op, waits for that thread "
+               "before it can launch the next, so the GPU starves. Run that work in processes, not threads: batch "
+               f"preparation in DataLoader workers (DataLoader({WORKERS_UNNAMED} pin_memory=True, "
+               "persistent_workers=True) over a Dataset or IterableDataset that makes the batches), post-processing "
+               "or logging in a multiprocessing pool (concurrent.futures.ProcessPoolExecutor). A thread only helps "
+               "work that releases the GIL: I/O, and numpy or torch calls on large arrays.")
     elif engine:
         fix = (f"The backward pass's CPU thread spends this time{where} with no op recorded: the autograd "
                "engine's per-op work (inflated by the profiler) or a stall of the host. Engine work "
@@ -204,7 +231,8 @@ def analyze(ctx: Context) -> list[Finding]:
                                _OPTIMIZER.search(r) for _, r in ranged) else "."))
         fix = (f"The CPU runs Python that the trace does not name (no op covers it{where}): record with "
                "with_stack=True to see which function, then make it cheaper, run it every N steps, move it "
-               "to a background thread or a DataLoader worker if it prepares data, or onto the GPU." + in_range)
+               "to DataLoader worker processes if it prepares data, or onto the GPU (a background thread helps only "
+               "work that releases the GIL: I/O, large numpy or torch calls)." + in_range + _threads_seen(ctx, longest))
     elif framework:
         names = _names(n for n, _ in _programs(top)[:3])
         said = [n for n, _ in top[:3]]
@@ -260,14 +288,15 @@ def analyze(ctx: Context) -> list[Finding]:
         # (a review: the same words, every N steps or a DataLoader worker, had been given to an inference
         # forward's own Python: say which kind of work each way fits)
         fix = (f"Make the CPU work in the step that launches nothing cheaper, or move it off the critical "
-               f"path ({names}): work that prepares data belongs in DataLoader workers or a background thread, "
-               "work that need not run each step (logging, metrics, checks) can run every N steps, and work on "
+               f"path ({names}): work that prepares data belongs in DataLoader worker processes (a background "
+               "thread only for work that releases the GIL: I/O, large numpy or torch calls), work that need not run "
+               "each step (logging, metrics, checks) can run every N steps, and work on "
                "tensors can move to the GPU.")
     # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
     # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
     # (Not DDP's buffer sync: torch ops on the GPU's tensors, not the host work that evicts the step's caches.)
     # (Nor in a graph capture: a one-time window whose host work is the recording; xDiT's had read 89 ms saved of 31.)
-    warm = not (loader or workers or engine or per_item or framework or stalls or ddp or stalled_view or loop) \
+    warm = not (gil or loader or workers or engine or per_item or framework or stalls or ddp or stalled_view or loop) \
         and lost >= WARM_AFTER_HOST_US \
         and program_kind(program_facts(ctx.model)) != "capture"
     if stall:
@@ -293,6 +322,8 @@ def analyze(ctx: Context) -> list[Finding]:
 
 
 _BACKWARD = re.compile(r"Backward\d*$")
+# The share of the longest gaps' idle that other threads' Python must cover to be named as the cause.
+GIL_SHARE = 0.5
 
 # The caching allocator's entry points: time inside them is allocation, whose fix is reuse, not "less often".
 _ALLOCATION = re.compile(r"^aten::(empty|empty_strided|empty_like|new_empty)$|" + ALLOCATOR_MALLOC)
@@ -305,6 +336,20 @@ _DDP_BUFFERS = re.compile(r"^aten::(un)?flatten_dense_tensors$|^c10d::broadcast_
 FRAMEWORK_STEP = re.compile(r"^Optimizer\.(zero_grad|step)#|^\w+\(\), (?:def at )?torch/optim/|^TorchDynamo Cache Lookup$")
 _OPTIMIZER = re.compile(r"^Optimizer\.|torch/optim/")
 _LOOKUP = re.compile(r"^TorchDynamo Cache Lookup$")
+
+
+def _threads_seen(ctx: Context, gaps) -> str:
+    """Without stacks: a sentence naming another thread that recorded ops in the gaps (a prefetch thread, a thread
+    pool), whose Python, if it runs any, the trace cannot show; "" where there is none or stacks were recorded."""
+    if (ctx.model.cpu["kind"] == "python").any():
+        return ""
+    seen = threads_with_ops(ctx, gaps)
+    if not seen:
+        return ""
+    th, n, names = seen[0]
+    return (f" Another thread of this process (thread {th}) recorded {n} ops in these gaps ({', '.join(names)}): "
+            "if it runs Python (a prefetch thread, a thread pool), that Python holds the GIL while the loop's thread "
+            "waits for it, and processes (DataLoader workers, a process pool) are the fix; with_stack=True shows it.")
 
 
 def _is_loader(name: str) -> bool:

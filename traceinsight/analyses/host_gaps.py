@@ -148,3 +148,64 @@ def python_calls(ctx: Context, gaps, pieces: dict) -> list[tuple[str, float]]:
         for name, us in calls_in(ctx.model, th, spans, w).items():
             out[name] = out.get(name, 0.0) + us
     return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+class GilHolder(NamedTuple):
+    """Another thread of the process that ran Python (holding the GIL) during the loop thread's host-bound gaps:
+    `us` of the gaps' time, weighted as the gaps are, and its calls by that time."""
+    thread: str
+    us: float
+    calls: list[tuple[str, float]]
+
+
+def gil_holders(ctx: Context, gaps, pieces: dict) -> list[GilHolder]:
+    """The threads other than each gap's own that ran Python in the longest host-bound gaps (pieces: pieces() of
+    each), most first; empty without Python frames (with_stack) in the trace.
+    The GIL is one: while another thread's Python holds it, the loop's thread, back from an op, waits for it (up to
+    the 5 ms switch interval) before it can launch the next. Its time inside an op or a wait (a lock, a queue,
+    sleep) holds no GIL and does not count (pycalls.calls_in, holding_gil)."""
+    kind = ctx.model.cpu["kind"]
+    if gaps.empty or not (kind == "python").any():
+        return []
+    threads = ctx.model.cpu["thread"].to_numpy()
+    py = set(threads[(kind == "python").to_numpy()].tolist())
+    # Not the threads the gaps are on (the loop's), nor the backward pass's (its ops are the step's work).
+    engine = set(threads[ctx.model.cpu_match(AUTOGRAD.pattern)].tolist())
+    others = py - set(gaps["thread"].tolist()) - engine
+    spans, w = [], []
+    for r in gaps.itertuples():
+        parts, share = pieces[r.Index]
+        spans += parts
+        w += [share] * len(parts)
+    out: dict[str, dict[str, float]] = {}
+    for other in sorted(others):
+        mine = out.setdefault(other, {})
+        for name, us in calls_in(ctx.model, other, spans, w, holding_gil=True).items():
+            if "(the profiler's own)" not in name:
+                mine[name] = mine.get(name, 0.0) + us
+    held = [GilHolder(th, sum(c.values()), sorted(c.items(), key=lambda kv: -kv[1])) for th, c in out.items()]
+    return sorted((h for h in held if h.us > 0), key=lambda h: -h.us)
+
+
+def threads_with_ops(ctx: Context, gaps) -> list[tuple[str, int, list[str]]]:
+    """Threads other than the gaps' own, and not the backward pass's, that recorded ops inside the gaps: (thread,
+    how many ops, the most frequent names). Without stacks this is all a trace shows of a prefetch thread."""
+    cpu = ctx.model.cpu
+    if gaps.empty:
+        return []
+    own = set(gaps["thread"].tolist())
+    ops = ctx.model.thread_frames((cpu["kind"] == "op").to_numpy() & (cpu["depth"] == 0).to_numpy(), ["ts", "end", "name"])
+    starts, ends = gaps["start"].to_numpy(), gaps["end"].to_numpy()
+    out = []
+    for th, g in ops.items():
+        names = g["name"].astype(str)
+        if th in own or names.str.startswith("autograd::engine::evaluate_function").any():
+            continue
+        ts = g["ts"].to_numpy()
+        j = np.searchsorted(ends, ts, side="right")          # the first gap ending after the op starts
+        hit = j < len(starts)
+        hit[hit] = starts[j[hit]] < g["end"].to_numpy()[hit]
+        if hit.any():
+            out.append((th, int(hit.sum()), names[hit].value_counts().index[:3].tolist()))
+    return sorted(out, key=lambda t: -t[1])
+

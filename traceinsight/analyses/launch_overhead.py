@@ -311,6 +311,8 @@ def analyze(ctx: Context) -> list[Finding]:
                              if per_step_k else None,
         "idle_ms_per_step": round(lost / 1000, 3),
         "top_kernels_by_count": k["name"].str.slice(0, 120).value_counts().head(5).to_dict(),
+        # (beside per-step figures, a count over the window must say so: a review read 160 launches as one step's)
+        "top_kernels_by_count_is": f"launches summed over the {ctx.n_full} full steps analysed, not per step",
     }
     share = lost / ctx.median_step_us if ctx.median_step_us else 0
     conf = "high" if share > 0.3 and med_kernel < 30 else ("medium" if share > 0.1 else "low")

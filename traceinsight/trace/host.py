@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .facts import COMPILE_MACHINERY
+from .gil import gil_spans, intersect, op_stalls
 from .model import TraceModel
 from .nesting import depth_levels
 from .steps import cum_lengths, merged_intervals, overlap_many
@@ -122,6 +123,9 @@ class HostActivity:
         self._by_thread = by_thread
         self._framework_rows = is_aten | is_ann
         self._bare_sets: dict[str, tuple[dict, dict]] = {}
+        # Where threads that feed no GPU ran Python holding the GIL (with stacks): the loop's thread cannot run
+        # then, so its stretches between ops there, however short, wait on that thread's work (trace/gil.py).
+        gil = gil_spans(model, [th for th in by_thread if not len(feeding[th][0])])
         for th, rows in by_thread.items():
             t, e = ts[rows], end[rows]
             op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]
@@ -142,8 +146,17 @@ class HostActivity:
                 keep = (be - bs) >= BARE_HOST_US
                 bs, be = bs[keep], be[keep]
             ns, ne = self._no_launch(th, rows, others)
-            hs = np.concatenate([t[host], bs, ns])
-            he = np.concatenate([e[host], be, ne])
+            held = [g for o, g in gil.items() if o != th]
+            gs, ge = np.zeros(0), np.zeros(0)
+            if held and len(feeding[th][0]):
+                # (between its ops, and stalled inside one: trace/gil.py's STALL_US)
+                ss, se = op_stalls(model, rows)
+                gs, ge = intersect(*merged_intervals(np.concatenate([[-np.inf], ce, ss]),
+                                                     np.concatenate([cs, [np.inf], se])),
+                                   *merged_intervals(np.concatenate([g[0] for g in held]),
+                                                     np.concatenate([g[1] for g in held])))
+            hs = np.concatenate([t[host], bs, ns, gs])
+            he = np.concatenate([e[host], be, ne, ge])
             hs, he = merged_intervals(hs, he)
             self.threads[th] = ThreadActivity(hs, he, cum_lengths(hs, he))
 

@@ -120,11 +120,33 @@ def _is_profiler_own(name: str) -> bool:
     return PROFILER_OWN.search(name) is not None
 
 
-def calls_in(model: TraceModel, thread: str, spans, weights=None) -> dict[str, float]:
+# Built-ins that wait with the GIL released (a lock, a queue, sleep, select, a socket or pipe read): a thread in
+# one leaves the interpreter to the others.
+WAITS = re.compile(BUILTIN_CALL + r"(acquire|wait|sleep|select|poll|epoll|recv\w*|read|readinto|accept|get|join|"
+                   r"_wait_for_tstate_lock|getaddrinfo|connect|send\w*|write)\b")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def holds_gil(name: str) -> bool:
+    """Whether an instant whose deepest event is this Python event runs Python: a built-in that neither waits
+    (WAITS) nor is torch's (its C++ releases the GIL), or the own lines of a frame of the user's code. (A library
+    frame's own time is mostly a call the tracer did not see start, a wait begun before the profiler was: every
+    idle thread's threading.py frames, vLLM's usage reporter asleep in its loop.)"""
+    if re.match(BUILTIN_CALL, name):
+        return not WAITS.match(name) and "torch" not in name and "Tensor" not in name
+    return is_user_frame(name)
+
+
+OPEN_AT_START_US = 1000.0
+
+
+def calls_in(model: TraceModel, thread: str, spans, weights=None, holding_gil: bool = False) -> dict[str, float]:
     """us per call label over the spans [(start, end), ...] of one thread, by exclusive time: each instant
     belongs to the deepest event then running (by time, not by parent links), never to a range that outlives
     its parent (ProfilerStep, opened inside record_function's enter: see callers()). With weights, each span's
-    time counts at its weight (the share of it that is the cause asked about)."""
+    time counts at its weight (the share of it that is the cause asked about). holding_gil: only the instants whose
+    deepest event is Python (a frame's own lines or a built-in) that does not wait (WAITS): an op's C++ and a wait
+    run with the GIL released."""
     cpu = model.cpu
     rows = model.thread_rows().get(thread)
     if rows is None or not len(rows):
@@ -137,6 +159,10 @@ def calls_in(model: TraceModel, thread: str, spans, weights=None) -> dict[str, f
     depth = cpu["depth"].to_numpy()[rows]
     labels = _Labeller(parent, names, kinds, all_ts, all_end)
     levels = _by_level(ts, end, depth)
+    # (A frame open from the window's first instants to its last was entered before the profiler started, which
+    # records the stacks then alive in its first ~100 us: what they called, a sleep or a wait, was never recorded,
+    # so their "own" time says nothing: vLLM's trace, tqdm's monitor and a usage reporter asleep on tid 0.)
+    whole = (all_ts <= all_ts.min() + OPEN_AT_START_US) & (all_end >= all_end.max() - 1.0) if holding_gil else None
     out: dict[str, float] = {}
     for k, (a, b) in enumerate(spans):
         w = 1.0 if weights is None else float(weights[k])
@@ -158,6 +184,8 @@ def calls_in(model: TraceModel, thread: str, spans, weights=None) -> dict[str, f
         per = np.bincount(owner[busy], weights=np.diff(bounds)[busy], minlength=len(hit))
         got = np.flatnonzero(per > 0)
         for e, us in zip(rows[hit[got]].tolist(), per[got].tolist()):
+            if holding_gil and (kinds[e] != "python" or not holds_gil(names[e]) or whole[e]):
+                continue
             lab = labels.of(e)
             out[lab] = out.get(lab, 0.0) + us * w
     return out
