@@ -196,14 +196,21 @@ def analyze(ctx: Context) -> list[Finding]:
                f"preprocessing on the GPU or in the workers{inside}.")
     elif gil:
         calls = _names(n for h in holders[:2] for n, _ in h.calls[:2])
+        pool = _thread_pool(ctx, holders)
+        where = ("that ThreadPoolExecutor's work in a concurrent.futures.ProcessPoolExecutor (batch preparation in "
+                 "DataLoader workers)") if pool else (
+            f"batch preparation in DataLoader workers (DataLoader({WORKERS_UNNAMED} pin_memory=True, "
+            "persistent_workers=True) over a Dataset or IterableDataset that makes the batches), post-processing or "
+            "logging in a multiprocessing pool (concurrent.futures.ProcessPoolExecutor)")
         fix = (f"Another thread of this process runs Python during these gaps ({calls}; "
                f"{gil_us / max(float(longest['host_bound'].sum()), 1e-9):.0%} of the idle), and Python runs one "
-               "thread at a time (the GIL): the training loop's thread, back from each op, waits for that thread "
-               "before it can launch the next, so the GPU starves. Run that work in processes, not threads: batch "
-               f"preparation in DataLoader workers (DataLoader({WORKERS_UNNAMED} pin_memory=True, "
-               "persistent_workers=True) over a Dataset or IterableDataset that makes the batches), post-processing "
-               "or logging in a multiprocessing pool (concurrent.futures.ProcessPoolExecutor). A thread only helps "
-               "work that releases the GIL: I/O, and numpy or torch calls on large arrays.")
+               "thread at a time (the GIL): the loop's thread, back from each op, waits for that thread before it can "
+               f"launch the next, so the GPU starves. Run that work in processes, not threads: {where}. Worker "
+               "processes forked from a process that uses CUDA must not touch CUDA (hand them numpy arrays or CPU "
+               "tensors, or use the spawn or forkserver start method); what they are handed is pickled. Or do less of "
+               "that Python: vectorise it (torch.topk on the GPU before the copy, numpy over the batch) or use a "
+               "library that runs it without the GIL (a Rust tokenizer's batch encode). A thread only helps work "
+               "that releases the GIL: I/O, and numpy or torch calls on large arrays.")
     elif engine:
         fix = (f"The backward pass's CPU thread spends this time{where} with no op recorded: the autograd "
                "engine's per-op work (inflated by the profiler) or a stall of the host. Engine work "
@@ -291,7 +298,7 @@ def analyze(ctx: Context) -> list[Finding]:
                f"path ({names}): work that prepares data belongs in DataLoader worker processes (a background "
                "thread only for work that releases the GIL: I/O, large numpy or torch calls), work that need not run "
                "each step (logging, metrics, checks) can run every N steps, and work on "
-               "tensors can move to the GPU.")
+               "tensors can move to the GPU." + _threads_seen(ctx, longest))
     # Work the advice takes off the machine's CPU (onto the GPU, every N steps) rather than into DataLoader
     # workers or a graph: the rest of the step runs warm once it is gone (fixes.WARM_CPU).
     # (Not DDP's buffer sync: torch ops on the GPU's tensors, not the host work that evicts the step's caches.)
@@ -338,6 +345,13 @@ _OPTIMIZER = re.compile(r"^Optimizer\.|torch/optim/")
 _LOOKUP = re.compile(r"^TorchDynamo Cache Lookup$")
 
 
+def _thread_pool(ctx: Context, holders) -> bool:
+    """Whether the threads named run a ThreadPoolExecutor's work (its _worker frame is on their stacks)."""
+    cpu = ctx.model.cpu
+    on = cpu["thread"].isin([h.thread for h in holders[:2]]).to_numpy()
+    return bool((on & ctx.model.cpu_match(r"concurrent/futures/thread\.py\(\d+\): _worker$")).any())
+
+
 def _threads_seen(ctx: Context, gaps) -> str:
     """Without stacks: a sentence naming another thread that recorded ops in the gaps (a prefetch thread, a thread
     pool), whose Python, if it runs any, the trace cannot show; "" where there is none or stacks were recorded."""
@@ -347,7 +361,7 @@ def _threads_seen(ctx: Context, gaps) -> str:
     if not seen:
         return ""
     th, n, names = seen[0]
-    return (f" Another thread of this process (thread {th}) recorded {n} ops in these gaps ({', '.join(names)}): "
+    return (f" Another thread of this process (thread {th}) recorded {n} calls in these gaps ({', '.join(names)}): "
             "if it runs Python (a prefetch thread, a thread pool), that Python holds the GIL while the loop's thread "
             "waits for it, and processes (DataLoader workers, a process pool) are the fix; with_stack=True shows it.")
 

@@ -188,14 +188,17 @@ def gil_holders(ctx: Context, gaps, pieces: dict) -> list[GilHolder]:
 
 
 def threads_with_ops(ctx: Context, gaps) -> list[tuple[str, int, list[str]]]:
-    """Threads other than the gaps' own, and not the backward pass's, that recorded ops inside the gaps: (thread,
-    how many ops, the most frequent names). Without stacks this is all a trace shows of a prefetch thread."""
+    """Threads other than the gaps' own, and not the backward pass's, that recorded ops or runtime calls inside the
+    gaps (outermost ones): (thread, how many, the most frequent names). Without stacks this is all a trace shows of a prefetch thread."""
     cpu = ctx.model.cpu
     if gaps.empty:
         return []
     own = set(gaps["thread"].tolist())
-    ops = ctx.model.thread_frames((cpu["kind"] == "op").to_numpy() & (cpu["depth"] == 0).to_numpy(), ["ts", "end", "name"])
-    starts, ends = gaps["start"].to_numpy(), gaps["end"].to_numpy()
+    # (runtime calls too: a prefetch thread pinning its batches records only the driver calls pin_memory makes)
+    ops = ctx.model.thread_frames(((cpu["kind"] == "op") | (cpu["kind"] == "runtime")).to_numpy()
+                                  & (cpu["depth"] == 0).to_numpy(), ["ts", "end", "name"])
+    order = np.argsort(gaps["end"].to_numpy())            # (gaps do not overlap: by end is by start)
+    starts, ends = gaps["start"].to_numpy()[order], gaps["end"].to_numpy()[order]
     out = []
     for th, g in ops.items():
         names = g["name"].astype(str)

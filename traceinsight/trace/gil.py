@@ -18,6 +18,24 @@ from .pycalls import OPEN_AT_START_US, holds_gil, is_user_frame
 from .steps import merged_intervals
 
 
+def side_threads(model: TraceModel) -> list[str]:
+    """The threads whose Python can keep the loop waiting: all but the loop's own (the one holding the step markers,
+    else the one making most runtime calls) and the backward pass's. A prefetch thread that copies its batch to the
+    GPU is one too (a review: one 30 us copy a batch on the tokenising thread had turned the finding back into
+    launch overhead)."""
+    cpu = model.cpu
+    threads = cpu["thread"].to_numpy()
+    steps = threads[cpu["is_step"].to_numpy()]
+    runtime = threads[(cpu["kind"] == "runtime").to_numpy()]
+    pool = steps if len(steps) else runtime
+    if not len(pool):
+        return []
+    names, counts = np.unique(pool, return_counts=True)
+    loop = names[np.argmax(counts)]
+    engine = set(threads[model.cpu_match(r"^autograd::engine::evaluate_function: ")].tolist())
+    return [th for th in model.thread_rows() if th != loop and th not in engine]
+
+
 def gil_spans(model: TraceModel, threads) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per thread of `threads` that ran any, the merged stretches where it held the GIL running Python."""
     cpu = model.cpu

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .facts import COMPILE_MACHINERY
-from .gil import gil_spans, intersect, op_stalls
+from .gil import gil_spans, intersect, op_stalls, side_threads
 from .model import TraceModel
 from .nesting import depth_levels
 from .steps import cum_lengths, merged_intervals, overlap_many
@@ -123,9 +123,9 @@ class HostActivity:
         self._by_thread = by_thread
         self._framework_rows = is_aten | is_ann
         self._bare_sets: dict[str, tuple[dict, dict]] = {}
-        # Where threads that feed no GPU ran Python holding the GIL (with stacks): the loop's thread cannot run
+        # Where the loop's side threads ran Python holding the GIL (with stacks): the loop's thread cannot run
         # then, so its stretches between ops there, however short, wait on that thread's work (trace/gil.py).
-        gil = gil_spans(model, [th for th in by_thread if not len(feeding[th][0])])
+        gil = gil_spans(model, side_threads(model))
         for th, rows in by_thread.items():
             t, e = ts[rows], end[rows]
             op, inp, host = is_op[rows], input_rows[rows], self.host_rows[rows]

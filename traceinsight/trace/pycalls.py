@@ -133,11 +133,17 @@ def holds_gil(name: str) -> bool:
     frame's own time is mostly a call the tracer did not see start, a wait begun before the profiler was: every
     idle thread's threading.py frames, vLLM's usage reporter asleep in its loop.)"""
     if re.match(BUILTIN_CALL, name):
-        return not WAITS.match(name) and "torch" not in name and "Tensor" not in name
+        return not (WAITS.match(name) or RELEASES_GIL.search(name))
     return is_user_frame(name)
 
 
 OPEN_AT_START_US = 1000.0
+# Built-ins whose work runs with the GIL released: torch's (its functions are methods "of type object", its tensors'
+# "of Tensor object"), numpy's, image decoders', compression, file and socket I/O (a review: a thread decoding with
+# PIL or cv2, or saving a checkpoint, had counted as holding the GIL, where a thread is the right place for it).
+RELEASES_GIL = re.compile(r"of type object|torch|Tensor|numpy|ndarray|cv2|PIL|Imaging|zlib|lz4|zstd|gzip|bz2|lzma|"
+                          r"_io\.|\b(open|stat|fsync|flush|readline|readlines|write|writelines|compress|"
+                          r"decompress|imdecode|imread|decode|encode)\b")
 
 
 def calls_in(model: TraceModel, thread: str, spans, weights=None, holding_gil: bool = False) -> dict[str, float]:
