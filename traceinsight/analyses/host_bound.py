@@ -81,7 +81,8 @@ def analyze(ctx: Context) -> list[Finding]:
     # where Python work can run beside it. (With stacks only: without them no thread's Python is recorded.)
     holders = [] if loader else gil_holders(ctx, longest, pieces)
     gil_us = sum(h.us for h in holders)
-    gil = gil_us > 0 and gil_us >= GIL_SHARE * float(longest["host_bound"].sum())
+    gil_share = gil_us / max(float(longest["host_bound"].sum()), 1e-9)
+    gil = gil_us > 0 and gil_share >= GIL_SHARE
     if gil:
         top = []
     # (the call the user's code made that the idle CPU time ran inside: code in it that launched nothing,
@@ -166,7 +167,7 @@ def analyze(ctx: Context) -> list[Finding]:
                                   f"{int((per_step > 0.1 * per_step.max()).sum())} of them (the workers take turns)")
     if gil:
         ev["gil_held_by_other_threads"] = {
-            "share_of_idle": round(gil_us / max(float(longest["host_bound"].sum()), 1e-9), 2),
+            "share_of_idle": round(gil_share, 2),
             "threads": [h.thread for h in holders if h.us >= 0.1 * gil_us]}
     if frames and loader:
         # The loader leads; with stacks, where inside it the time went (the Dataset's __getitem__).
@@ -203,7 +204,7 @@ def analyze(ctx: Context) -> list[Finding]:
             "persistent_workers=True) over a Dataset or IterableDataset that makes the batches), post-processing or "
             "logging in a multiprocessing pool (concurrent.futures.ProcessPoolExecutor)")
         fix = (f"Another thread of this process runs Python during these gaps ({calls}; "
-               f"{gil_us / max(float(longest['host_bound'].sum()), 1e-9):.0%} of the idle), and Python runs one "
+               f"{gil_share:.0%} of the idle), and Python runs one "
                "thread at a time (the GIL): the loop's thread, back from each op, waits for that thread before it can "
                f"launch the next, so the GPU starves. Run that work in processes, not threads: {where}. Worker "
                "processes forked from a process that uses CUDA must not touch CUDA (hand them numpy arrays or CPU "

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..trace.coverage import one_time_spans
+from ..trace.gil import side_threads
 from ..trace.host import subtract_intervals
 from ..trace.pycalls import calls_in
 from .base import Context
@@ -167,11 +168,9 @@ def gil_holders(ctx: Context, gaps, pieces: dict) -> list[GilHolder]:
     kind = ctx.model.cpu["kind"]
     if gaps.empty or not (kind == "python").any():
         return []
-    threads = ctx.model.cpu["thread"].to_numpy()
-    py = set(threads[(kind == "python").to_numpy()].tolist())
+    py = set(ctx.model.cpu["thread"].to_numpy()[(kind == "python").to_numpy()].tolist())
     # Not the threads the gaps are on (the loop's), nor the backward pass's (its ops are the step's work).
-    engine = set(threads[ctx.model.cpu_match(AUTOGRAD.pattern)].tolist())
-    others = py - set(gaps["thread"].tolist()) - engine
+    others = (py & set(side_threads(ctx.model))) - set(gaps["thread"].tolist())
     spans, w = [], []
     for r in gaps.itertuples():
         parts, share = pieces[r.Index]
@@ -193,7 +192,7 @@ def threads_with_ops(ctx: Context, gaps) -> list[tuple[str, int, list[str]]]:
     cpu = ctx.model.cpu
     if gaps.empty:
         return []
-    own = set(gaps["thread"].tolist())
+    side = set(side_threads(ctx.model)) - set(gaps["thread"].tolist())
     # (runtime calls too: a prefetch thread pinning its batches records only the driver calls pin_memory makes)
     ops = ctx.model.thread_frames(((cpu["kind"] == "op") | (cpu["kind"] == "runtime")).to_numpy()
                                   & (cpu["depth"] == 0).to_numpy(), ["ts", "end", "name"])
@@ -201,9 +200,9 @@ def threads_with_ops(ctx: Context, gaps) -> list[tuple[str, int, list[str]]]:
     starts, ends = gaps["start"].to_numpy()[order], gaps["end"].to_numpy()[order]
     out = []
     for th, g in ops.items():
-        names = g["name"].astype(str)
-        if th in own or names.str.startswith("autograd::engine::evaluate_function").any():
+        if th not in side:
             continue
+        names = g["name"].astype(str)
         ts = g["ts"].to_numpy()
         j = np.searchsorted(ends, ts, side="right")          # the first gap ending after the op starts
         hit = j < len(starts)
