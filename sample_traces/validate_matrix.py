@@ -503,7 +503,12 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # a tokenising prefetch thread, a thread pool's post-processing -> processes; registered before it was
         # recorded): one host, four processes.
         "h200_clean57A": "h200", "h200_clean57B": "h200", "h200_clean57C": "h200", "h200_clean57D": "h200",
-        "h100_clean57A": "h100", "h100_clean57B": "h100", "h100_clean57C": "h100", "h100_clean57D": "h100"}
+        "h100_clean57A": "h100", "h100_clean57B": "h100", "h100_clean57C": "h100", "h100_clean57D": "h100",
+        # The fiftieth held-out set (cudnn.benchmark=True with input shapes that change every step: a raw-audio
+        # classifier's padded lengths, a denoiser's photo sizes -> benchmark off; registered before it was
+        # recorded): one host, four processes.
+        "h200_clean58A": "h200", "h200_clean58B": "h200", "h200_clean58C": "h200", "h200_clean58D": "h200",
+        "h100_clean58A": "h100", "h100_clean58B": "h100", "h100_clean58C": "h100", "h100_clean58D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
