@@ -16,6 +16,7 @@ activity (the launch edge of the graph):
     for NCCL kernels.
   * whatever the CPU side of a gap was, the part of it spent inside torch.compile's compiler
     (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches;
+    likewise the part inside cuDNN's algorithm search (trace/cudnn_search.py) is cudnn_benchmark's;
     and the part inside a start-up call (context creation, lazy module loading, first allocations:
     trace/coverage.startup_spans) is cuda_startup's, paid once per process; and the part inside a CUDA-graph
     capture (trace/capture.capture_spans) is graph_capture's: launches made then run nothing.
@@ -30,6 +31,7 @@ from .base import KindSpec
 from .reads import copy_reads
 from ..trace.capture import capture_spans
 from ..trace.compiles import compile_us_in, while_compiling
+from ..trace.cudnn_search import search_us_in, while_searching
 from ..trace.coverage import missing_event_spans, startup_intervals
 from ..trace.facts import (BLOCK_TOL_US, QUEUE_TOL_US, blocking_calls, is_collective, launch_latency_us,
                            model_has_cpu_ops, queued_until)
@@ -48,8 +50,8 @@ SYNC_REFILL_MIN_US = 20.0
 # Blocking calls at most this far apart are one wait (a pageable copy and the stream sync after it).
 CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.
-CAUSES = ("launch_overhead", "host_bound", "recompile", "sync_stall", "pageable_memcpy", "collective_wait",
-          "dependency_wait", "graph_capture", "cuda_startup", "graph_spacing", "unattributed")
+CAUSES = ("launch_overhead", "host_bound", "recompile", "cudnn_benchmark", "sync_stall", "pageable_memcpy",
+          "collective_wait", "dependency_wait", "graph_capture", "cuda_startup", "graph_spacing", "unattributed")
 # The CPU-side causes a compile's time is taken from (recompile).
 CPU_LATE = ("host_bound", "launch_overhead", "sync_stall", "pageable_memcpy", "unattributed")
 def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
@@ -217,7 +219,7 @@ def attribute_gaps(model: TraceModel, host: HostActivity) -> pd.DataFrame:
             res[c][rest[m]] += owned[m]
         m = block_cause[rest] == ""
         res["launch_overhead"][rest] += np.where(m, feed, feed - owned)
-    _compiling_is_recompile(model, s, e, res, blocker)
+    _one_time_work(model, s, e, res, blocker)
     _startup_is_startup(model, s, e, res)
     _capture_is_capture(model, s, e, res)
     _missing_is_unattributed(model, s, e, res)
@@ -240,17 +242,21 @@ def _at(col: pd.Series, idx: np.ndarray) -> np.ndarray:
     return col.to_numpy()[idx] if len(col) else np.full(len(idx), np.nan)
 
 
-def _compiling_is_recompile(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict, blocker: np.ndarray) -> None:
-    """Idle while torch.compile compiles is recompile's, taken from the CPU-side causes in CPU_LATE's order;
-    so is a sync's made while it compiled (the autotuner's), refill included."""
-    over = compile_us_in(model, s, e)
-    if not over.any():
-        return
-    mine = (blocker >= 0) & while_compiling(model, np.maximum(blocker, 0))
-    for c in ("sync_stall", "pageable_memcpy"):
-        res["recompile"][mine] += res[c][mine]
-        res[c][mine] = 0.0
-    _move(over, res, CPU_LATE, "recompile")
+def _one_time_work(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict, blocker: np.ndarray) -> None:
+    """Idle while torch.compile compiles is recompile's, and idle while cuDNN searches its algorithms is
+    cudnn_benchmark's (the host time between its trials, building the candidate plans, had read as launch overhead:
+    sample_traces/matrix/h100_clean59*), taken from the CPU-side causes in CPU_LATE's order; so is a sync's made
+    in it (the autotuner's, the trials'), refill included."""
+    for cause, inside, made_in in (("recompile", compile_us_in, while_compiling),
+                                   ("cudnn_benchmark", search_us_in, while_searching)):
+        over = inside(model, s, e)
+        if not over.any():
+            continue
+        mine = (blocker >= 0) & made_in(model, np.maximum(blocker, 0))
+        for c in ("sync_stall", "pageable_memcpy"):
+            res[cause][mine] += res[c][mine]
+            res[c][mine] = 0.0
+        _move(over, res, CPU_LATE, cause)
 
 
 def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:

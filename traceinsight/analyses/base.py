@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..trace.cudnn_search import while_searching
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame, library_call, third_party_frame
@@ -139,7 +140,15 @@ class Context:
         return step_at(self.model.steps, ts, start_col, end_col)
 
     def gpu_in_full_steps(self, rows: pd.DataFrame) -> pd.DataFrame:
-        return rows[np.isin(self.step_of(rows["ts"].to_numpy()), self.full_steps)]
+        """The program's GPU work in the full steps: not cuDNN's trials while it searched its algorithms (a review
+        found them read as 95% of a trace's layout conversions and as a sync's data-dependent kernels)."""
+        rows = rows[np.isin(self.step_of(rows["ts"].to_numpy()), self.full_steps)]
+        return rows[~self.trials(rows)]
+
+    def trials(self, rows: pd.DataFrame) -> np.ndarray:
+        """Per gpu row: launched while cuDNN searched its algorithms (a trial, not the program's work)."""
+        launcher = rows["launcher"].to_numpy()
+        return (launcher >= 0) & while_searching(self.model, np.maximum(launcher, 0))
 
     @property
     def n_full(self) -> int:

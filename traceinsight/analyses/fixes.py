@@ -368,6 +368,25 @@ class NoCompiles:
 
 
 @dataclass(frozen=True)
+class NoSearch:
+    """cuDNN stops searching its algorithms for each new shape (torch.backends.cudnn.benchmark=False): the trials'
+    launches, syncs and kernels go, and of the search's host time `keep` stays (the heuristics build one plan for
+    each new shape instead of timing ten). `bounds`: keep at the best and the worst end."""
+    keep: float
+    bounds: tuple[float, float] | None = None
+    RANGE_NOTE = "what building one plan for each new shape costs is not in the trace, hence the range"
+
+    def __post_init__(self):
+        for k in (self.keep, *(self.bounds or ())):
+            if not 0.0 <= k <= 1.0:
+                raise ValueError(f"NoSearch: keep must be in [0, 1], got {k}")
+
+    def at(self, keep: float) -> "NoSearch":
+        """The same fix at one end of its range."""
+        return replace(self, keep=keep, bounds=None)
+
+
+@dataclass(frozen=True)
 class FusedOptimizer:
     """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
     `gpu_factor` of their time: one fused multi-tensor kernel per parameter group. `extra`: more such

@@ -59,6 +59,7 @@ def analyze(ctx: Context) -> list[Finding]:
     m = ctx.model
     convs = fp32_convolutions_count(m)
     fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(FP32_GEMM_ONLY + (f"|{FP32_CONV}" if convs else ""))]
+    fp32 = fp32[~ctx.trials(fp32)]      # (not cuDNN's trials while it searched: its choice ran after)
     # By each kernel's typical run, not each run: a 6.7 us convolution that took 10 us four times in 25 is
     # still a 6.7 us one.
     typical = fp32.groupby("name")["dur"].median()

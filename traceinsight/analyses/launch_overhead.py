@@ -23,7 +23,8 @@ from .graph_break import one_function, regions_per_step
 from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
 
-SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a", prerequisites=("sync_stall",))
+SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a",
+                prerequisites=("sync_stall", "cudnn_benchmark"))
 
 
 # A for-loop optimizer made capturable=True (needed to capture it) keeps its step count and bias

@@ -38,6 +38,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # (fp32_matmul's fix removes them); the model may well be channels_last already.
     pattern = rf"^(?!.*(?:{FP32_CONV}))(?=.*(?:{PERMUTE}))" if fp32_convolutions_count(ctx.model) else PERMUTE
     k = gpu[(gpu["kind"] == "kernel").to_numpy() & ctx.model.gpu_match(pattern)]
+    k = k[~ctx.trials(k)]
     if k.empty:
         return []
     k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))

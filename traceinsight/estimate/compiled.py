@@ -41,6 +41,7 @@ class Compiled:
         self.thread = [a.get("thread", "") for a in data]
         self.compiled = np.array([bool(a.get("compiled", False)) for a in data], dtype=bool)
         self.compiling = np.array([bool(a.get("compiling", False)) for a in data], dtype=bool)
+        self.searching = np.array([bool(a.get("searching", False)) for a in data], dtype=bool)
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
@@ -48,6 +49,7 @@ class Compiled:
         self.bare = np.zeros(n)
         self.compiled_us = np.zeros(n)
         self.compile = np.zeros(n)      # torch.compile compiling on the edge (graph.py)
+        self.search = np.zeros(n)       # cuDNN searching its algorithms on the edge (graph.py)
         self.feed = np.zeros(n)
         self.join = np.zeros(n, dtype=bool)     # the edge in follows a helper thread's last call
         self.lpred = np.full(n, -1, dtype=np.int64)
@@ -73,6 +75,7 @@ class Compiled:
                 self.bare[b] = d.get("bare_us", 0.0)
                 self.compiled_us[b] = d.get("compiled_us", 0.0)
                 self.compile[b] = d.get("compile_us", 0.0)
+                self.search[b] = d.get("search_us", 0.0)
                 self.join[b] = bool(d.get("join", False))
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
@@ -160,7 +163,8 @@ class Compiled:
         return out
 
     def gpu_named(self, pattern: str, flags: int = 0) -> np.ndarray:
-        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name)."""
+        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name), but cuDNN's trials:
+        a fix of the program's kernels leaves the search's alone (its own fix, NoSearch, removes them)."""
         if self._gpu_names is None:
             index: dict = {}
             codes = [index.setdefault(self.names[i], len(index)) for i in self.gpu_idx.tolist()]
@@ -168,7 +172,9 @@ class Compiled:
         codes, uniques = self._gpu_names
         rx = re.compile(pattern, flags)
         hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
-        return self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
+        idx = self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
+        lp = self.lpred[idx]
+        return idx[~((lp >= 0) & self.searching[np.maximum(lp, 0)])]
 
     def in_regions(self, idx: np.ndarray, regions) -> np.ndarray:
         """Per position in idx: whether its node (its time and thread) fell in one of the regions (t0, t1, thread)."""

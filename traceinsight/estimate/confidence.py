@@ -22,7 +22,8 @@ def hedge(ctx: Context, findings: list[Finding], info: dict, steady: bool, errat
     # loads kernels lazily (a B200 vLLM prefill with 8 lazy loads: its launch fix "high" at 2.3x), unless the
     # program recompiles: new kernels load with each new graph, which is its finding.
     full = ctx.n_full if ctx.model.step_source in STEP_SOURCES else 3
-    recompiles = any(f.kind == "recompile" for f in findings)
+    # (cuDNN searching every new shape loads new kernels as well: cudnn_benchmark's finding.)
+    recompiles = any(f.kind in ("recompile", "cudnn_benchmark") for f in findings)
     cold = info["lazy_loads"] = 0 if recompiles else lazy_loads_in_full_steps(ctx.model)
     for f in findings:
         if not steady or full < 2:

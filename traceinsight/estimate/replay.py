@@ -25,6 +25,7 @@ import numpy as np
 from ..analyses import fixes
 from .compiled import Compiled
 from .replay_compiler import compiled_dispatch, fuse_chains
+from .replay_drops import no_compiles, no_search
 from .replay_warm import batch_items, graph_warm
 from .state import GRAPH_KEEPS_BARE_US, UNBLOCKED_CALL_US, Replay, State
 
@@ -65,6 +66,7 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
         h = np.minimum(s.host, edge - f)
         s.host = s.host - h
         s.compile = np.maximum(0.0, s.compile - (edge - f - h))     # (a compile's recorded ops cost it too)
+        s.search = np.maximum(0.0, s.search - np.maximum(0.0, edge - f - h - c.compile))
     # A merge of split compiled regions first: it changes the program a CUDA graph then captures (its wrappers), so
     # the fixes together read as the plan that orders them (the plan puts the sync's merge before the graph).
     for fx in sorted(fixes, key=lambda fx: not isinstance(fx, _MERGES_FIRST)):
@@ -340,17 +342,6 @@ def _launched_in(c: Compiled, regions) -> np.ndarray:
     return gpu[c.in_regions(c.lpred[gpu], regions)]
 
 
-def _no_compiles(c: Compiled, s: State, _fx: fixes.NoCompiles, _bw: float) -> None:
-    """The compiler's CPU time goes, with the calls it made (autotuning's launches and syncs) and their GPU work."""
-    s.compile.fill(0.0)
-    calls = np.flatnonzero(c.compiling)
-    s.dur[calls] = s.feed[calls] = s.host[calls] = 0.0
-    for i in calls:
-        s.syncs[i] = []
-    g = c.gpu_idx[(c.lpred[c.gpu_idx] >= 0) & c.compiling[np.maximum(c.lpred[c.gpu_idx], 0)]]
-    s.dur[g] = s.min_gap[g] = 0.0
-
-
 # How the replay applies each kind of fix (analyses/fixes.py).
 _APPLY = {
     fixes.CudaGraph: _cuda_graph,
@@ -366,7 +357,8 @@ _APPLY = {
     fixes.FuseChains: fuse_chains,
     fixes.CompiledDispatch: compiled_dispatch,
     fixes.NoPeerWait: lambda _c, s, _fx, _bw: s.peer.fill(0.0),
-    fixes.NoCompiles: _no_compiles,
+    fixes.NoCompiles: no_compiles,
+    fixes.NoSearch: no_search,
 }
 
 
@@ -385,7 +377,8 @@ def simulate(s: State) -> Replay:
     n = len(c.nodes)
     start, end = [0.0] * n, [0.0] * n
     is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
-    host, feed, comp = s.host.tolist(), s.feed.tolist(), s.compile.tolist()
+    # (torch.compile's compiling and cuDNN's search: each its own bucket of the edge, taken away by its own fix.)
+    host, feed, comp = s.host.tolist(), s.feed.tolist(), (s.compile + s.search).tolist()
     # A job's collective waits for the other ranks once it could start: on both terms of its start, so on their max.
     lat, sgap, min_gap = (s.latency + s.peer).tolist(), s.sgap.tolist(), (s.min_gap + s.peer).tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()

@@ -31,6 +31,7 @@ class State:
         self.host = c.host.copy()
         self.feed = c.feed.copy()
         self.compile = c.compile.copy()
+        self.search = c.search.copy()
         self.latency = c.latency.copy()
         self.spred = c.spred.copy()
         self.sgap = c.sgap.copy()

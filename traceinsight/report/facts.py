@@ -8,6 +8,7 @@ from ..trace.compiles import RECOMPILE_LIMIT, after_recompile, compile_ms_by_ste
 from ..trace.coverage import (after_startup, enclosing_op, gpu_events_cut_off, gpu_work_without_gpu_events,
                                lazy_loads_in_full_steps, missing_event_spans, seconds_or_ms, startup_calls,
                                unwritten_records)
+from ..trace.cudnn_search import steady
 from ..trace.dispatch_pace import slow_dispatch
 from ..trace.facts import (erratic_steps, in_compiled_region, model_has_cpu_ops,
                            no_complete_step, program_facts, program_kind, rising_steps, worker_fed, worker_wait_us)
@@ -195,7 +196,14 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "and the profiler's cost fitted on normal hosts, say more about the machine than the program: "
                    "check the host before changing the program.")
     lazy = lazy_loads_in_full_steps(model)
-    if lazy and not start:
+    searching_steadily = bool(lazy) and not model.steps.empty and steady(
+        model, model.steps.loc[~model.steps["partial"].to_numpy(dtype=bool), "step"])
+    if lazy and not start and searching_steadily:
+        # (a review read "record after a warm-up" where the shapes change every step: no warm-up ends it)
+        out.append(f"CUDA loaded {lazy} kernel{'' if lazy == 1 else 's'} lazily in the steps analysed: the input "
+                   "shapes change every step, so cuDNN meets new shapes and new kernels load for as long as the "
+                   "program runs (cudnn_benchmark), not only in a warm-up.")
+    elif lazy and not start:
         # (a review of a vLLM prefill on a B200: 8 such events, and single addmm calls of 1.2-2.5 ms beside them
         # against a 58 us median, all read as launch overhead)
         out.append(f"The window is not warm: the profiler recorded {lazy} 'Lazy Function Loading' event"
