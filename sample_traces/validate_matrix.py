@@ -517,7 +517,13 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # ... recorded again with the after variants meeting shapes the before variants had not (clean58's after
         # variants replayed the before variants' shapes, whose plans cuDNN had cached: CACHED_AFTER).
         "h200_clean59A": "h200", "h200_clean59B": "h200", "h200_clean59C": "h200", "h200_clean59D": "h200",
-        "h100_clean59A": "h100", "h100_clean59B": "h100", "h100_clean59C": "h100", "h100_clean59D": "h100"}
+        "h100_clean59A": "h100", "h100_clean59B": "h100", "h100_clean59C": "h100", "h100_clean59D": "h100",
+        # ... and again on four processes of another H100 lease, after cudnn_benchmark was built on clean59 (scored
+        # with the tool as committed, 4f6ce640).
+        "h100_clean60A": "h100", "h100_clean60B": "h100", "h100_clean60C": "h100", "h100_clean60D": "h100",
+        # ... and the bucketed classifier with its Conv1d layers as channels_last Conv2d (layout_permute's advice for
+        # cuDNN's transposes around 1-D convolutions; measured slower), two processes.
+        "h100_clean61A": "h100", "h100_clean61B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -99,3 +99,15 @@ def test_the_trials_are_not_the_programs_syncs_kernels_or_layout_conversions():
     # No "record after a warm-up": the shapes keep changing, so kernels keep loading.
     limits = " ".join(d["trace"]["limits"])
     assert "for as long as the program runs" in limits and "Profile after a warm-up step" not in limits
+
+
+def test_transposes_around_1d_convolutions_claim_no_saving():
+    """The bucketed classifier (h100_clean60A: 1-2% idle un-profiled) had ranked cuDNN's transposes around its Conv1d
+    layers first (25% of its GPU time, advised as channels_last Conv2d); that rewrite measured slower on h100_clean61A-B,
+    so they are a minor finding with no saving claimed."""
+    for run in ("h100_clean61A", "h100_clean61B"):
+        assert _measured(run, HEALTHY, "after_conv2d") > _measured(run, HEALTHY, "before")
+    d = _doc("h100_clean60A", HEALTHY, "before")
+    assert "layout_permute" not in _kinds(d)
+    f = next(x for x in d["minor_findings"] if x["kind"] == "layout_permute")
+    assert "1-D convolutions" in f["title"] and f["estimated_savings_ms"] == 0.0 and "measured slower" in f["fix"]

@@ -13,11 +13,15 @@ CONVS = ((10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2))
 
 
 class AudioClassifier(nn.Module):
-    def __init__(self, ch=512, dim=256, layers=2, heads=4, classes=35, convs=CONVS):
+    """conv2d: each Conv1d written as a Conv2d over (N, C, 1, L) in channels_last (cuDNN runs a Conv1d as a 2-D one in
+    NCHW and transposes around it; the variant that tests whether writing it so removes them)."""
+
+    def __init__(self, ch=512, dim=256, layers=2, heads=4, classes=35, convs=CONVS, conv2d=False):
         super().__init__()
         mods, cin = [], 1
+        self.conv2d = conv2d
         for i, (k, s) in enumerate(convs):
-            mods.append(nn.Conv1d(cin, ch, k, s, bias=False))
+            mods.append(nn.Conv2d(cin, ch, (1, k), (1, s), bias=False) if conv2d else nn.Conv1d(cin, ch, k, s, bias=False))
             # wav2vec2 ("group" norm mode): GroupNorm after the first conv only.
             mods.append(nn.GroupNorm(ch, ch) if i == 0 else nn.Identity())
             mods.append(nn.GELU())
@@ -29,7 +33,11 @@ class AudioClassifier(nn.Module):
         self.head = nn.Linear(dim, classes)
 
     def forward(self, wav):                       # wav: (batch, samples)
-        h = self.features(wav.unsqueeze(1))       # (batch, ch, frames)
+        if self.conv2d:
+            x = wav[:, None, None, :].contiguous(memory_format=torch.channels_last)
+            h = self.features(x).squeeze(2)       # (batch, ch, frames)
+        else:
+            h = self.features(wav.unsqueeze(1))   # (batch, ch, frames)
         h = self.encoder(self.proj(h.transpose(1, 2)))
         return self.head(h.mean(1))
 
