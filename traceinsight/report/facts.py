@@ -196,9 +196,8 @@ def limits(model: TraceModel, in_job: bool = False) -> list[str]:
                    "and the profiler's cost fitted on normal hosts, say more about the machine than the program: "
                    "check the host before changing the program.")
     lazy = lazy_loads_in_full_steps(model)
-    searching_steadily = bool(lazy) and not model.steps.empty and steady(
-        model, model.steps.loc[~model.steps["partial"].to_numpy(dtype=bool), "step"])
-    if lazy and not start and searching_steadily:
+    if lazy and not start and not model.steps.empty and steady(
+            model, model.steps.loc[~model.steps["partial"].to_numpy(dtype=bool), "step"]):
         # (a review read "record after a warm-up" where the shapes change every step: no warm-up ends it)
         out.append(f"CUDA loaded {lazy} kernel{'' if lazy == 1 else 's'} lazily in the steps analysed: the input "
                    "shapes change every step, so cuDNN meets new shapes and new kernels load for as long as the "

@@ -36,12 +36,10 @@ def searches(model) -> pd.DataFrame:
         if not len(sync):
             return pd.DataFrame(columns=cols)
         is_search_op = model.cpu_match(SEARCH_OPS) & (cpu["kind"] != "runtime").to_numpy()
-        parent = cpu["parent"].to_numpy()
-        index = cpu.index.to_numpy()
-        pos = pd.Index(index)
+        parent = cpu["parent"].to_numpy()         # (cpu rows are positions, parents too: -1 for none)
         # Each sync's nearest enclosing search op (up the parents; -1: none).
         op = np.full(len(sync), -1, dtype=np.int64)
-        cur = pos.get_indexer(parent[sync])
+        cur = parent[sync]
         for _ in range(8):
             live = (op < 0) & (cur >= 0)
             if not live.any():
@@ -49,8 +47,7 @@ def searches(model) -> pd.DataFrame:
             hit = live.copy()
             hit[live] = is_search_op[cur[live]]
             op[hit] = cur[hit]
-            nxt = pos.get_indexer(parent[np.maximum(cur, 0)])
-            cur = np.where(live & ~hit, nxt, -1)
+            cur = np.where(live & ~hit, parent[np.maximum(cur, 0)], -1)
         keep = op >= 0
         if not keep.any():
             return pd.DataFrame(columns=cols)
@@ -79,13 +76,15 @@ def steady(model, full_steps) -> bool:
     return bool(full) and len(set(s["step"].astype(int)) & full) >= STEADY_SHARE * len(full)
 
 
-def search_spans(model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, cum_lengths), sorted and disjoint: where any thread was searching."""
+def search_spans(model, whole_op: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, cum_lengths), sorted and disjoint: where any thread was searching (whole_op: in a searching op,
+    to its end)."""
     def compute():
         s = searches(model)
-        a, b = merged_intervals(s["start"].to_numpy(dtype=float), s["end"].to_numpy(dtype=float))
+        end = s["op_end" if whole_op else "end"].to_numpy(dtype=float)
+        a, b = merged_intervals(s["start"].to_numpy(dtype=float), end)
         return a, b, cum_lengths(a, b)
-    return model.memo("cudnn_search_spans", compute)
+    return model.memo(f"cudnn_search_spans_{whole_op}", compute)
 
 
 def search_us_in(model, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -104,7 +103,5 @@ def while_searching(model, cpu_rows: np.ndarray) -> np.ndarray:
     out = search_us_in(model, ts, ts + 1e-3) > 0
     alloc = model.cpu_match(SEARCH_ALLOCS)[cpu_rows] & ~out
     if alloc.any():
-        s = searches(model)
-        a, b = merged_intervals(s["start"].to_numpy(dtype=float), s["op_end"].to_numpy(dtype=float))
-        out[alloc] = overlap_many(a, b, cum_lengths(a, b), ts[alloc], ts[alloc] + 1e-3) > 0
+        out[alloc] = overlap_many(*search_spans(model, whole_op=True), ts[alloc], ts[alloc] + 1e-3) > 0
     return out
