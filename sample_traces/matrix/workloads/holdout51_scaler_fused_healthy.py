@@ -1,0 +1,49 @@
+"""holdout51_scaler_fused_healthy: a mid-size transformer trained in fp16 with a GradScaler and fused AdamW, whose
+inf/NaN check stays on the GPU (the fused optimizer takes the scaler's found_inf tensor and skips the update itself;
+no `.item()` in GradScaler.step), and nothing to fix.
+
+Fifty-first held-out set (registered before it was recorded; see the matrix README). Expected healthy: a NaN guard
+with no sync, beside the set's pairs whose NaN checks sync after every backward node. Model: holdout48's tagger,
+6 layers of 768, 12 heads, vocabulary 8000; batch 32 x 512 tokens already on the GPU (two batches in turn); fp16
+autocast, torch.amp.GradScaler, AdamW(fused=True).
+"""
+
+import torch
+import torch.nn.functional as F
+
+from ._util import Step, autocast, is_cuda
+from .holdout48_per_seq_loss_train import Tagger
+
+NAME = "holdout51_scaler_fused_healthy"
+EXPECTED_KIND = "healthy"
+ROLE = "healthy"
+VARIANTS = ("before",)
+FIX = None
+SIZE = {"batch": 32, "seq": 512, "vocab": 8000, "dim": 768, "heads": 12, "layers": 6}
+DESCRIPTION = {"before": ("transformer tagger (6 x 768, 12 heads, vocabulary 8000), batch 32 x 512, fp16 autocast, "
+                          "GradScaler, fused AdamW (the scaler's inf check on the GPU, no sync)")}
+WARMUP_STEPS = 8
+
+
+def make(variant, device, size=SIZE):
+    cuda = is_cuda(device)
+    s = size if cuda else {**size, "batch": 2, "seq": 16, "vocab": 50, "dim": 16, "heads": 2, "layers": 1}
+    torch.manual_seed(0)
+    model = Tagger(s["vocab"], s["dim"], s["heads"], s["layers"], s["seq"]).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
+    scaler = torch.amp.GradScaler(torch.device(device).type, enabled=cuda)
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.randint(0, s["vocab"], (s["batch"], s["seq"]), generator=g).to(device) for _ in range(2)]
+    ys = [torch.randint(0, s["vocab"], (s["batch"], s["seq"]), generator=g).to(device) for _ in range(2)]
+    st = {"i": 0}
+
+    def step():
+        i = st["i"] = st["i"] + 1
+        opt.zero_grad(set_to_none=True)
+        with autocast(device, dtype=torch.float16):
+            logits = model(xs[i % 2])
+        scaler.scale(F.cross_entropy(logits.float().flatten(0, 1), ys[i % 2].flatten())).backward()
+        scaler.step(opt)
+        scaler.update()
+    return Step(step, info={"batch": s["batch"], "seq": s["seq"], "amp": "fp16", "grad_scaler": True,
+                            "optimizer": "AdamW(fused=True)"})
