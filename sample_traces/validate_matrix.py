@@ -523,7 +523,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean60A": "h100", "h100_clean60B": "h100", "h100_clean60C": "h100", "h100_clean60D": "h100",
         # ... and the bucketed classifier with its Conv1d layers as channels_last Conv2d (layout_permute's advice for
         # cuDNN's transposes around 1-D convolutions; measured slower), two processes.
-        "h100_clean61A": "h100", "h100_clean61B": "h100"}
+        "h100_clean61A": "h100", "h100_clean61B": "h100",
+        # The fifty-first held-out set (autograd's anomaly detection left on -> off; a GradScaler with fused AdamW as
+        # the healthy control; registered before it was recorded): two H100 hosts, two processes each (A-B, C-D).
+        "h100_clean62A": "h100", "h100_clean62B": "h100", "h100_clean62C": "h100", "h100_clean62D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

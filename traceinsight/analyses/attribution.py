@@ -16,7 +16,8 @@ activity (the launch edge of the graph):
     for NCCL kernels.
   * whatever the CPU side of a gap was, the part of it spent inside torch.compile's compiler
     (trace/compiles.py) is recompile's: the compiled code waits for it, not for host work or launches;
-    likewise the part inside cuDNN's algorithm search (trace/cudnn_search.py) is cudnn_benchmark's;
+    likewise the part inside cuDNN's algorithm search (trace/cudnn_search.py) is cudnn_benchmark's, and
+    the part in autograd's anomaly detection (its NaN checks, its stored stacks: trace/anomaly.py) anomaly_detection's;
     and the part inside a start-up call (context creation, lazy module loading, first allocations:
     trace/coverage.startup_spans) is cuda_startup's, paid once per process; and the part inside a CUDA-graph
     capture (trace/capture.capture_spans) is graph_capture's: launches made then run nothing.
@@ -31,6 +32,7 @@ from .base import KindSpec
 from .reads import copy_reads
 from ..trace.capture import capture_spans
 from ..trace.compiles import compile_us_in, while_compiling
+from ..trace.anomaly import anomaly_us_in, while_checking
 from ..trace.cudnn_search import search_us_in, while_searching
 from ..trace.coverage import missing_event_spans, startup_intervals
 from ..trace.facts import (BLOCK_TOL_US, QUEUE_TOL_US, blocking_calls, is_collective, launch_latency_us,
@@ -50,7 +52,8 @@ SYNC_REFILL_MIN_US = 20.0
 # Blocking calls at most this far apart are one wait (a pageable copy and the stream sync after it).
 CHAIN_GAP_US = 20.0
 # Every idle cause, in the order reports show them.
-CAUSES = ("launch_overhead", "host_bound", "recompile", "cudnn_benchmark", "sync_stall", "pageable_memcpy",
+CAUSES = ("launch_overhead", "host_bound", "recompile", "cudnn_benchmark", "anomaly_detection", "sync_stall",
+          "pageable_memcpy",
           "collective_wait", "dependency_wait", "graph_capture", "cuda_startup", "graph_spacing", "unattributed")
 # The CPU-side causes a compile's time is taken from (recompile).
 CPU_LATE = ("host_bound", "launch_overhead", "sync_stall", "pageable_memcpy", "unattributed")
@@ -245,10 +248,12 @@ def _at(col: pd.Series, idx: np.ndarray) -> np.ndarray:
 def _one_time_work(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict, blocker: np.ndarray) -> None:
     """Idle while torch.compile compiles is recompile's, and idle while cuDNN searches its algorithms is
     cudnn_benchmark's (the host time between its trials, building the candidate plans, had read as launch overhead:
-    sample_traces/matrix/h100_clean59*), taken from the CPU-side causes in CPU_LATE's order; so is a sync's made
-    in it (the autotuner's, the trials'), refill included."""
+    sample_traces/matrix/h100_clean59*), and idle in autograd's anomaly detection is anomaly_detection's (its checks'
+    syncs had read as sync_stall, its stored stacks as launch overhead: h100_clean62*), taken from the CPU-side causes
+    in CPU_LATE's order; so is a sync's made in it (the autotuner's, the trials', the checks'), refill included."""
     for cause, inside, made_in in (("recompile", compile_us_in, while_compiling),
-                                   ("cudnn_benchmark", search_us_in, while_searching)):
+                                   ("cudnn_benchmark", search_us_in, while_searching),
+                                   ("anomaly_detection", anomaly_us_in, while_checking)):
         over = inside(model, s, e)
         if not over.any():
             continue

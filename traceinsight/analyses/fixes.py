@@ -387,6 +387,12 @@ class NoSearch:
 
 
 @dataclass(frozen=True)
+class NoAnomaly:
+    """Autograd's anomaly detection off: each backward node's NaN check (its kernels, the copy of its answer to the host,
+    the sync) and each forward node's stored Python stack go (trace/anomaly.py)."""
+
+
+@dataclass(frozen=True)
 class FusedOptimizer:
     """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
     `gpu_factor` of their time: one fused multi-tensor kernel per parameter group. `extra`: more such

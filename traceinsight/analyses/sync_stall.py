@@ -13,6 +13,7 @@ import numpy as np
 from ..trace.model import DEVICE_FREE
 from ..trace.capture import under_graph_machinery
 from ..trace.compiles import while_compiling
+from ..trace.anomaly import while_checking
 from ..trace.cudnn_search import while_searching
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
@@ -272,10 +273,12 @@ def _inside(sites: list[dict]) -> str:
 
 def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
     """Per blocking call (cpu row; -1: none): torch.compile's own, made while it compiled or, in a program whose
-    CUDA-graph tree (mode="reduce-overhead") is called, inside compiled code; cuDNN's, timing its search's trials."""
+    CUDA-graph tree (mode="reduce-overhead") is called, inside compiled code; cuDNN's, timing its search's trials;
+    autograd's, reading each backward node's NaN check (anomaly detection)."""
     rows = np.asarray(rows, dtype=np.int64)
     ok = rows >= 0
-    out = ok & (while_compiling(ctx.model, np.maximum(rows, 0)) | while_searching(ctx.model, np.maximum(rows, 0)))
+    r = np.maximum(rows, 0)
+    out = ok & (while_compiling(ctx.model, r) | while_searching(ctx.model, r) | while_checking(ctx.model, r))
     if program_facts(ctx.model)["graph_tree_calls"]:
         out |= ok & in_compiled_region(ctx.model)[np.maximum(rows, 0)]
     # PyTorch's CUDA-graph recording (a graph tree's warm-up, torch.cuda.graph's empty_cache and syncs)

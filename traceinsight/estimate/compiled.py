@@ -42,6 +42,7 @@ class Compiled:
         self.compiled = np.array([bool(a.get("compiled", False)) for a in data], dtype=bool)
         self.compiling = np.array([bool(a.get("compiling", False)) for a in data], dtype=bool)
         self.searching = np.array([bool(a.get("searching", False)) for a in data], dtype=bool)
+        self.checking = np.array([bool(a.get("checking", False)) for a in data], dtype=bool)
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
@@ -50,6 +51,7 @@ class Compiled:
         self.compiled_us = np.zeros(n)
         self.compile = np.zeros(n)      # torch.compile compiling on the edge (graph.py)
         self.search = np.zeros(n)       # cuDNN searching its algorithms on the edge (graph.py)
+        self.anomaly = np.zeros(n)      # autograd's anomaly detection on the edge (graph.py)
         self.feed = np.zeros(n)
         self.join = np.zeros(n, dtype=bool)     # the edge in follows a helper thread's last call
         self.lpred = np.full(n, -1, dtype=np.int64)
@@ -76,6 +78,7 @@ class Compiled:
                 self.compiled_us[b] = d.get("compiled_us", 0.0)
                 self.compile[b] = d.get("compile_us", 0.0)
                 self.search[b] = d.get("search_us", 0.0)
+                self.anomaly[b] = d.get("anomaly_us", 0.0)
                 self.join[b] = bool(d.get("join", False))
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
@@ -163,8 +166,9 @@ class Compiled:
         return out
 
     def gpu_named(self, pattern: str, flags: int = 0) -> np.ndarray:
-        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name), but cuDNN's trials:
-        a fix of the program's kernels leaves the search's alone (its own fix, NoSearch, removes them)."""
+        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name), but cuDNN's trials
+        and autograd's NaN checks: a fix of the program's kernels leaves those alone (their own fixes, NoSearch and
+        NoAnomaly, remove them)."""
         if self._gpu_names is None:
             index: dict = {}
             codes = [index.setdefault(self.names[i], len(index)) for i in self.gpu_idx.tolist()]
@@ -174,7 +178,7 @@ class Compiled:
         hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
         idx = self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
         lp = self.lpred[idx]
-        return idx[~((lp >= 0) & self.searching[np.maximum(lp, 0)])]
+        return idx[~((lp >= 0) & (self.searching | self.checking)[np.maximum(lp, 0)])]
 
     def in_regions(self, idx: np.ndarray, regions) -> np.ndarray:
         """Per position in idx: whether its node (its time and thread) fell in one of the regions (t0, t1, thread)."""

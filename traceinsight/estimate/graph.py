@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, in_compiled_region, launch_latency_us
 from ..trace.compiles import compile_us_in, while_compiling
+from ..trace.anomaly import anomaly_us_in, while_checking
 from ..trace.cudnn_search import search_us_in, while_searching
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
@@ -66,9 +67,11 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     compiling = while_compiling(model, rt.index.to_numpy())
     # Calls made while cuDNN searched (its trials' launches and syncs).
     searching = while_searching(model, rt.index.to_numpy())
-    for i, r, cmp, srch in zip(rt.index, rt.itertuples(index=False), compiling, searching):
+    # Calls made by autograd's anomaly checks (each node's NaN check: its kernels, the answer's copy, the sync).
+    checking = while_checking(model, rt.index.to_numpy())
+    for i, r, cmp, srch, chk in zip(rt.index, rt.itertuples(index=False), compiling, searching, checking):
         G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name,
-                   compiled=bool(compiled[i]), compiling=bool(cmp), searching=bool(srch))
+                   compiled=bool(compiled[i]), compiling=bool(cmp), searching=bool(srch), checking=bool(chk))
     for j, r in zip(g.index, g.itertuples(index=False)):
         G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
                    gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
@@ -130,6 +133,8 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
         compiling = compile_us_in(host.model, a, b)
         # cuDNN's algorithm search: likewise its own bucket, which only cudnn_benchmark's fix takes away.
         searching = search_us_in(host.model, a, b)
+        # Autograd's anomaly detection (its checks, its stored stacks): its own bucket, anomaly_detection's fix's.
+        anomaly = anomaly_us_in(host.model, a, b)
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
             if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):
@@ -143,10 +148,11 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
                     continue
             cmp = float(min(gap, compiling[k]))
             srch = float(min(gap - cmp, searching[k]))
-            h = float(min(gap - cmp - srch, max(0.0, host_us[k] - cmp - srch)))
-            f = gap - cmp - srch - h
+            anm = float(min(gap - cmp - srch, anomaly[k]))
+            h = float(min(gap - cmp - srch - anm, max(0.0, host_us[k] - cmp - srch - anm)))
+            f = gap - cmp - srch - anm - h
             # Of the feed, the program's own Python (host.bare_time): what a CUDA graph keeps.
-            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=f, compile_us=cmp, search_us=srch,
+            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=f, compile_us=cmp, search_us=srch, anomaly_us=anm,
                        input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), f)),
                        compiled_us=float(min(comp[k], f)))
     _joins(G, by_thread, loop_thread, host)

@@ -25,7 +25,7 @@ import numpy as np
 from ..analyses import fixes
 from .compiled import Compiled
 from .replay_compiler import compiled_dispatch, fuse_chains
-from .replay_drops import no_compiles, no_search
+from .replay_drops import no_anomaly, no_compiles, no_search
 from .replay_warm import batch_items, graph_warm
 from .state import GRAPH_KEEPS_BARE_US, UNBLOCKED_CALL_US, Replay, State
 
@@ -67,6 +67,7 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
         s.host = s.host - h
         s.compile = np.maximum(0.0, s.compile - (edge - f - h))     # (a compile's recorded ops cost it too)
         s.search = np.maximum(0.0, s.search - np.maximum(0.0, edge - f - h - c.compile))
+        s.anomaly = np.maximum(0.0, s.anomaly - np.maximum(0.0, edge - f - h - c.compile - c.search))
     # A merge of split compiled regions first: it changes the program a CUDA graph then captures (its wrappers), so
     # the fixes together read as the plan that orders them (the plan puts the sync's merge before the graph).
     for fx in sorted(fixes, key=lambda fx: not isinstance(fx, _MERGES_FIRST)):
@@ -359,6 +360,7 @@ _APPLY = {
     fixes.NoPeerWait: lambda _c, s, _fx, _bw: s.peer.fill(0.0),
     fixes.NoCompiles: no_compiles,
     fixes.NoSearch: no_search,
+    fixes.NoAnomaly: no_anomaly,
 }
 
 
@@ -377,8 +379,9 @@ def simulate(s: State) -> Replay:
     n = len(c.nodes)
     start, end = [0.0] * n, [0.0] * n
     is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
-    # (torch.compile's compiling and cuDNN's search: each its own bucket of the edge, taken away by its own fix.)
-    host, feed, comp = s.host.tolist(), s.feed.tolist(), (s.compile + s.search).tolist()
+    # (torch.compile's compiling, cuDNN's search, autograd's anomaly detection: each its own bucket of the edge, taken
+    # away by its own fix.)
+    host, feed, comp = s.host.tolist(), s.feed.tolist(), (s.compile + s.search + s.anomaly).tolist()
     # A job's collective waits for the other ranks once it could start: on both terms of its start, so on their max.
     lat, sgap, min_gap = (s.latency + s.peer).tolist(), s.sgap.tolist(), (s.min_gap + s.peer).tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()

@@ -1,6 +1,7 @@
-"""What-if fixes that take one-time work out of the steps: torch.compile compiling (recompile's fix) and cuDNN searching
-its algorithms (cudnn_benchmark's): the calls made in it go, with the GPU work they launched (autotuning's and the
-search's trial kernels), and the host time of their own bucket of the graph's edges (graph.py)."""
+"""What-if fixes that take work the program did not ask for out of the steps: torch.compile compiling (recompile's
+fix), cuDNN searching its algorithms (cudnn_benchmark's) and autograd's anomaly detection (anomaly_detection's): the
+calls made in it go, with the GPU work they launched (autotuning's and the search's trial kernels, the NaN checks'),
+and the host time of their own bucket of the graph's edges (graph.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,6 +22,8 @@ def _drop_calls_and_work(c: Compiled, s: State, calls: np.ndarray) -> np.ndarray
     """These calls (a mask) are no longer made, nor is the GPU work they launched; their positions."""
     idx = np.flatnonzero(calls)
     s.dur[idx] = 0.0
+    # (a copy to the host among them no longer waits for its stream either: the NaN checks' answers)
+    s.unblocked[idx] = True
     for i in idx:
         s.syncs[i] = []
     g = c.gpu_idx[(c.lpred[c.gpu_idx] >= 0) & calls[np.maximum(c.lpred[c.gpu_idx], 0)]]
@@ -32,3 +35,9 @@ def no_search(c: Compiled, s: State, fx: fixes.NoSearch, _bw: float) -> None:
     """cuDNN no longer searches: its trials' calls and GPU work go, and `keep` of its host time stays (NoSearch)."""
     s.search = s.search * fx.keep
     _drop_calls_and_work(c, s, c.searching)
+
+
+def no_anomaly(c: Compiled, s: State, _fx: fixes.NoAnomaly, _bw: float) -> None:
+    """Anomaly detection off: the NaN checks' calls, kernels and syncs go, and the stacks' host time with them."""
+    s.anomaly.fill(0.0)
+    _drop_calls_and_work(c, s, c.checking)

@@ -32,6 +32,7 @@ class State:
         self.feed = c.feed.copy()
         self.compile = c.compile.copy()
         self.search = c.search.copy()
+        self.anomaly = c.anomaly.copy()
         self.latency = c.latency.copy()
         self.spred = c.spred.copy()
         self.sgap = c.sgap.copy()

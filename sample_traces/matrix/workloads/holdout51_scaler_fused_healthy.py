@@ -17,11 +17,15 @@ from .holdout48_per_seq_loss_train import Tagger
 NAME = "holdout51_scaler_fused_healthy"
 EXPECTED_KIND = "healthy"
 ROLE = "healthy"
-VARIANTS = ("before",)
+# after_compile (added after the set was read, not scored: a healthy role's other variants are not pairs): the model in
+# torch.compile (default mode), fusion_candidates' advice, which the tool ranked on 7 of its 8 traces (4.97 ms a step,
+# 21%), measured to see whether the control was healthy.
+VARIANTS = ("before", "after_compile")
 FIX = None
 SIZE = {"batch": 32, "seq": 512, "vocab": 8000, "dim": 768, "heads": 12, "layers": 6}
 DESCRIPTION = {"before": ("transformer tagger (6 x 768, 12 heads, vocabulary 8000), batch 32 x 512, fp16 autocast, "
-                          "GradScaler, fused AdamW (the scaler's inf check on the GPU, no sync)")}
+                          "GradScaler, fused AdamW (the scaler's inf check on the GPU, no sync)"),
+               "after_compile": "same, the model in torch.compile (default mode)"}
 WARMUP_STEPS = 8
 
 
@@ -30,6 +34,7 @@ def make(variant, device, size=SIZE):
     s = size if cuda else {**size, "batch": 2, "seq": 16, "vocab": 50, "dim": 16, "heads": 2, "layers": 1}
     torch.manual_seed(0)
     model = Tagger(s["vocab"], s["dim"], s["heads"], s["layers"], s["seq"]).to(device)
+    fwd = torch.compile(model) if variant == "after_compile" and cuda else model   # (not compiled in the CPU smoke)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True if cuda else None)
     scaler = torch.amp.GradScaler(torch.device(device).type, enabled=cuda)
     g = torch.Generator().manual_seed(1)
@@ -41,7 +46,7 @@ def make(variant, device, size=SIZE):
         i = st["i"] = st["i"] + 1
         opt.zero_grad(set_to_none=True)
         with autocast(device, dtype=torch.float16):
-            logits = model(xs[i % 2])
+            logits = fwd(xs[i % 2])
         scaler.scale(F.cross_entropy(logits.float().flatten(0, 1), ys[i % 2].flatten())).backward()
         scaler.step(opt)
         scaler.update()
