@@ -275,14 +275,12 @@ def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
     """Per blocking call (cpu row; -1: none): torch.compile's own, made while it compiled or, in a program whose
     CUDA-graph tree (mode="reduce-overhead") is called, inside compiled code; cuDNN's, timing its search's trials;
     autograd's, reading each backward node's NaN check (anomaly detection)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    ok = rows >= 0
-    r = np.maximum(rows, 0)
+    ok, r = np.asarray(rows) >= 0, np.maximum(np.asarray(rows, dtype=np.int64), 0)
     out = ok & (while_compiling(ctx.model, r) | while_searching(ctx.model, r) | while_checking(ctx.model, r))
     if program_facts(ctx.model)["graph_tree_calls"]:
-        out |= ok & in_compiled_region(ctx.model)[np.maximum(rows, 0)]
+        out |= ok & in_compiled_region(ctx.model)[r]
     # PyTorch's CUDA-graph recording (a graph tree's warm-up, torch.cuda.graph's empty_cache and syncs)
-    return out | (ok & under_graph_machinery(ctx.model)[np.maximum(rows, 0)])
+    return out | (ok & under_graph_machinery(ctx.model)[r])
 
 
 def _sites(ctx: Context, rows: list[tuple[int, float]], blockers: list[int]) -> list[dict]:
