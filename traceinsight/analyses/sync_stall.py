@@ -272,9 +272,8 @@ def _inside(sites: list[dict]) -> str:
 
 
 def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
-    """Per blocking call (cpu row; -1: none): torch.compile's own, made while it compiled or, in a program whose
-    CUDA-graph tree (mode="reduce-overhead") is called, inside compiled code; cuDNN's, timing its search's trials;
-    autograd's, reading each backward node's NaN check (anomaly detection)."""
+    """Per blocking call (cpu row; -1: none): torch.compile's own, made while it compiled or, in a program whose CUDA-graph
+    tree is called, inside compiled code; cuDNN's, timing its search's trials; autograd's anomaly detection's checks."""
     ok, r = np.asarray(rows) >= 0, np.maximum(np.asarray(rows, dtype=np.int64), 0)
     out = ok & (while_compiling(ctx.model, r) | while_searching(ctx.model, r) | while_checking(ctx.model, r))
     if program_facts(ctx.model)["graph_tree_calls"]:
