@@ -526,7 +526,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean61A": "h100", "h100_clean61B": "h100",
         # The fifty-first held-out set (autograd's anomaly detection left on -> off; a GradScaler with fused AdamW as
         # the healthy control; registered before it was recorded): two H100 hosts, two processes each (A-B, C-D).
-        "h100_clean62A": "h100", "h100_clean62B": "h100", "h100_clean62C": "h100", "h100_clean62D": "h100"}
+        "h100_clean62A": "h100", "h100_clean62B": "h100", "h100_clean62C": "h100", "h100_clean62D": "h100",
+        # ... and again on two processes of another H100 lease after anomaly_detection was built on clean62 (scored with
+        # the tool as committed, 9f35da47), with the control's variant after_compile.
+        "h100_clean63A": "h100", "h100_clean63B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
