@@ -4,39 +4,13 @@ the measured steps). A raw-audio classifier padded to each batch's length and a 
 before (benchmark on) and after (off); the classifier on four bucketed lengths, searched once, is the control."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from matrix_runs import doc as _doc, kinds as _kinds, measured as _measured, trace_path as _path
 
-from traceinsight.report.analyze import analyze_file
-from traceinsight.report.document import document
 from traceinsight.trace.cudnn_search import searches
 
-ROOT = Path(__file__).resolve().parents[1] / "sample_traces" / "matrix"
 AUDIO, RESTORE = "holdout50_audio_benchmark_train", "holdout50_restore_benchmark_infer"
 HEALTHY = "holdout50_bucketed_audio_healthy"
-_DOCS: dict = {}
-
-
-def _path(run: str, wl: str, var: str, setting: str = "default") -> Path:
-    return ROOT / run / f"{wl}__{var}__{setting}.json.gz"
-
-
-def _doc(run: str, wl: str, var: str, setting: str = "default") -> dict:
-    key = (run, wl, var, setting)
-    if key not in _DOCS:
-        _DOCS[key] = document(analyze_file(_path(*key)))
-    return _DOCS[key]
-
-
-def _measured(run: str, wl: str, var: str) -> float:
-    man = json.loads((ROOT / run / "manifest.json").read_text())
-    return next(e for e in man["entries"] if e["workload"] == wl and e["variant"] == var)["step_ms"]["median"]
-
-
-def _kinds(d: dict) -> list[str]:
-    return [f["kind"] for f in d["findings"]]
 
 
 @pytest.mark.parametrize("run,wl,setting", [("h100_clean59B", AUDIO, "default"), ("h100_clean59C", RESTORE, "stack")])

@@ -23,10 +23,11 @@ STACK_MIN_US = 15.0
 
 
 def checks(model) -> pd.DataFrame:
-    """One row per checked node: thread, start, end (its first check op's start to its last's end), step."""
+    """One row per checked node: thread, start, end (its first check op's start to its last's end), syncs (one per
+    output checked: its `item`), step."""
     def compute():
         cpu = model.cpu
-        cols = ["thread", "start", "end", "step"]
+        cols = ["thread", "start", "end", "syncs", "step"]
         if cpu.empty or "parent" not in cpu:
             return pd.DataFrame(columns=cols)
         names = cpu["name"].to_numpy()
@@ -40,8 +41,10 @@ def checks(model) -> pd.DataFrame:
         if not len(rows):
             return pd.DataFrame(columns=cols)
         t = pd.DataFrame({"parent": parent, "thread": cpu["thread"].to_numpy()[rows],
-                          "start": cpu["ts"].to_numpy(dtype=float)[rows], "end": cpu["end"].to_numpy(dtype=float)[rows]})
-        out = t.groupby("parent").agg(thread=("thread", "first"), start=("start", "min"), end=("end", "max"))
+                          "start": cpu["ts"].to_numpy(dtype=float)[rows], "end": cpu["end"].to_numpy(dtype=float)[rows],
+                          "item": names[rows] == "aten::item"})
+        out = t.groupby("parent").agg(thread=("thread", "first"), start=("start", "min"), end=("end", "max"),
+                                      syncs=("item", "sum"))
         out = out.reset_index(drop=True)
         out["step"] = step_at(model.steps, out["start"].to_numpy(), "cpu_start", "cpu_end") if len(model.steps) \
             else -1
@@ -76,7 +79,7 @@ def stacks(model) -> dict:
         own = (end - ts) - np.bincount(parent[child], weights=(end - ts)[child], minlength=len(cpu))
         fn = np.char.startswith(names, ENGINE_FN)
         fn_step = step_at(model.steps, ts[fn], "cpu_start", "cpu_end")
-        nodes = pd.Series(~np.char.find(names[fn], "AccumulateGrad") >= 0).groupby(fn_step).sum()
+        nodes = pd.Series(np.char.find(names[fn], "AccumulateGrad") < 0).groupby(fn_step).sum()
         first_bw = pd.Series(ts[fn]).groupby(fn_step).min()
         loop = cpu.loc[cpu["is_step"].to_numpy(), "thread"]
         loop = loop.mode().iloc[0] if len(loop) else None

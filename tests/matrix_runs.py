@@ -1,0 +1,33 @@
+"""The committed matrix runs as tests read them: a trace's path, its report (analyzed once per session), the measured
+un-profiled step of a variant (its run's manifest), the kinds a report ranks."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from traceinsight.report.analyze import analyze_file
+from traceinsight.report.document import document
+
+ROOT = Path(__file__).resolve().parents[1] / "sample_traces" / "matrix"
+_DOCS: dict = {}
+
+
+def trace_path(run: str, wl: str, var: str, setting: str = "default") -> Path:
+    return ROOT / run / f"{wl}__{var}__{setting}.json.gz"
+
+
+def doc(run: str, wl: str, var: str, setting: str = "default") -> dict:
+    key = (run, wl, var, setting)
+    if key not in _DOCS:
+        _DOCS[key] = document(analyze_file(trace_path(*key)))
+    return _DOCS[key]
+
+
+def measured(run: str, wl: str, var: str) -> float:
+    """The variant's un-profiled step, median (ms)."""
+    man = json.loads((ROOT / run / "manifest.json").read_text())
+    return next(e for e in man["entries"] if e["workload"] == wl and e["variant"] == var)["step_ms"]["median"]
+
+
+def kinds(d: dict) -> list[str]:
+    return [f["kind"] for f in d["findings"]]
