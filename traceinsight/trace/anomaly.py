@@ -15,8 +15,9 @@ import pandas as pd
 
 from .steps import cum_lengths, merged_intervals, overlap_many, step_at
 
-CHECK_OPS = ("aten::isnan", "aten::_is_any_true", "aten::item")
-ENGINE_FN = "autograd::engine::evaluate_function: "
+# (names matched through model.cpu_match: once per distinct name, not per event of a million-event trace)
+CHECK_OPS = r"^aten::(isnan|_is_any_true|item)$"
+ENGINE_FN = r"^autograd::engine::evaluate_function: "
 STEADY_SHARE = 0.5            # of the full steps: checking in this many is what the program does each step
 # An op that stored a stack took this much more of its own time than the median op of the forward pass, at least.
 STACK_MIN_US = 15.0
@@ -30,19 +31,17 @@ def checks(model) -> pd.DataFrame:
         cols = ["thread", "start", "end", "syncs", "step"]
         if cpu.empty or "parent" not in cpu:
             return pd.DataFrame(columns=cols)
-        names = cpu["name"].to_numpy()
-        is_check = np.isin(names, CHECK_OPS) & (cpu["kind"] == "op").to_numpy()
-        rows = np.flatnonzero(is_check)
+        rows = np.flatnonzero(model.cpu_match(CHECK_OPS) & (cpu["kind"] == "op").to_numpy())
         if not len(rows):
             return pd.DataFrame(columns=cols)
         parent = cpu["parent"].to_numpy()[rows]
-        engine = np.array([p >= 0 and str(names[p]).startswith(ENGINE_FN) for p in parent], dtype=bool)
+        engine = (parent >= 0) & model.cpu_match(ENGINE_FN)[np.maximum(parent, 0)]
         rows, parent = rows[engine], parent[engine]
         if not len(rows):
             return pd.DataFrame(columns=cols)
         t = pd.DataFrame({"parent": parent, "thread": cpu["thread"].to_numpy()[rows],
                           "start": cpu["ts"].to_numpy(dtype=float)[rows], "end": cpu["end"].to_numpy(dtype=float)[rows],
-                          "item": names[rows] == "aten::item"})
+                          "item": cpu["name"].to_numpy()[rows] == "aten::item"})
         out = t.groupby("parent").agg(thread=("thread", "first"), start=("start", "min"), end=("end", "max"),
                                       syncs=("item", "sum"))
         out = out.reset_index(drop=True)
@@ -70,25 +69,25 @@ def stacks(model) -> dict:
         c = checks(model)
         if c.empty or model.steps.empty:
             return empty
-        names = cpu["name"].to_numpy().astype(str)
         kind = cpu["kind"].to_numpy()
         ts, end, thread = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float), cpu["thread"].to_numpy()
         parent = cpu["parent"].to_numpy()
         # Own time: the op's less its ops' and calls' (a with_stack trace's Python frames under it are the stack's).
         child = np.flatnonzero(np.isin(kind, ("op", "runtime")) & (parent >= 0))
         own = (end - ts) - np.bincount(parent[child], weights=(end - ts)[child], minlength=len(cpu))
-        fn = np.char.startswith(names, ENGINE_FN)
+        fn = model.cpu_match(ENGINE_FN)
         fn_step = step_at(model.steps, ts[fn], "cpu_start", "cpu_end")
-        nodes = pd.Series(np.char.find(names[fn], "AccumulateGrad") < 0).groupby(fn_step).sum()
+        nodes = pd.Series(~model.cpu_match("AccumulateGrad")[fn]).groupby(fn_step).sum()
         first_bw = pd.Series(ts[fn]).groupby(fn_step).min()
         loop = cpu.loc[cpu["is_step"].to_numpy(), "thread"]
         loop = loop.mode().iloc[0] if len(loop) else None
+        cand = np.flatnonzero((kind == "op") & (thread == loop))     # (the loop thread's ops, in row order)
         picked, rest, per_step = [], [], {}
         for st in model.steps.itertuples():
             n = int(nodes.get(st.step, 0))
             if n <= 0 or st.step not in first_bw.index:
                 continue
-            m = np.flatnonzero((kind == "op") & (thread == loop) & (ts >= st.cpu_start) & (ts < first_bw[st.step]))
+            m = cand[(ts[cand] >= st.cpu_start) & (ts[cand] < first_bw[st.step])]
             order = m[np.argsort(-own[m], kind="stable")]
             picked.append(order[:n])
             rest.append(order[n:])
