@@ -31,9 +31,7 @@ import pandas as pd
 from .base import KindSpec
 from .reads import copy_reads
 from ..trace.capture import capture_spans
-from ..trace.compiles import compile_us_in, while_compiling
-from ..trace.anomaly import anomaly_us_in, while_checking
-from ..trace.cudnn_search import search_us_in, while_searching
+from ..trace.unasked import UNASKED
 from ..trace.coverage import missing_event_spans, startup_intervals
 from ..trace.facts import (BLOCK_TOL_US, QUEUE_TOL_US, blocking_calls, is_collective, launch_latency_us,
                            model_has_cpu_ops, queued_until)
@@ -251,17 +249,15 @@ def _one_time_work(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict, b
     sample_traces/matrix/h100_clean59*), and idle in autograd's anomaly detection is anomaly_detection's (its checks'
     syncs had read as sync_stall, its stored stacks as launch overhead: h100_clean62*), taken from the CPU-side causes
     in CPU_LATE's order; so is a sync's made in it (the autotuner's, the trials', the checks'), refill included."""
-    for cause, inside, made_in in (("recompile", compile_us_in, while_compiling),
-                                   ("cudnn_benchmark", search_us_in, while_searching),
-                                   ("anomaly_detection", anomaly_us_in, while_checking)):
-        over = inside(model, s, e)
+    for u in UNASKED:
+        over = u.host_us(model, s, e)
         if not over.any():
             continue
-        mine = (blocker >= 0) & made_in(model, np.maximum(blocker, 0))
+        mine = (blocker >= 0) & u.calls(model, np.maximum(blocker, 0))
         for c in ("sync_stall", "pageable_memcpy"):
-            res[cause][mine] += res[c][mine]
+            res[u.cause][mine] += res[c][mine]
             res[c][mine] = 0.0
-        _move(over, res, CPU_LATE, cause)
+        _move(over, res, CPU_LATE, u.cause)
 
 
 def _startup_is_startup(model: TraceModel, s: np.ndarray, e: np.ndarray, res: dict) -> None:

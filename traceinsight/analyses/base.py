@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..trace.anomaly import while_checking
-from ..trace.cudnn_search import while_searching
+from ..trace.unasked import launched_in
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 from ..trace.pycalls import BUILTIN, callers, frame_label, is_user_frame, library_call, third_party_frame
@@ -141,18 +140,13 @@ class Context:
         return step_at(self.model.steps, ts, start_col, end_col)
 
     def gpu_in_full_steps(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """The program's GPU work in the full steps: not cuDNN's trials while it searched its algorithms (a review
-        found them read as 95% of a trace's layout conversions and as a sync's data-dependent kernels), nor
-        autograd's NaN checks (anomaly detection's isnan/any kernels, read as fusable chains)."""
+        """The program's GPU work in the full steps: not the work launched in what the program did not ask for
+        (trace/unasked.py): torch.compile's autotuner's benchmark runs (a trace recompiling every step read 1,814
+        kernels a step for the program's 93), cuDNN's trials while it searched its algorithms (a review found them
+        read as 95% of a trace's layout conversions and as a sync's data-dependent kernels), autograd's NaN checks
+        (anomaly detection's isnan/any kernels, read as fusable chains)."""
         rows = rows[np.isin(self.step_of(rows["ts"].to_numpy()), self.full_steps)]
-        return rows[~self.trials(rows)]
-
-    def trials(self, rows: pd.DataFrame) -> np.ndarray:
-        """Per gpu row: launched while cuDNN searched its algorithms (a trial) or by autograd's NaN check (anomaly
-        detection's): not the program's work."""
-        launcher = np.maximum(rows["launcher"].to_numpy(), 0)
-        return (rows["launcher"].to_numpy() >= 0) & (while_searching(self.model, launcher)
-                                                     | while_checking(self.model, launcher))
+        return rows[~launched_in(self.model, rows)]
 
     @property
     def n_full(self) -> int:

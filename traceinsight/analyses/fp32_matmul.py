@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from ..trace.unasked import launched_in
 from ..trace.precision import FP32_CONV, FP32_CONV_EXTRAS, FP32_GEMM_ONLY, fp32_convolutions_count
 from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import DropKernels, ScaleKernels
@@ -59,7 +60,7 @@ def analyze(ctx: Context) -> list[Finding]:
     m = ctx.model
     convs = fp32_convolutions_count(m)
     fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(FP32_GEMM_ONLY + (f"|{FP32_CONV}" if convs else ""))]
-    fp32 = fp32[~ctx.trials(fp32)]      # (not cuDNN's trials while it searched: its choice ran after)
+    fp32 = fp32[~launched_in(m, fp32)]      # (not cuDNN's trials, the autotuner's runs: the choice ran after)
     # By each kernel's typical run, not each run: a 6.7 us convolution that took 10 us four times in 25 is
     # still a 6.7 us one.
     typical = fp32.groupby("name")["dur"].median()

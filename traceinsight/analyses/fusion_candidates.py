@@ -40,7 +40,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..trace.facts import host_copies, program_facts, program_kind
+from ..trace.facts import COMPILE_REGION, host_copies, in_compiled_region, program_facts, program_kind
 from ..trace.gpu_specs import bandwidth_to_compute, bandwidth_to_h100
 from ..trace.kernel_names import normalize_kernel
 from ..trace.profiler_cost import unprofiled_step_us
@@ -201,6 +201,14 @@ def analyze(ctx: Context) -> list[Finding]:
              f"compiler could fuse: fusing them would cut the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
     fix = "Fuse the pointwise chains: model = torch.compile(model) (inductor generates fused Triton kernels)" + \
         _library_ops(ctx.model.gpu)
+    outside = _outside_compiled(ctx, chains)
+    if outside:
+        # A model already compiled: its regions' pointwise work is fused; these chains are the eager code around it
+        # (a diffusion sampler's update around a compiled UNet had been told to torch.compile(model)).
+        fix = (f"Fuse the pointwise chains outside the compiled code: the program already runs {outside} and these "
+               "chains' kernels are launched outside them, by eager code. Compile that code too (torch.compile the "
+               "function that runs it, e.g. the loop body around the compiled model), or remove the graph breaks that "
+               "leave it eager (TORCH_LOGS=graph_breaks lists them)" + _library_ops(ctx.model.gpu))
     if program_kind(program_facts(ctx.model)) == "graphed":
         # A step already captured in a CUDA graph keeps its capture: the compiled model is captured instead.
         fix += (" The step already replays as a CUDA graph: compile the model and warm it up before the capture "
@@ -221,6 +229,22 @@ def analyze(ctx: Context) -> list[Finding]:
                   "kernels a step left beside it (not in this estimate)." if rest else ""))
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
                     confidence="medium" if cores or lengths.mean() >= 4 else "low", evidence=ev, fixes=(fx,))]
+
+
+def _outside_compiled(ctx: Context, chains: list) -> str | None:
+    """"N torch.compile regions a step" where the full steps run compiled regions and most of the chains' kernels
+    were launched outside them; else None."""
+    m = ctx.model
+    cpu = m.cpu
+    regions = ((cpu["kind"] == "op") | (cpu["kind"] == "annotation")).to_numpy() & m.cpu_match(COMPILE_REGION)
+    if not chains or not regions.any():
+        return None
+    per_step = np.isin(ctx.step_of(cpu["ts"].to_numpy()[regions]), ctx.full_steps).sum() / ctx.n_full
+    launcher = m.gpu["launcher"].to_numpy()[m.gpu.index.get_indexer([r for c in chains for r in c])]
+    inside = (launcher >= 0) & in_compiled_region(m)[np.maximum(launcher, 0)]
+    if per_step < 1 or inside.mean() > 0.5:
+        return None
+    return f"{per_step:g} torch.compile region{'s' if per_step != 1 else ''} a step"
 
 
 # Fused library kernels a step may already run: advising them again would be advice the program already follows.

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.steps import OPTIMIZER_STEP
-from ..trace.compiles import shapes_vary, while_compiling
+from ..trace.compiles import shapes_vary
 from ..trace.generation import decode_forwards, replayed_loop
 from ..trace.facts import (COMPILE_REGION, PAGEABLE_MIN_BYTES, compiled_wrapper_us, program_facts, program_kind,
                            waiting_calls)
@@ -290,9 +290,6 @@ def analyze(ctx: Context) -> list[Finding]:
     lost = ctx.per_step_median(per_step)
     g = ctx.gpu_in_full_steps(ctx.model.gpu)
     k = g[g["kind"] == "kernel"]
-    # (not the autotuner's benchmark runs of a compile: static recompiling every step read 1,814 kernels a step
-    # for the program's 93)
-    k = k[~while_compiling(ctx.model, k["launcher"].clip(lower=0).to_numpy()) | (k["launcher"].to_numpy() < 0)]
     cpu = ctx.model.cpu
     launch_dur = cpu["dur"][(cpu["rkind"] == "launch").to_numpy()]
     per_step_k = len(k) / ctx.n_full

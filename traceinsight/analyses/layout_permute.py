@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..trace.unasked import launched_in
 from ..trace.precision import FP32_CONV, fp32_convolutions_count
 from .fixes import DropKernels, ScaleKernels
 from .base import KERNELS_GO, Context, Finding, KindSpec, op_rows
@@ -40,7 +41,7 @@ def analyze(ctx: Context) -> list[Finding]:
     # (fp32_matmul's fix removes them); the model may well be channels_last already.
     pattern = rf"^(?!.*(?:{FP32_CONV}))(?=.*(?:{PERMUTE}))" if fp32_convolutions_count(ctx.model) else PERMUTE
     k = gpu[(gpu["kind"] == "kernel").to_numpy() & ctx.model.gpu_match(pattern)]
-    k = k[~ctx.trials(k)]
+    k = k[~launched_in(ctx.model, k)]
     if k.empty:
         return []
     k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))

@@ -95,7 +95,7 @@ def _forward_runs(codes: np.ndarray, at: np.ndarray) -> list[tuple[int, int, int
         j = i
         while j + 1 < len(at) and at[j + 1] - at[j] == p:
             j += 1
-        a, b = int(at[i]), int(at[j])
+        a = int(at[i])
         r = j - i + 1
         if r >= LOOP_MIN and p >= 2:
             lo = a

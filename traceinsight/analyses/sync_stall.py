@@ -12,9 +12,7 @@ import numpy as np
 
 from ..trace.model import DEVICE_FREE
 from ..trace.capture import under_graph_machinery
-from ..trace.compiles import while_compiling
-from ..trace.anomaly import while_checking
-from ..trace.cudnn_search import while_searching
+from ..trace.unasked import not_the_programs
 from ..trace.coverage import startup_spans
 from ..trace.host import ALLOCATOR_MALLOC
 from ..trace.generation import decode_forwards
@@ -275,7 +273,7 @@ def _not_the_programs(ctx: Context, rows: np.ndarray) -> np.ndarray:
     """Per blocking call (cpu row; -1: none): torch.compile's own, made while it compiled or, in a program whose CUDA-graph
     tree is called, inside compiled code; cuDNN's, timing its search's trials; autograd's anomaly detection's checks."""
     ok, r = np.asarray(rows) >= 0, np.maximum(np.asarray(rows, dtype=np.int64), 0)
-    out = ok & (while_compiling(ctx.model, r) | while_searching(ctx.model, r) | while_checking(ctx.model, r))
+    out = not_the_programs(ctx.model, rows)
     if program_facts(ctx.model)["graph_tree_calls"]:
         out |= ok & in_compiled_region(ctx.model)[r]
     # PyTorch's CUDA-graph recording (a graph tree's warm-up, torch.cuda.graph's empty_cache and syncs)

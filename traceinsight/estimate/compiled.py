@@ -9,6 +9,8 @@ import re
 import networkx as nx
 import numpy as np
 
+from ..trace.unasked import KEYS
+
 QUEUED_GAP_MAX_US = 5.0      # a larger "queued" gap is something else (a wait the graph does not show)
 
 
@@ -40,18 +42,18 @@ class Compiled:
         self.peer_wait = np.array([a.get("peer_wait", 0.0) for a in data], dtype=float)
         self.thread = [a.get("thread", "") for a in data]
         self.compiled = np.array([bool(a.get("compiled", False)) for a in data], dtype=bool)
-        self.compiling = np.array([bool(a.get("compiling", False)) for a in data], dtype=bool)
-        self.searching = np.array([bool(a.get("searching", False)) for a in data], dtype=bool)
-        self.checking = np.array([bool(a.get("checking", False)) for a in data], dtype=bool)
+        # Per kind of work the program did not ask for (trace/unasked.py): the calls made in it, and (below) its
+        # bucket of each edge's time; `theirs`, the calls made in any of them.
+        made = [a.get("unasked", ()) for a in data]
+        self.made_in = {k: np.array([k in m for m in made], dtype=bool) for k in KEYS}
+        self.theirs = np.logical_or.reduce([np.zeros(n, dtype=bool), *self.made_in.values()])
         self.cpred = np.full(n, -1, dtype=np.int64)
         self.csucc = np.full(n, -1, dtype=np.int64)
         self.host = np.zeros(n)
         self.input = np.zeros(n)
         self.bare = np.zeros(n)
         self.compiled_us = np.zeros(n)
-        self.compile = np.zeros(n)      # torch.compile compiling on the edge (graph.py)
-        self.search = np.zeros(n)       # cuDNN searching its algorithms on the edge (graph.py)
-        self.anomaly = np.zeros(n)      # autograd's anomaly detection on the edge (graph.py)
+        self.unasked = {k: np.zeros(n) for k in KEYS}
         self.feed = np.zeros(n)
         self.join = np.zeros(n, dtype=bool)     # the edge in follows a helper thread's last call
         self.lpred = np.full(n, -1, dtype=np.int64)
@@ -76,9 +78,8 @@ class Compiled:
                 self.input[b] = d.get("input_us", 0.0)
                 self.bare[b] = d.get("bare_us", 0.0)
                 self.compiled_us[b] = d.get("compiled_us", 0.0)
-                self.compile[b] = d.get("compile_us", 0.0)
-                self.search[b] = d.get("search_us", 0.0)
-                self.anomaly[b] = d.get("anomaly_us", 0.0)
+                for key, us in d.get("unasked_us", {}).items():
+                    self.unasked[key][b] = us
                 self.join[b] = bool(d.get("join", False))
             elif k == "launch":
                 self.lpred[b], self.latency[b] = a, d["latency_us"]
@@ -166,9 +167,9 @@ class Compiled:
         return out
 
     def gpu_named(self, pattern: str, flags: int = 0) -> np.ndarray:
-        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name), but cuDNN's trials
-        and autograd's NaN checks: a fix of the program's kernels leaves those alone (their own fixes, NoSearch and
-        NoAnomaly, remove them)."""
+        """Positions of the GPU nodes whose name the regex finds (searched once per distinct name), but those launched
+        in work the program did not ask for (the autotuner's, cuDNN's trials, autograd's NaN checks): a fix of the
+        program's kernels leaves those alone (their own fixes remove them)."""
         if self._gpu_names is None:
             index: dict = {}
             codes = [index.setdefault(self.names[i], len(index)) for i in self.gpu_idx.tolist()]
@@ -178,7 +179,7 @@ class Compiled:
         hit = np.array([bool(rx.search(u)) for u in uniques] + [False])
         idx = self.gpu_idx[hit[codes]] if len(codes) else self.gpu_idx
         lp = self.lpred[idx]
-        return idx[~((lp >= 0) & (self.searching | self.checking)[np.maximum(lp, 0)])]
+        return idx[~((lp >= 0) & self.theirs[np.maximum(lp, 0)])]
 
     def in_regions(self, idx: np.ndarray, regions) -> np.ndarray:
         """Per position in idx: whether its node (its time and thread) fell in one of the regions (t0, t1, thread)."""

@@ -25,9 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.facts import BLOCK_TOL_US, blocking_calls, in_compiled_region, launch_latency_us
-from ..trace.compiles import compile_us_in, while_compiling
-from ..trace.anomaly import anomaly_us_in, while_checking
-from ..trace.cudnn_search import search_us_in, while_searching
+from ..trace.unasked import UNASKED, calls_made_in
 from ..trace.host import HostActivity
 from ..trace.model import TraceModel
 
@@ -63,15 +61,15 @@ def build_graph(model: TraceModel, host: HostActivity, steps: pd.DataFrame) -> n
     g = pd.concat([launched, unlaunched]).sort_values("ts", kind="stable")
 
     compiled = in_compiled_region(model)
-    # Calls made while torch.compile compiled (its autotuning's launches and syncs, module loads).
-    compiling = while_compiling(model, rt.index.to_numpy())
-    # Calls made while cuDNN searched (its trials' launches and syncs).
-    searching = while_searching(model, rt.index.to_numpy())
-    # Calls made by autograd's anomaly checks (each node's NaN check: its kernels, the answer's copy, the sync).
-    checking = while_checking(model, rt.index.to_numpy())
-    for i, r, cmp, srch, chk in zip(rt.index, rt.itertuples(index=False), compiling, searching, checking):
+    # Calls made in work the program did not ask for (trace/unasked.py: the autotuner's launches and syncs while
+    # torch.compile compiled, cuDNN's trials, autograd's NaN checks).
+    made_in = calls_made_in(model, rt.index.to_numpy())
+    unasked: list[tuple] = [()] * len(rt)
+    for n in np.flatnonzero(np.logical_or.reduce(list(made_in.values()))):
+        unasked[n] = tuple(k for k, m in made_in.items() if m[n])
+    for i, r, u in zip(rt.index, rt.itertuples(index=False), unasked):
         G.add_node(("cpu", i), ts=r.ts, dur=r.dur, end=r.end, thread=r.thread, rkind=r.rkind, name=r.name,
-                   compiled=bool(compiled[i]), compiling=bool(cmp), searching=bool(srch), checking=bool(chk))
+                   compiled=bool(compiled[i]), unasked=u)
     for j, r in zip(g.index, g.itertuples(index=False)):
         G.add_node(("gpu", j), ts=r.ts, dur=r.dur, end=r.end, stream=(r.device, r.stream), name=r.name,
                    gkind=r.kind, pageable=bool(r.pageable), launcher=int(r.launcher),
@@ -128,13 +126,9 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
         bare = host.bare_time(th, a, b)
         inp = host.input_time(th, a, b)
         comp = host.compiled_time(a, b)
-        # torch.compile compiling: a bucket of its own, which only recompile's fix takes away (a compile
-        # is not host work a DataLoader worker takes over, nor feed a CUDA graph removes).
-        compiling = compile_us_in(host.model, a, b)
-        # cuDNN's algorithm search: likewise its own bucket, which only cudnn_benchmark's fix takes away.
-        searching = search_us_in(host.model, a, b)
-        # Autograd's anomaly detection (its checks, its stored stacks): its own bucket, anomaly_detection's fix's.
-        anomaly = anomaly_us_in(host.model, a, b)
+        # Work the program did not ask for (torch.compile compiling, cuDNN's search, autograd's anomaly detection):
+        # a bucket of its own per kind, which only that kind's fix takes away (trace/unasked.py).
+        theirs = [(u.key, u.host_us(host.model, a, b)) for u in UNASKED]
         for k, (p, r) in enumerate(zip(rs[:-1], rs[1:])):
             gap = max(0.0, r[1] - p[2])
             if th != loop_thread and gap - covered[k] >= WAKE_US and len(loop):
@@ -146,13 +140,14 @@ def _cpu_order(G: nx.DiGraph, host: HostActivity, loop_thread: str) -> None:
                     G.add_edge(src[3], r[3], kind="cpu_order", host_us=0.0, input_us=0.0,
                                feed_us=max(0.0, r[1] - src[2]), wake=True)
                     continue
-            cmp = float(min(gap, compiling[k]))
-            srch = float(min(gap - cmp, searching[k]))
-            anm = float(min(gap - cmp - srch, anomaly[k]))
-            h = float(min(gap - cmp - srch - anm, max(0.0, host_us[k] - cmp - srch - anm)))
-            f = gap - cmp - srch - anm - h
+            rest, own, buckets = gap, host_us[k], {}
+            for key, us in theirs:
+                buckets[key] = float(min(rest, us[k]))
+                rest, own = rest - buckets[key], own - buckets[key]
+            h = float(min(rest, max(0.0, own)))
+            f = rest - h
             # Of the feed, the program's own Python (host.bare_time): what a CUDA graph keeps.
-            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=f, compile_us=cmp, search_us=srch, anomaly_us=anm,
+            G.add_edge(p[3], r[3], kind="cpu_order", host_us=h, feed_us=f, unasked_us=buckets,
                        input_us=float(min(h, inp[k])), bare_us=float(min(max(0.0, bare[k] - h), f)),
                        compiled_us=float(min(comp[k], f)))
     _joins(G, by_thread, loop_thread, host)

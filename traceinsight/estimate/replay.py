@@ -65,9 +65,12 @@ def apply(c: Compiled, fixes=(), pinned_gbps: float = PINNED_GBPS_DEFAULT, cuts=
         s.feed = s.feed - f
         h = np.minimum(s.host, edge - f)
         s.host = s.host - h
-        s.compile = np.maximum(0.0, s.compile - (edge - f - h))     # (a compile's recorded ops cost it too)
-        s.search = np.maximum(0.0, s.search - np.maximum(0.0, edge - f - h - c.compile))
-        s.anomaly = np.maximum(0.0, s.anomaly - np.maximum(0.0, edge - f - h - c.compile - c.search))
+        # (the work the program did not ask for is recorded too: a compile's ops cost it, the checks' ...)
+        rest = edge - f - h
+        for key in s.unasked:
+            u = s.unasked[key]
+            s.unasked[key] = np.maximum(0.0, u - rest)
+            rest = np.maximum(0.0, rest - u)
     # A merge of split compiled regions first: it changes the program a CUDA graph then captures (its wrappers), so
     # the fixes together read as the plan that orders them (the plan puts the sync's merge before the graph).
     for fx in sorted(fixes, key=lambda fx: not isinstance(fx, _MERGES_FIRST)):
@@ -379,9 +382,8 @@ def simulate(s: State) -> Replay:
     n = len(c.nodes)
     start, end = [0.0] * n, [0.0] * n
     is_gpu, dur = c.is_gpu.tolist(), s.dur.tolist()
-    # (torch.compile's compiling, cuDNN's search, autograd's anomaly detection: each its own bucket of the edge, taken
-    # away by its own fix.)
-    host, feed, comp = s.host.tolist(), s.feed.tolist(), (s.compile + s.search + s.anomaly).tolist()
+    # (work the program did not ask for: each kind its own bucket of the edge, taken away by its own fix)
+    host, feed, comp = s.host.tolist(), s.feed.tolist(), sum(s.unasked.values()).tolist()
     # A job's collective waits for the other ranks once it could start: on both terms of its start, so on their max.
     lat, sgap, min_gap = (s.latency + s.peer).tolist(), s.sgap.tolist(), (s.min_gap + s.peer).tolist()
     cpred, lpred, spred = c.cpred.tolist(), c.lpred.tolist(), s.spred.tolist()

@@ -30,9 +30,7 @@ class State:
         self.dur = c.dur.copy()
         self.host = c.host.copy()
         self.feed = c.feed.copy()
-        self.compile = c.compile.copy()
-        self.search = c.search.copy()
-        self.anomaly = c.anomaly.copy()
+        self.unasked = {k: v.copy() for k, v in c.unasked.items()}
         self.latency = c.latency.copy()
         self.spred = c.spred.copy()
         self.sgap = c.sgap.copy()
