@@ -529,7 +529,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean62A": "h100", "h100_clean62B": "h100", "h100_clean62C": "h100", "h100_clean62D": "h100",
         # ... and again on two processes of another H100 lease after anomaly_detection was built on clean62 (scored with
         # the tool as committed, 9f35da47), with the control's variant after_compile.
-        "h100_clean63A": "h100", "h100_clean63B": "h100"}
+        "h100_clean63A": "h100", "h100_clean63B": "h100",
+        # The fifty-second held-out set (activation checkpointing on a model that fits without it -> off; the
+        # checkpointed model evaluated under no_grad as the control; registered before it was recorded): one H100 host,
+        # four processes (A-D).
+        "h100_clean65A": "h100", "h100_clean65B": "h100", "h100_clean65C": "h100", "h100_clean65D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

@@ -393,6 +393,18 @@ class NoAnomaly:
 
 
 @dataclass(frozen=True)
+class NoRecompute:
+    """Activation checkpointing off: the forward each checkpointed segment ran again in the backward pass goes, with
+    the CPU time inside these spans (thread, start, end), the calls made there and the kernels they launched
+    (trace/recompute.py). The memory its activations take comes back, which the trace cannot weigh."""
+    spans: tuple[tuple[str, float, float], ...]
+
+    def __post_init__(self):
+        if not self.spans:
+            raise ValueError("NoRecompute needs at least one span")
+
+
+@dataclass(frozen=True)
 class FusedOptimizer:
     """Inside these optimizer regions (t0, t1, thread) launches cost nothing and the kernels take
     `gpu_factor` of their time: one fused multi-tensor kernel per parameter group. `extra`: more such
