@@ -83,12 +83,20 @@ def _recomputed_work(ctx: Context, seg) -> tuple[dict, dict]:
         return gpu_us, cpu_us
     lr = gpu["launcher"].to_numpy()
     ok = (lr >= 0) & (gpu["kind"] == "kernel").to_numpy()
-    ts = cpu["ts"].to_numpy(dtype=float)[np.maximum(lr, 0)]
-    th = cpu["thread"].to_numpy()[np.maximum(lr, 0)]
-    dur = gpu["dur"].to_numpy(dtype=float)
+    ts = cpu["ts"].to_numpy(dtype=float)[lr[ok]]
+    th = cpu["thread"].to_numpy()[lr[ok]]
+    dur = gpu["dur"].to_numpy(dtype=float)[ok]
+    # Per thread, the kernels by their launch's time: each segment's are one slice (a search, not a pass over every
+    # kernel per segment: a long trace of a deep model has thousands of segments).
+    by_thread = {}
+    for name in set(seg["thread"].tolist()):
+        k = np.flatnonzero(th == name)
+        order = np.argsort(ts[k], kind="stable")
+        by_thread[name] = ts[k][order], dur[k][order]
     for s in seg.itertuples(index=False):
-        hit = ok & (th == s.thread) & (ts >= s.start) & (ts < s.end)
+        t, d = by_thread[s.thread]
+        lo, hi = np.searchsorted(t, [s.start, s.end], "left")
         st = int(s.step)
-        gpu_us[st] = gpu_us.get(st, 0.0) + float(dur[hit].sum())
+        gpu_us[st] = gpu_us.get(st, 0.0) + float(d[lo:hi].sum())
         cpu_us[st] = cpu_us.get(st, 0.0) + float(s.end - s.start)
     return gpu_us, cpu_us

@@ -134,9 +134,9 @@ def hook_spans(model) -> tuple[tuple[str, float, float], ...]:
             f = f[~holds]
             mine = [(a, b) for t, a, b in spans if t == name]
             if mine:
-                sa, sb = np.array(mine).T
-                inside = np.array([bool(((sa <= x) & (x < sb)).any()) for x in ts[f]], dtype=bool)
-                f = f[~inside]
+                sa, sb = merged_intervals(*np.array(mine).T)       # (sorted, disjoint: one search per frame)
+                j = np.searchsorted(sa, ts[f], "right") - 1
+                f = f[~((j >= 0) & (ts[f] < sb[np.maximum(j, 0)]))]
             a, b = merged_intervals(ts[f], end[f])
             out += [(str(name), float(x), float(y)) for x, y in zip(a, b)]
         return tuple(out)
