@@ -533,7 +533,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The fifty-second held-out set (activation checkpointing on a model that fits without it -> off; the
         # checkpointed model evaluated under no_grad as the control; registered before it was recorded): one H100 host,
         # four processes (A-D).
-        "h100_clean65A": "h100", "h100_clean65B": "h100", "h100_clean65C": "h100", "h100_clean65D": "h100"}
+        "h100_clean65A": "h100", "h100_clean65B": "h100", "h100_clean65C": "h100", "h100_clean65D": "h100",
+        # The fifty-third held-out set (constants a forward needs built on the host every call and copied -> made once
+        # on the device; an LM fed from pinned memory as the healthy control; registered before it was recorded): one
+        # H100 host, four processes (A-D).
+        "h100_clean66A": "h100", "h100_clean66B": "h100", "h100_clean66C": "h100", "h100_clean66D": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

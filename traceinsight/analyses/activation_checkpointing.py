@@ -1,7 +1,7 @@
 """activation_checkpointing: the backward pass runs checkpointed segments' forward again (torch.utils.checkpoint,
 checkpoint_sequential, Hugging Face's gradient_checkpointing_enable()): GPU work and dispatch the step does twice, to
 keep less in memory (trace/recompute.py finds the forward ops under a backward node). The estimate replays the steps
-without the recomputed forwards' calls, kernels and CPU time (fixes.NoRecompute). Whether the activations then fit in
+without the recomputed forwards' calls, kernels and CPU time (fixes.DropSpans). Whether the activations then fit in
 memory is not in the trace, and the advice says so. Written for the fifty-second held-out set (registered before it
 was recorded; sample_traces/matrix/README.md).
 """
@@ -11,7 +11,7 @@ import numpy as np
 
 from ..trace.recompute import hook_spans, recompute_spans, segments, steady
 from .base import Context, Finding, KindSpec
-from .fixes import NoRecompute
+from .fixes import DropSpans
 
 SPEC = KindSpec("activation_checkpointing", "slowed by activation checkpointing's recomputation",
                 beyond_cost="the recomputed forward's kernels go: GPU time, not idle")
@@ -63,7 +63,7 @@ def analyze(ctx: Context) -> list[Finding]:
            "torch.cuda.max_memory_allocated(), and if it does not fit, a smaller batch without checkpointing may "
            "still be faster per sample.")
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(gpu_us.values())),
-                    fix=fix, confidence="high", evidence=ev, fixes=(NoRecompute(recompute_spans(m) + hooks),),
+                    fix=fix, confidence="high", evidence=ev, fixes=(DropSpans(recompute_spans(m) + hooks),),
                     # (Checkpointing saves and restores the CUDA RNG state around each segment, which a CUDA-graph
                     # capture refused before PyTorch 2.10: pytorch/pytorch#83148, #162504. The trace does not say
                     # which version ran, so the plan puts the fix that works on any version first.)

@@ -393,15 +393,17 @@ class NoAnomaly:
 
 
 @dataclass(frozen=True)
-class NoRecompute:
-    """Activation checkpointing off: the forward each checkpointed segment ran again in the backward pass goes, with
-    the CPU time inside these spans (thread, start, end), the calls made there and the kernels they launched
-    (trace/recompute.py). The memory its activations take comes back, which the trace cannot weigh."""
+class DropSpans:
+    """Work the step need not do goes: the CPU time inside these spans (thread, start, end), the calls made there and
+    the GPU work they launched. Activation checkpointing off (the forward each checkpointed segment ran again in the
+    backward pass: trace/recompute.py; the memory its activations take comes back, which the trace cannot weigh), and
+    tensors built once or on the device instead of on the host each step (the ops that build them, the copy and its
+    stream sync: trace/host_built.py)."""
     spans: tuple[tuple[str, float, float], ...]
 
     def __post_init__(self):
         if not self.spans:
-            raise ValueError("NoRecompute needs at least one span")
+            raise ValueError("DropSpans needs at least one span")
 
 
 @dataclass(frozen=True)

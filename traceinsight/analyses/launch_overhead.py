@@ -24,7 +24,8 @@ from .unfused_optimizer import for_loop_steps
 from .base import Context, Finding, KindSpec
 
 SPEC = KindSpec("launch_overhead", "launch-bound", idle_cause=True, color="#e8833a",
-                prerequisites=("sync_stall", "cudnn_benchmark", "anomaly_detection", "activation_checkpointing"))
+                prerequisites=("sync_stall", "cudnn_benchmark", "anomaly_detection", "activation_checkpointing",
+                               "host_built_tensors"))
 
 
 # A for-loop optimizer made capturable=True (needed to capture it) keeps its step count and bias

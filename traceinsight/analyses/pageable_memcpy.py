@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..trace.facts import PAGEABLE_MIN_BYTES
+from ..trace.host_built import copy_ops
 from ..trace.steps import merged_intervals
 from .fixes import PinCopies
 from .base import Context, Finding, KindSpec, top_op, user_frame
@@ -44,6 +45,11 @@ def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
     # Small pageable copies (a scalar for .item()) are syncs, not bandwidth problems: sync_stall has them.
     cp = gpu[gpu["pageable"] & (gpu["bytes"] >= MIN_BYTES)]
+    # Tensors the step builds on the host each time are host_built_tensors' (made on the device or once, not pinned).
+    built = copy_ops(ctx.model, ctx.full_steps)
+    if len(built) and len(cp):
+        lr = cp["launcher"].to_numpy()
+        cp = cp[~np.isin(np.where(lr >= 0, ctx.model.cpu["top_op"].to_numpy()[np.maximum(lr, 0)], -1), built)]
     if cp.empty:
         return []
     idle = ctx.per_step["pageable_memcpy"]

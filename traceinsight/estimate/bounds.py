@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analyses.base import Context
-from ..analyses.fixes import (BatchItems, CudaGraph, DropKernels, FuseChains, FusedOptimizer, NoAnomaly, NoCompiles, NoRecompute,
+from ..analyses.fixes import (BatchItems, CudaGraph, DropKernels, FuseChains, FusedOptimizer, NoAnomaly, NoCompiles, DropSpans,
                               NoSearch, PinCopies, RemoveHostWork, ScaleKernels, Unblock)
 from ..trace.facts import worker_wait_us
 from ..trace.steps import merged_intervals
@@ -16,9 +16,9 @@ from . import replay
 # Fixes that change GPU work itself (the others only remove idle time). Unblock can: a result kept on the
 # GPU is not copied whole, the data-dependent kernels of a boolean index go. NoCompiles: Inductor's autotuning
 # runs each new kernel's configs on the GPU while it compiles. BatchItems: a loop's kernels done at once. NoSearch:
-# cuDNN's trials run on the GPU. NoAnomaly: the NaN checks' kernels. NoRecompute: the forward run again.
+# cuDNN's trials run on the GPU. NoAnomaly: the NaN checks' kernels. DropSpans: the forward run again, a host-built tensor's copy.
 GPU_FIXES = (ScaleKernels, DropKernels, FusedOptimizer, PinCopies, FuseChains, Unblock, NoCompiles, BatchItems, NoSearch,
-             NoAnomaly, NoRecompute)
+             NoAnomaly, DropSpans)
 # Fixes that also move GPU work off the compute stream (a pinned copy overlaps compute): they save
 # more than the idle and the work they remove, so the cap on both does not apply.
 OVERLAP_FIXES = (PinCopies,)

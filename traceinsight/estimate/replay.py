@@ -25,7 +25,7 @@ import numpy as np
 from ..analyses import fixes
 from .compiled import Compiled
 from .replay_compiler import compiled_dispatch, fuse_chains
-from .replay_drops import no_anomaly, no_compiles, no_recompute, no_search
+from .replay_drops import no_anomaly, no_compiles, drop_spans, no_search
 from .replay_warm import batch_items, graph_warm
 from .state import GRAPH_KEEPS_BARE_US, UNBLOCKED_CALL_US, Replay, State
 
@@ -364,7 +364,7 @@ _APPLY = {
     fixes.NoCompiles: no_compiles,
     fixes.NoSearch: no_search,
     fixes.NoAnomaly: no_anomaly,
-    fixes.NoRecompute: no_recompute,
+    fixes.DropSpans: drop_spans,
 }
 
 

@@ -1,9 +1,9 @@
 """What-if fixes that take work the program did not ask for out of the steps: torch.compile compiling (recompile's
 fix), cuDNN searching its algorithms (cudnn_benchmark's) and autograd's anomaly detection (anomaly_detection's): the
 calls made in it go, with the GPU work they launched (autotuning's and the search's trial kernels, the NaN checks'),
-and the host time of their own bucket of the graph's edges (graph.py; trace/unasked.py). And activation checkpointing's
-recomputation (activation_checkpointing's fix): work the program asked for, to save memory, but which it did once
-already; its calls and kernels go, and the CPU time inside its spans."""
+and the host time of their own bucket of the graph's edges (graph.py; trace/unasked.py). And work the program asked for
+but need not do each step (fixes.DropSpans): activation checkpointing's recomputation, which it did once already, and
+tensors it builds on the host and copies every step; their calls and kernels go, and the CPU time inside their spans."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,9 +45,10 @@ def no_anomaly(c: Compiled, s: State, _fx: fixes.NoAnomaly, _bw: float) -> None:
     _drop_calls_and_work(c, s, c.made_in["anomaly"])
 
 
-def no_recompute(c: Compiled, s: State, fx: fixes.NoRecompute, _bw: float) -> None:
-    """The recomputed forwards go: the calls inside their spans, the kernels those launched, and the CPU time between
-    the calls inside the spans (the forward ops' dispatch)."""
+def drop_spans(c: Compiled, s: State, fx: fixes.DropSpans, _bw: float) -> None:
+    """The work inside the spans goes (a recomputed forward, a host-built tensor and its copy): the calls made there,
+    the GPU work those launched, and the CPU time between the calls inside the spans (the ops' dispatch, the host
+    ops that launch nothing)."""
     idx = c.cpu_idx[c.in_regions(c.cpu_idx, [(a, b, th) for th, a, b in fx.spans])]
     calls = np.zeros(len(c.nodes), dtype=bool)
     calls[idx] = True

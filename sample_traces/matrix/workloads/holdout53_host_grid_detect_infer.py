@@ -16,7 +16,7 @@ from ._host_consts import Detector
 from ._util import Step, autocast, is_cuda
 
 NAME = "holdout53_host_grid_detect_infer"
-EXPECTED_KIND = "pageable_memcpy"
+EXPECTED_KIND = "host_built_tensors"
 ROLE = "pair"
 VARIANTS = ("before", "after")
 FIX = "the grids made on the device once per feature-map size and reused (nothing else)"

@@ -15,7 +15,7 @@ from ._host_consts import LM
 from ._util import Step, autocast, is_cuda
 
 NAME = "holdout53_host_mask_lm_train"
-EXPECTED_KIND = "pageable_memcpy"
+EXPECTED_KIND = "host_built_tensors"
 ROLE = "pair"
 VARIANTS = ("before", "after")
 FIX = "the mask and rotary tables registered as buffers, made once on the device (nothing else)"
