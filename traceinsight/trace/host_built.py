@@ -67,21 +67,27 @@ def copies(model) -> pd.DataFrame:
         for th, rows in model.thread_rows().items():
             r = rows[heads[rows]]
             r = r[np.argsort(ts[r], kind="stable")]
-            start, made, built = None, [], False
-            for i in r.tolist():
-                if copy_op[i]:
-                    if (made or built) and not in_input[i]:
-                        out.append((th, ts[i] if start is None else start, end[i], i, nbytes[i], tuple(made)))
-                        built = True           # (the run goes on: the next table may reuse this one's arange)
-                    start, made = None, []
-                    continue
-                if bare_feed[i] or launching_top[i] or in_input[i]:
-                    start, made, built = None, [], False
-                    continue
-                if start is None:
-                    start = ts[i]
-                if factory[i]:
-                    made.append(str(names[i]))
+            cp = copy_op[r]
+            if not cp.any():
+                continue
+            # (A loop over the copies only, each finding the run before it by search: a long trace has millions of
+            # outermost ops and few copies to the device.)
+            brk = (bare_feed[r] | launching_top[r] | in_input[r]) & ~cp
+            bounds = np.flatnonzero(cp | brk)
+            made_before = np.concatenate(([0], np.cumsum(factory[r])))
+            built_after: dict[int, bool] = {}      # a copy's position -> the run goes on past it
+            for p in np.flatnonzero(cp).tolist():
+                j = int(np.searchsorted(bounds, p)) - 1
+                b = int(bounds[j]) if j >= 0 else -1
+                # (the run goes on across a counted copy: the next table may reuse this one's arange)
+                built = b >= 0 and bool(cp[b]) and built_after.get(b, False)
+                run = r[b + 1:p]
+                made = [str(x) for x in names[run[factory[run]]]] if made_before[p] > made_before[b + 1] else []
+                counted = bool(made or built) and not in_input[r[p]]
+                if counted:
+                    out.append((th, ts[run[0]] if len(run) else ts[r[p]], end[r[p]], int(r[p]), nbytes[r[p]],
+                                tuple(made)))
+                built_after[p] = counted or built
         if not out:
             return pd.DataFrame(columns=COLUMNS)
         df = pd.DataFrame(out, columns=COLUMNS[:-1])
