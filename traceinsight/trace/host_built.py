@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .host import FEEDS_GPU, INPUT_NAMES
 from .nesting import depth_levels
 from .steps import step_at
 
@@ -24,9 +25,6 @@ FACTORY = (r"^aten::(full|zeros|ones|arange|linspace|logspace|eye|rand|randn|ran
 # (Not aten::empty: torch.tensor(python_list) runs an outermost one, then lift_fresh, and an expert review found an
 # MLM's masked ids made that way in the main thread, holdout20_mlm_masking_main, read as a constant. A small literal,
 # torch.tensor(anchors), inside a run that a factory op started still counts: the detection head's anchor grid.)
-# The input pipeline's ranges (host.INPUT_NAMES): what a DataLoader builds is data, pinning's to fix.
-INPUT = r"DataLoader|_next_data|__next__|collate|pin_memory|enumerate\("
-FEEDS_GPU = ("launch", "memcpy", "memset")
 STEADY_SHARE = 0.5            # of the full steps: built in this many is what the program does each step
 COLUMNS = ["thread", "start", "end", "copy_row", "bytes", "factories", "step"]
 
@@ -59,7 +57,8 @@ def copies(model) -> pd.DataFrame:
         if not copy_op.any():
             return pd.DataFrame(columns=COLUMNS)
         factory = is_op & model.cpu_match(FACTORY)
-        in_input = _under(cpu, model.cpu_match(INPUT))
+        # (what the input pipeline builds is data, pinning's to fix)
+        in_input = _under(cpu, model.cpu_match(INPUT_NAMES))
         ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
         names = cpu["name"].to_numpy()
         heads = (is_op & (top == np.arange(n))) | bare_feed
