@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .host import FEEDS_GPU, INPUT_NAMES
-from .nesting import depth_levels
+from .nesting import innermost_marked
 from .steps import step_at
 
 FACTORY = (r"^aten::(full|zeros|ones|arange|linspace|logspace|eye|rand|randn|randint|randperm|normal|tril_indices"
@@ -58,7 +58,8 @@ def copies(model) -> pd.DataFrame:
             return pd.DataFrame(columns=COLUMNS)
         factory = is_op & model.cpu_match(FACTORY)
         # (what the input pipeline builds is data, pinning's to fix)
-        in_input = _under(cpu, model.cpu_match(INPUT_NAMES))
+        in_input = innermost_marked(cpu["parent"].to_numpy(), cpu["depth"].to_numpy(),
+                                    model.cpu_match(INPUT_NAMES)) >= 0
         ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
         names = cpu["name"].to_numpy()
         heads = (is_op & (top == np.arange(n))) | bare_feed
@@ -94,16 +95,6 @@ def copies(model) -> pd.DataFrame:
                       else -1)
         return df.sort_values("start", kind="stable").reset_index(drop=True)
     return model.memo("host_built_copies", compute)
-
-
-def _under(cpu: pd.DataFrame, mark: np.ndarray) -> np.ndarray:
-    """Per cpu row: it or a range above it is marked."""
-    out = mark.copy()
-    parent = cpu["parent"].to_numpy()
-    for rows in depth_levels(cpu["depth"].to_numpy())[1:]:
-        p = parent[rows]
-        out[rows[(p >= 0) & out[np.maximum(p, 0)]]] = True
-    return out
 
 
 def steady(model, full_steps) -> bool:

@@ -150,3 +150,14 @@ def top_ops(parent: np.ndarray, depth: np.ndarray, is_op: np.ndarray) -> np.ndar
         inherit = (p >= 0) & is_op[np.maximum(p, 0)]
         top[rows[inherit]] = top[p[inherit]]
     return top
+
+
+def innermost_marked(parent: np.ndarray, depth: np.ndarray, mark: np.ndarray) -> np.ndarray:
+    """Per row: the innermost marked row at or above it on its thread (-1: none). Filled top-down, one depth level
+    at a time (`>= 0`: the row is, or is inside, a marked range)."""
+    out = np.where(mark, np.arange(len(parent)), -1)
+    for rows in depth_levels(depth)[1:]:
+        p = parent[rows]
+        inherit = (p >= 0) & ~mark[rows]
+        out[rows[inherit]] = out[p[inherit]]
+    return out

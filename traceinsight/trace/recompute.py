@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .nesting import depth_levels
+from .nesting import innermost_marked
 from .steps import merged_intervals, step_at
 
 # Composite forward ops a backward formula does not call (matched through model.cpu_match, once per distinct name).
@@ -48,7 +48,7 @@ def segments(model) -> pd.DataFrame:
         if not fw.any() or not engine.any():
             return pd.DataFrame(columns=COLUMNS)
         parent = cpu["parent"].to_numpy()
-        node = _innermost(parent, cpu["depth"].to_numpy(), engine)
+        node = innermost_marked(parent, cpu["depth"].to_numpy(), engine)
         rows = np.flatnonzero(fw & (node >= 0))
         rows = rows[~((parent[rows] >= 0) & fw[np.maximum(parent[rows], 0)])]      # (outermost)
         ts, end = cpu["ts"].to_numpy(dtype=float), cpu["end"].to_numpy(dtype=float)
@@ -71,17 +71,6 @@ def segments(model) -> pd.DataFrame:
                        else -1)
         return out[COLUMNS].sort_values("start", kind="stable").reset_index(drop=True)
     return model.memo("recompute_segments", compute)
-
-
-def _innermost(parent: np.ndarray, depth: np.ndarray, engine: np.ndarray) -> np.ndarray:
-    """Per cpu row: the innermost engine range at or above it on its thread (-1: none). Filled top-down, one depth
-    level at a time."""
-    out = np.where(engine, np.arange(len(parent)), -1)
-    for rows in depth_levels(depth)[1:]:
-        p = parent[rows]
-        inherit = (p >= 0) & ~engine[rows]
-        out[rows[inherit]] = out[p[inherit]]
-    return out
 
 
 def _next_op_start(cpu: pd.DataFrame, is_op: np.ndarray, threads: np.ndarray, after: np.ndarray,
