@@ -202,7 +202,7 @@ def main():
     status["torch_version"] = str(torch.__version__)
     _tear_down_cupti(torch)
     recorder = _load("record_profiler").Recorder(torch, cfg, work_dir, _load("record_laps").Laps,
-                                                 _load("record_quiet").QuietKineto)
+                                                 _load("record_quiet").QuietKineto, _describe)
     status["cuda"] = recorder.cuda
     try:
         recorder.start()

@@ -8,27 +8,19 @@ import os
 import sys
 import signal
 import threading
-import traceback
 import weakref
 
 
-def _describe(exc):
-    """'TypeName: message' on one line (module-qualified for non-builtins, like python)."""
-    try:
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    except Exception:  # a broken __str__
-        text = type(exc).__name__
-    return " ".join(text.split()) or type(exc).__name__
-
 class Recorder:
     """Owns the profiler sessions and the hooks that step them (main thread only). `laps` is
-    record_laps.Laps and `quiet` record_quiet.QuietKineto, handed in by record_boot, which loads the files
-    by path."""
+    record_laps.Laps, `quiet` record_quiet.QuietKineto and `describe` record_boot's one-line exception text,
+    handed in by record_boot, which loads the files by path."""
 
-    def __init__(self, torch, cfg, work_dir, laps, quiet):
+    def __init__(self, torch, cfg, work_dir, laps, quiet, describe):
         from torch.profiler import ProfilerActivity, profile, schedule
 
         self.torch = torch
+        self._describe = describe
         self._profile = _lean_profile_class(torch, profile)
         self._schedule = schedule
         self.cfg = cfg
@@ -258,7 +250,7 @@ class Recorder:
         self.depth = 0
 
     def _internal_error(self, exc):
-        self._give_up("traceinsight record: profiling stopped after an internal error: " + _describe(exc))
+        self._give_up("traceinsight record: profiling stopped after an internal error: " + self._describe(exc))
 
     def _give_up(self, msg):
         """Say why, stop the session (what it had exported stays) and record nothing more."""
@@ -320,7 +312,7 @@ class Recorder:
         try:
             self._stop_current()
         except Exception as exc:
-            msg = "traceinsight record: stopping the profiler failed: " + _describe(exc)
+            msg = "traceinsight record: stopping the profiler failed: " + self._describe(exc)
             self.warnings.append(msg)
             print(msg, file=sys.stderr)
         for handle in self._fwd_handles + ([self._opt_handle] if self._opt_handle else []):
