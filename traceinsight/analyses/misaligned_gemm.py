@@ -1,0 +1,135 @@
+"""misaligned_gemm: tensor-core GEMMs run on narrow-aligned kernels because a dimension is not a multiple of
+8 (16-bit) or 4 (TF32): a vocabulary of 50257, 429 concatenated features (trace/gemm_align.py). Padding the
+dimension lets cuBLAS take its aligned kernels; the padded rows are never a target, the padded columns zeros.
+
+The estimate prices each misaligned product at the speed the trace's own aligned products reach (FLOPs over
+time, from their ops' Input Dims) where the trace has shapes; without them, at ALIGNED_SHARE of its time. Not
+for the products an eager attention core runs on its [T, T] scores (attention's fix, SDPA, removes them).
+Not validated against a measured fix (the fifty-fourth held-out set is registered and not yet recorded): the
+report says so (estimate/likely.py gives the kind no band), and the confidence is at most medium.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..trace.gemm_align import aligned_rows, flops, product_op, misaligned_rows, narrow
+from ..trace.unasked import launched_in
+from . import attention
+from .base import KERNELS_GO, Context, Finding, KindSpec
+from .fixes import ScaleKernels
+from .fusion_candidates import ELEMENTWISE
+
+SPEC = KindSpec("misaligned_gemm", "slowed by misaligned GEMM dimensions",
+                cost_basis="the narrow-aligned GEMM kernels' measured time less that time at the speed of the "
+                           "trace's aligned GEMMs",
+                beyond_cost=KERNELS_GO)
+
+# Below this share of the GPU's time the misaligned products are noise, not a finding (a classifier's
+# 10-class head runs align2, in microseconds).
+MIN_GPU_SHARE = 0.03
+# A kernel this short is bound by its launch and its memory latency, not by how it loads.
+MIN_KERNEL_US = 10.0
+# Without shapes: what an aligned kernel takes, as a share of the misaligned one's time (provisional).
+ALIGNED_SHARE = 0.5
+RANGE = (0.3, 0.8)
+# Aligned products this small are latency-bound: their speed is not the speed a large one would reach.
+MIN_GFLOP = 1.0
+# A small misaligned product would not reach the large ones' speed aligned either: priced by FLOPs, an aligned
+# kernel takes at least this share of its time (5x; align1 against align8 loads one element in eight).
+MAX_GAIN = 0.2
+
+
+def analyze(ctx: Context) -> list[Finding]:
+    m = ctx.model
+    g = m.gpu
+    bad = misaligned_rows(m)
+    if not bad.any():
+        return []
+    rows = np.flatnonzero(bad & ~launched_in(m, g))
+    attn = {r for c in attention.cores(ctx, ELEMENTWISE) for r in c.rows}
+    rows = np.array([r for r in rows if r not in attn], dtype=np.int64)
+    if not len(rows):
+        return []
+    k = g.iloc[rows]
+    typical = k.groupby("name")["dur"].median()
+    names = sorted(typical.index[typical >= MIN_KERNEL_US])
+    k = ctx.gpu_in_full_steps(k[k["name"].isin(names)])
+    busy = float(ctx.gpu_in_full_steps(g)["dur"].sum())
+    if k.empty or not busy or k["dur"].sum() < MIN_GPU_SHARE * busy:
+        return []
+    speed = _aligned_speed(ctx)         # FLOPs per us of the trace's large aligned products, or None
+    shares, products = {}, []
+    for name, kk in k.groupby("name"):
+        ops = [product_op(m, int(r)) for r in kk["launcher"]]
+        priced = [flops(m.cpu["name"].iat[o], m.cpu["input_dims"].iat[o]) if o >= 0 else None for o in ops]
+        known = [(f, d) for f, d in zip(priced, kk["dur"]) if f is not None]
+        if speed and known:
+            share = float(np.clip(np.median([f[0] / speed / d for f, d in known if d > 0]), MAX_GAIN, 1.0))
+        else:
+            share = ALIGNED_SHARE
+        shares[name] = share
+        op = next((m.cpu["name"].iat[o] for o in ops if o >= 0), "?")
+        shape = next((f[1] for f in priced if f is not None), None)
+        products.append({"kernel": name[:140], "op": op, "align": narrow(name), "runs": int(len(kk)),
+                         "ms": round(float(kk["dur"].sum()) / 1000, 3),
+                         "shape (M, N, K[, batch])": list(shape) if shape else None,
+                         "odd N": sorted({f[1][1] for f in priced if f is not None and f[1][1] % 8}),
+                         "odd K": sorted({f[1][2] for f in priced if f is not None and f[1][2] % 8})})
+    k = k.assign(step=ctx.step_of(k["ts"].to_numpy()))
+    per_step = k.groupby("step")["dur"].sum()
+    t = ctx.per_step_median(per_step)
+    saved = sum(float(kk["dur"].sum()) * (1 - shares[n]) for n, kk in k.groupby("name"))
+    frac = saved / max(float(k["dur"].sum()), 1e-9)
+    products.sort(key=lambda p: -p["ms"])
+    odd = _culprits(products)
+    for p in products:
+        p["dims not a multiple of 8"] = sorted(set(p.pop("odd N")) | set(p.pop("odd K")))
+    ev = {"misaligned_gemm_ms_per_step": round(t / 1000, 3),
+          "pct_of_gpu_time": round(100 * float(k["dur"].sum()) / busy, 1),
+          "products": products[:6],
+          "priced_by": ("FLOPs at the trace's aligned GEMM speed" if speed and any(p["shape (M, N, K[, batch])"]
+                        for p in products) else f"an assumed {1 / ALIGNED_SHARE:.1f}x (no shapes in the trace)")}
+    which = (f"dimension{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd[:4]))}" if odd else
+             "a dimension (record with record_shapes=True to see which)")
+    fixes = tuple(ScaleKernels(f"^{re.escape(n)}$", shares[n],
+                               bounds=(min(shares[n], RANGE[0]), max(shares[n], RANGE[1])))
+                  for n in sorted(shares))
+    return [Finding(
+        kind=SPEC.kind,
+        title=(f"Matrix multiplies on narrow-aligned kernels: {which} not a multiple of 8 "
+               f"({ev['pct_of_gpu_time']}% of GPU time)"),
+        lost_per_step_us=t * frac, lost_total_us=float(per_step.sum()) * frac,
+        fix=(f"Pad {which} to a multiple of 8 (64 for a vocabulary: nanoGPT pads 50257 to 50304; Megatron's "
+             "make_vocab_size_divisible_by): extra vocabulary rows that are never a target, zero feature columns. "
+             "cuBLAS then runs the product on kernels that load and store 16 bytes at a time."),
+        confidence="medium" if ev["priced_by"].startswith("FLOPs") else "low", evidence=ev, fixes=fixes)]
+
+
+def _culprits(products: list[dict]) -> list[int]:
+    """The dimensions to pad. A product's output is a fresh row-major tensor, so an odd N (its last dimension)
+    is misaligned for certain; K is the inputs' contiguous dimension unless an input is a transposed view, which
+    Input Dims do not show (backward's dW = dY^T X has the token count as K). M, the rows, never is: an odd token
+    count is no one's contiguous dimension. So the odd N of any product (the vocabulary in the head's forward, the
+    features in the first layer's dX), else the odd K (the features in an inference-only first layer)."""
+    n = {d for p in products for d in p["odd N"]}
+    return sorted(n or {d for p in products for d in p["odd K"]})
+
+
+def _aligned_speed(ctx: Context) -> float | None:
+    """FLOPs per us of the trace's aligned tensor-core products of at least MIN_GFLOP, from their ops'
+    Input Dims (None where the trace has no shapes or no such product)."""
+    m = ctx.model
+    g = m.gpu
+    rows = np.flatnonzero(aligned_rows(m) & ~launched_in(m, g))
+    if not len(rows):
+        return None
+    k = ctx.gpu_in_full_steps(g.iloc[rows])
+    total_f, total_t = 0.0, 0.0
+    for r, d in zip(k["launcher"].to_numpy(), k["dur"].to_numpy()):
+        o = product_op(m, int(r))
+        f = flops(m.cpu["name"].iat[o], m.cpu["input_dims"].iat[o]) if o >= 0 else None
+        if f and f[0] >= MIN_GFLOP * 1e9 and d > 0:
+            total_f, total_t = total_f + f[0], total_t + d
+    return total_f / total_t if total_t else None
