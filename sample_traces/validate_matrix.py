@@ -537,7 +537,14 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         # The fifty-third held-out set (constants a forward needs built on the host every call and copied -> made once
         # on the device; an LM fed from pinned memory as the healthy control; registered before it was recorded): one
         # H100 host, four processes (A-D).
-        "h100_clean66A": "h100", "h100_clean66B": "h100", "h100_clean66C": "h100", "h100_clean66D": "h100"}
+        "h100_clean66A": "h100", "h100_clean66B": "h100", "h100_clean66C": "h100", "h100_clean66D": "h100",
+        # The fifty-fourth held-out set (GEMM dimensions not a multiple of 8 -> padded; an LM over an odd token count
+        # as the healthy control; registered before it was recorded): one H100 host, six processes (A-D scored as
+        # registered, E-F recorded after them in the same lease).
+        "h100_clean67A": "h100", "h100_clean67B": "h100", "h100_clean67C": "h100", "h100_clean67D": "h100",
+        "h100_clean67E": "h100", "h100_clean67F": "h100",
+        # ... and on another host, after misaligned_gemm was priced on clean67 (scored with the tool as committed).
+        "h200_clean68A": "h200", "h200_clean68B": "h200", "h100_clean68A": "h100", "h100_clean68B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.

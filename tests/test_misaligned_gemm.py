@@ -1,9 +1,13 @@
-"""misaligned_gemm (not validated against a measured fix: the fifty-fourth held-out set is registered and not
-recorded). Kernel names as real traces spell them; Input Dims as Kineto writes them."""
+"""misaligned_gemm: GEMM dimensions not a multiple of 8. Kernel names as real traces spell them; Input Dims as Kineto
+writes them; estimates against the fifty-fourth held-out set's measured fixes (two programs on one H100 host, the only
+ones: the report calls the kind not validated)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from matrix_runs import doc, kinds, measured
 from traceinsight.analyses.misaligned_gemm import _culprits
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
@@ -64,3 +68,43 @@ def test_the_dimension_to_pad_is_an_output_width_before_an_inner_one():
     # An inference-only first layer over 429 features: [B, 429] x [429, 4096], 429 only ever K.
     assert _culprits([{"odd N": [], "odd K": [429]}]) == [429]
     assert _culprits([{"odd N": [], "odd K": []}]) == []
+
+
+# The fifty-fourth held-out set (sample_traces/matrix/h100_clean67*, registered before it was recorded; one H100 host,
+# four processes scored as registered, E-F recorded after them). Estimates against its measured un-profiled steps.
+RUNS = ("h100_clean67A", "h100_clean67C", "h100_clean67F")
+LM, TABULAR, CONTROL = ("holdout54_odd_vocab_lm_train", "holdout54_odd_features_tabular_train",
+                        "holdout54_odd_tokens_healthy")
+
+
+def _finding(d: dict) -> dict:
+    return next(f for f in d["findings"] if f["kind"] == "misaligned_gemm")
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("wl,dim", ((LM, 50257), (TABULAR, 429)))
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_odd_dimension_is_the_top_finding_and_its_estimate_meets_the_measured_fix(run, wl, dim, setting):
+    d = doc(run, wl, "before", setting)
+    assert kinds(d)[0] == "misaligned_gemm"
+    f = _finding(d)
+    step = d["whatif"]["unprofiled_step_ms"]
+    predicted = step / (step - f["estimated_savings_ms"])
+    truth = measured(run, wl, "before") / measured(run, wl, "after")
+    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
+    assert "multiple of 8" in f["fix"] and "Pad" in f["fix"]
+    if setting == "stack":                # record_shapes: the dimension is named, the price from FLOPs
+        assert str(dim) in f["title"] and f["confidence"] == "medium"
+        assert f["evidence"]["priced_by"].startswith("FLOPs")
+    else:                                 # no shapes: said so, priced by the kernels' alignment
+        assert "record_shapes" in f["title"] and f["confidence"] == "low"
+    assert "not validated" in f["likely_basis"]
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_an_odd_token_count_is_no_ones_contiguous_dimension(run, setting):
+    """15 x 509 tokens over a vocabulary of 32000: every product takes the aligned kernels, the step is healthy."""
+    d = doc(run, CONTROL, "before", setting)
+    assert d["healthy"], kinds(d)
+    assert "misaligned_gemm" not in [f["kind"] for f in d["findings"] + d["minor_findings"]]
