@@ -24,7 +24,8 @@ from .fusion_candidates import ELEMENTWISE
 
 SPEC = KindSpec("misaligned_gemm", "slowed by misaligned GEMM dimensions",
                 cost_basis="the narrow-aligned GEMM kernels' measured time less that time at the speed of the "
-                           "trace's aligned GEMMs",
+                           "trace's aligned GEMMs by FLOPs, or at an assumed speed-up by alignment where the trace "
+                           "cannot give that speed (evidence.priced_by says which)",
                 beyond_cost=KERNELS_GO)
 
 # Below this share of the GPU's time the misaligned products are noise, not a finding (a classifier's
@@ -67,7 +68,7 @@ def analyze(ctx: Context) -> list[Finding]:
     if k.empty or not busy or k["dur"].sum() < MIN_GPU_SHARE * busy:
         return []
     speed = _aligned_speed(ctx)         # FLOPs per us of the trace's large aligned products, or None
-    shares, bounds, products = {}, {}, []
+    shares, bounds, products, by_flops = {}, {}, [], set()
     for name, kk in k.groupby("name"):
         ops = [product_op(m, int(r)) for r in kk["launcher"]]
         priced = [flops(m.cpu["name"].iat[o], m.cpu["input_dims"].iat[o]) if o >= 0 else None for o in ops]
@@ -77,6 +78,7 @@ def analyze(ctx: Context) -> list[Finding]:
                                      for f, d in known if d > 0]))
             share = min(share, 1.0)
             bounds[name] = (share * FLOPS_RANGE[0], min(1.0, share * FLOPS_RANGE[1]))
+            by_flops.add(name)
         else:
             share = ALIGNED_SHARE.get(narrow(name), UNMEASURED_SHARE)
             bounds[name] = (min(share, RANGE[0]), max(share, RANGE[1]))
@@ -100,11 +102,7 @@ def analyze(ctx: Context) -> list[Finding]:
     ev = {"misaligned_gemm_ms_per_step": round(t / 1000, 3),
           "pct_of_gpu_time": round(100 * float(k["dur"].sum()) / busy, 1),
           "products": products[:6],
-          "priced_by": ("FLOPs at the trace's aligned GEMM speed" if speed and any(p["shape (M, N, K[, batch])"]
-                        for p in products) else
-                        "an assumed speed-up by the kernels' alignment (no shapes in the trace): "
-                        + ", ".join(f"align{a} {1 / ALIGNED_SHARE.get(a, UNMEASURED_SHARE):.0f}x"
-                                    for a in sorted({p['align'] for p in products})))}
+          "priced_by": _priced_by(speed, by_flops, products)}
     which = (f"dimension{'s' if len(odd) > 1 else ''} {', '.join(map(str, odd[:4]))}" if odd else
              "a dimension (record with record_shapes=True to see which)")
     fixes = tuple(ScaleKernels(f"^{re.escape(n)}$", shares[n],
@@ -115,10 +113,26 @@ def analyze(ctx: Context) -> list[Finding]:
         title=(f"Matrix multiplies on narrow-aligned kernels: {which} not a multiple of 8 "
                f"({ev['pct_of_gpu_time']}% of GPU time)"),
         lost_per_step_us=t * frac, lost_total_us=float(per_step.sum()) * frac,
-        fix=(f"Pad {which} to a multiple of 8 (64 for a vocabulary: nanoGPT pads 50257 to 50304; Megatron's "
-             "make_vocab_size_divisible_by): extra vocabulary rows that are never a target, zero feature columns. "
+        fix=(f"Pad {which} to a multiple of 8 (a vocabulary to a multiple of 64, as nanoGPT pads 50257 to 50304 and "
+             "Megatron's make_vocab_size_divisible_by does, with extra rows that are never a target; concatenated "
+             "features with zero columns). "
              "cuBLAS then runs the product on kernels that load and store 16 bytes at a time."),
-        confidence="medium" if ev["priced_by"].startswith("FLOPs") else "low", evidence=ev, fixes=fixes)]
+        confidence="medium" if by_flops == set(shares) else "low", evidence=ev, fixes=fixes)]
+
+
+def _priced_by(speed: float | None, by_flops: set, products: list[dict]) -> str:
+    """What the estimate rests on, in the report's words."""
+    if by_flops and len(by_flops) == len(products):
+        how = f"FLOPs at the trace's aligned GEMM speed ({speed / 1e6:.0f} TFLOP/s over its products of 1 GFLOP or more)"
+    else:
+        why = ("no shapes in the trace" if not any(p["shape (M, N, K[, batch])"] for p in products) else
+               "no aligned product of 1 GFLOP or more in the trace to price by" if not speed else
+               "some products without shapes")
+        how = (f"an assumed speed-up by the kernels' alignment ({why}): "
+               + ", ".join(f"align{a} {1 / ALIGNED_SHARE[a]:.0f}x (fitted on held-out set 54's two programs)"
+                           if a in ALIGNED_SHARE else f"align{a} {1 / UNMEASURED_SHARE:.0f}x (unmeasured)"
+                           for a in sorted({p['align'] for p in products})))
+    return how + "; not validated: measured on two programs on one H100"
 
 
 def _culprits(products: list[dict]) -> list[int]:
