@@ -6,11 +6,10 @@ removes the work with the copy and its wait), with the copy call as its blocker.
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
+from ..trace.dims import parsed
 from ..trace.model import TraceModel
 from ..trace.pycalls import calls_in
 from .base import Context
@@ -92,13 +91,8 @@ def _starting_in(starts: dict, thread: str, a: float, b: float, right: bool) -> 
 
 def _first_dims(raw) -> list | None:
     """The first input's shape in a recorded op's Input Dims (b'[[16384], [], []]'), or None."""
-    if not raw:
-        return None
-    try:
-        dims = json.loads(raw)
-    except ValueError:
-        return None
-    first = dims[0] if isinstance(dims, list) and dims else None
+    dims = parsed(raw)
+    first = dims[0] if dims else None
     return first if isinstance(first, list) and first and all(isinstance(x, int) for x in first) else None
 
 

@@ -2,7 +2,9 @@
 only the few a table shows into text."""
 from __future__ import annotations
 
+import json
 import re
+from functools import lru_cache
 
 
 def dims_text(raw, limit: int = 200) -> str:
@@ -14,3 +16,20 @@ def dims_text(raw, limit: int = 200) -> str:
     if len(b) > limit:
         b = b[:b.rfind(b",", 0, limit) + 1 or limit] + b"..."
     return b.decode("utf-8", "replace")
+
+
+def parsed(raw) -> list | None:
+    """Input Dims as lists ([[4096, 768], [768, 50257]]), or None where missing or not JSON. Parsed once per distinct
+    text: a program's products repeat a few shapes thousands of times. (Shared: callers read, never change, them.)"""
+    if not raw:
+        return None
+    dims = _parsed(bytes(raw))
+    return dims if isinstance(dims, list) else None
+
+
+@lru_cache(maxsize=65536)
+def _parsed(text: bytes):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

@@ -11,12 +11,12 @@ the misaligned kernel at the speed the trace's aligned products reach. FP32 with
 """
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pandas as pd
 
+from .dims import parsed
 from .model import TraceModel
 
 GEMM_NAME = r"gemm|xmma|nvjet|Cijk_"
@@ -91,11 +91,8 @@ def product_op(model: TraceModel, launcher: int) -> int:
 
 def flops(op: str, raw) -> tuple[float, tuple] | None:
     """(FLOPs, (M, N, K[, batch])) of a GEMM op from its Input Dims; None where they are missing or odd."""
-    try:
-        dims = json.loads(bytes(raw)) if raw else None
-    except (ValueError, TypeError):
-        return None
-    if not isinstance(dims, list):
+    dims = parsed(raw)
+    if dims is None:
         return None
     kind = GEMM_OPS.get(op)
     shapes = [d for d in dims if isinstance(d, list) and len(d) >= 2]
