@@ -1,5 +1,6 @@
 """The committed matrix runs as tests read them: a trace's path, its report (analyzed once per session), the measured
-un-profiled step of a variant (its run's manifest), the kinds a report ranks."""
+un-profiled step of a variant (its run's manifest), the kinds a report ranks, and a fix's speed-up as predicted and as
+measured."""
 from __future__ import annotations
 
 import json
@@ -31,3 +32,14 @@ def measured(run: str, wl: str, var: str) -> float:
 
 def kinds(d: dict) -> list[str]:
     return [f["kind"] for f in d["findings"]]
+
+
+def predicted_speedup(d: dict, finding: dict) -> float:
+    """The report's un-profiled step over that step less the finding's estimated saving."""
+    step = d["whatif"]["unprofiled_step_ms"]
+    return step / (step - finding["estimated_savings_ms"])
+
+
+def measured_speedup(run: str, wl: str) -> float:
+    """The measured fix: the before variant's un-profiled median over the after variant's."""
+    return measured(run, wl, "before") / measured(run, wl, "after")

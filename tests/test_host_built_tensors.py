@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix_runs import ROOT, doc, kinds, measured
+from matrix_runs import ROOT, doc, kinds, measured_speedup, predicted_speedup
 
 RUNS = ("h100_clean66A", "h100_clean66B", "h100_clean66C", "h100_clean66D")
 DETECT, LM, CONTROL = "holdout53_host_grid_detect_infer", "holdout53_host_mask_lm_train", "holdout53_pinned_feed_healthy"
@@ -30,9 +30,7 @@ def _spread(run, wl):
 
 def _speedups(run, wl, setting):
     d = doc(run, wl, "before", setting)
-    step = d["whatif"]["unprofiled_step_ms"]
-    predicted = step / (step - _finding(d)["estimated_savings_ms"])
-    return d, predicted, measured(run, wl, "before") / measured(run, wl, "after")
+    return d, predicted_speedup(d, _finding(d)), measured_speedup(run, wl)
 
 
 @pytest.mark.parametrize("run", RUNS[1:])

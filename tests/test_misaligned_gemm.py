@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from matrix_runs import doc, kinds, measured
+from matrix_runs import doc, kinds, measured_speedup, predicted_speedup
 from traceinsight.analyses.misaligned_gemm import _culprits
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
@@ -88,9 +88,7 @@ def test_odd_dimension_is_the_top_finding_and_its_estimate_meets_the_measured_fi
     d = doc(run, wl, "before", setting)
     assert kinds(d)[0] == "misaligned_gemm"
     f = _finding(d)
-    step = d["whatif"]["unprofiled_step_ms"]
-    predicted = step / (step - f["estimated_savings_ms"])
-    truth = measured(run, wl, "before") / measured(run, wl, "after")
+    predicted, truth = predicted_speedup(d, f), measured_speedup(run, wl)
     assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
     assert "multiple of 8" in f["fix"] and "Pad" in f["fix"]
     if setting == "stack":                # record_shapes: the dimension is named, the price from FLOPs
