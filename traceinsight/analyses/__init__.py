@@ -4,13 +4,13 @@ by cause. This registry is the one place that lists the kinds: every other layer
 """
 from __future__ import annotations
 
-from . import (activation_checkpointing, anomaly_detection, attribution, collective_wait, cuda_startup, cudnn_benchmark, dependency_wait, exposed_communication, fp32_matmul,
-               fusion_candidates, graph_capture, host_bound, host_built_tensors, launch_overhead, layout_permute, misaligned_gemm, pageable_memcpy,
+from . import (activation_checkpointing, anomaly_detection, attribution, collective_wait, cuda_startup, cudnn_benchmark, dependency_wait, exposed_communication, float64_compute,
+               fp32_matmul, fusion_candidates, graph_capture, host_bound, host_built_tensors, launch_overhead, layout_permute, misaligned_gemm, pageable_memcpy,
                profiler_overhead, recompile, sync_stall, unfused_optimizer)
 from .base import Context, Finding, KindSpec
 
 _MODULES = (graph_capture, cuda_startup, recompile, cudnn_benchmark, anomaly_detection, launch_overhead, sync_stall, host_built_tensors, pageable_memcpy, layout_permute, host_bound,
-            fp32_matmul, misaligned_gemm, unfused_optimizer, activation_checkpointing, fusion_candidates, collective_wait, dependency_wait,
+            fp32_matmul, float64_compute, misaligned_gemm, unfused_optimizer, activation_checkpointing, fusion_candidates, collective_wait, dependency_wait,
             exposed_communication, profiler_overhead)
 
 # kind -> analyze(ctx), in the order they run.

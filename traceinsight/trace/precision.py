@@ -38,3 +38,13 @@ def fp32_convolutions_count(model: TraceModel) -> bool:
     tensor cores (then the setting or the GPU is what keeps them in FP32)."""
     return model.memo("fp32_convolutions_count", lambda: bool(
         len(model.gpu) and model.gpu_match(FP32_CONV).any() and not model.gpu_match(TENSOR_CORE_CONV).any()))
+
+
+# Kernels that compute on float64 (doubles). The element type shows in the kernel's template arguments
+# (FillFunctor<double>, ReduceOp<double, ...>, a lambda(double)), or in cuBLAS's name for a double GEMM
+# (dgemm, d884gemm, f64f64). A kernel's name also lists its scalar parameters, and those are double for any
+# dtype (the fused Adam's lr and betas, batch norm's eps and momentum): ", double" there is no float64 data.
+FP64 = r"<double\b|gemv\w*<(?:int, )*double\b|lambda\(double|\(double(?:, double)*\)#|dgemm|d884gemm|d8816gemm|f64f64|gemm_f64"
+# Of those, the GEMMs and convolutions: on a data-centre GPU float64 runs at the FP32 rate (A100 19.5 against
+# 19.5 TFLOP/s, H100 67 against 67), so TF32 gains on them what it gains on plain FP32 ones.
+FP64_MATMUL = rf"(?i)^(?=.*(?:{FP64})).*(?:gemm|gemv|{CONV})"
