@@ -1,0 +1,53 @@
+"""float64_compute: a model run in float64 by accident. Which kernel names are float64 work (the element type), and
+which only list double scalar parameters (every optimizer and batch-norm kernel does)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from traceinsight.trace.precision import FP64, FP64_MATMUL
+
+FLOAT64 = [
+    # cuBLAS double GEMMs and GEMVs, cuDNN's double convolution
+    ("sm90_xmma_gemm_f64f64_f64f64_f64_nn_n_tilesize64x64x16_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", True),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(Params)", True),
+    ("volta_dgemm_128x64_nn", True),
+    ("void gemv2T_kernel_val<int, int, double, double, double, double, 128, 16, 4, 4, false, false>(params)", True),
+    ("void implicit_convolve_dgemm<double, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, double const*)", True),
+    # ATen's elementwise and reduction kernels templated on double
+    ("void at::native::vectorized_elementwise_kernel<2, at::native::FillFunctor<double>, std::array<char*, 1ul> >"
+     "(int, at::native::FillFunctor<double>, std::array<char*, 1ul>)", False),
+    ("void at::native::unrolled_elementwise_kernel<at::native::(anonymous namespace)::launch_clamp_scalar("
+     "at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() "
+     "const::{lambda()#1}::operator()() const::{lambda(double)#1}, std::array<char*, 2ul> >", False),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<double, at::native::MeanOps<double, double, double, "
+     "double>, unsigned int, double, 4, 4> >(at::native::ReduceOp<double, at::native::MeanOps<double, double, double, "
+     "double>, unsigned int, double, 4, 4>)", False),
+]
+NOT_FLOAT64 = [
+    # float32 and bf16 kernels whose scalar parameters are doubles
+    "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::"
+    "FusedOptimizerTensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, "
+    "(at::native::ADAM_MODE)1, false>, float const*, double, double, double, double, double, bool, float const*, "
+    "float const*>",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::batch_norm_calc_invstd("
+    "at::Tensor const&, at::Tensor const&, double)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() "
+    "const::{lambda(float)#1}, std::array<char*, 2ul> >",
+    "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4, "
+    "at::native::templates::cuda::uniform_kernel<at::CUDAGeneratorImpl*>(at::TensorIteratorBase&, double, double, "
+    "at::CUDAGeneratorImpl*)::{lambda(float)#1}>",
+    "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+    "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_TNT",
+]
+
+
+@pytest.mark.parametrize("name,matmul", FLOAT64, ids=lambda x: str(x)[:40])
+def test_float64_kernels_are_read_from_their_element_type(name, matmul):
+    assert re.search(FP64, name)
+    assert bool(re.search(FP64_MATMUL, name)) == matmul
+
+
+@pytest.mark.parametrize("name", NOT_FLOAT64, ids=lambda x: x[:40])
+def test_double_scalar_parameters_are_not_float64_work(name):
+    assert not re.search(FP64, name)
