@@ -5,7 +5,10 @@ convolution and elementwise kernel then runs on doubles. Which kernels those are
 The fix is float32 data and model with TF32 allowed. Its estimate scales the float64 kernels: the GEMMs and
 convolutions by fp32_matmul's TF32 speed-up (on a data-centre GPU float64 runs at the plain-FP32 rate), the rest by
 half (their bytes halve; they are memory-bound). A GPU with a slow float64 unit (a consumer card's 1/64 rate) gains
-more than this says. Drafted before the fifty-fifth held-out set was recorded (sample_traces/matrix/README.md).
+more than this says. Drafted before the fifty-fifth held-out set was recorded, and measured only there (two
+programs on one H200 host, sample_traces/matrix/README.md: an MLP 5.4x, a 1-D conv net 4.4-5.2x, predicted -3% to -18%
+once cuDNN's float64 convolutions, which name their type only in pointer parameters, were read): estimate/likely.py
+gives the kind no band, the report says it is not validated, and the confidence is low.
 """
 from __future__ import annotations
 
@@ -58,11 +61,11 @@ def analyze(ctx: Context) -> list[Finding]:
     ev = {"float64_ms_per_step": round(t / 1000, 3),
           "pct_of_gpu_time": round(100 * float(k["dur"].sum()) / busy, 1),
           "gemm_and_conv_pct": round(100 * float(k["dur"][is_mm].sum()) / float(k["dur"].sum()), 1),
-          "ops": {str(o)[:80]: round(float(v) / 1000, 3) for o, v in ops.sort_values(ascending=False).head(6).items()},
+          "ms_by_op_in_window": {str(o)[:80]: round(float(v) / 1000, 3) for o, v in ops.sort_values(ascending=False).head(6).items()},
           "kernels": k["name"].str.slice(0, 120).value_counts().head(4).to_dict(),
           "assumed_speedup": (f"GEMMs and convolutions {central:.1f}x (range 2x-{peak:.1f}x, this GPU's TF32/FP32 peak "
-                              f"ratio), the rest 2x (half the bytes); not validated: drafted before any measurement")}
-    top = ", ".join([o for o in ev["ops"] if o != "?"][:3]) or "ops not in the trace"
+                              f"ratio), the rest 2x (half the bytes); not validated: measured on two programs on one H200")}
+    top = ", ".join([o for o in ev["ms_by_op_in_window"] if o != "?"][:3]) or "ops not in the trace"
     fixes = []
     if matmul:
         fixes.append(ScaleKernels("^(?:" + "|".join(re.escape(n) for n in sorted(matmul)) + ")$", 1 / central,

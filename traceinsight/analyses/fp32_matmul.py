@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from ..trace.unasked import launched_in
-from ..trace.precision import FP32_CONV, FP32_CONV_EXTRAS, FP32_GEMM_ONLY, fp32_convolutions_count
+from ..trace.precision import FP32_CONV, FP32_CONV_EXTRAS, FP32_GEMM_ONLY, fp32_convolutions_count, fp32_gemms_count
 from .base import KERNELS_GO, Context, Finding, KindSpec
 from .fixes import DropKernels, ScaleKernels
 
@@ -58,8 +58,11 @@ def tensor_core_arch(ctx: Context) -> int | None:
 def analyze(ctx: Context) -> list[Finding]:
     gpu = ctx.model.gpu
     m = ctx.model
-    convs = fp32_convolutions_count(m)
-    fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(FP32_GEMM_ONLY + (f"|{FP32_CONV}" if convs else ""))]
+    convs, gemms = fp32_convolutions_count(m), fp32_gemms_count(m)
+    if not (convs or gemms):
+        return []
+    pattern = "|".join([FP32_GEMM_ONLY] * gemms + [f"(?i){FP32_CONV}" if not gemms else FP32_CONV] * convs)
+    fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(pattern)]
     fp32 = fp32[~launched_in(m, fp32)]      # (not cuDNN's trials, the autotuner's runs: the choice ran after)
     # By each kernel's typical run, not each run: a 6.7 us convolution that took 10 us four times in 25 is
     # still a 6.7 us one.

@@ -35,7 +35,9 @@ GEMM_OPS = {"aten::mm": "mm", "aten::addmm": "addmm", "aten::bmm": "bmm", "aten:
 
 def element_bytes(name: str) -> int | None:
     """2 for a 16-bit tensor-core GEMM kernel, 4 for a TF32 / FP32 tensor-core one, None for any other."""
-    if not re.search(GEMM_NAME, name, re.I) or re.search(r"simt|sgemm|conv|fprop|dgrad|wgrad", name, re.I):
+    # (float64: cuBLAS runs double products on align1 kernels whatever the dimensions, and they are
+    # float64_compute's; nor do they set the aligned speed)
+    if not re.search(GEMM_NAME, name, re.I) or re.search(r"simt|sgemm|conv|fprop|dgrad|wgrad|d884|d8816|f64", name, re.I):
         return None
     if re.search(HALF, name, re.I):
         return 2

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from .model import TraceModel
 
-FP32_GEMM = r"sgemm|simt|gemm_f32f32_f32f32|gemmSN|gemv2T_kernel|gemvx"
+# (Not cuBLAS's matrix-vector kernels, gemv2T_kernel and gemvx: a product with one column has no tensor-core path,
+# and TF32 leaves it as it is. A float32 MLP's 2048 -> 1 head ran them with TF32 on, the fifty-fifth set's control.)
+FP32_GEMM = r"sgemm|simt|gemm_f32f32_f32f32|gemmSN"
 TENSOR_CORE = r"tf32|tensorop|s1688|s16816|h884|h1688|h16816|bf16|f16|hmma|wgmma|i8|bfloat16|half"
 CONV = r"conv(?!ert)|fprop|dgrad|wgrad|scudnn|fft2d_|winograd"
 FP32_CONV = (r"scudnn|implicit_gemm\w*_f32f32_f32f32|implicit_convolve_sgemm|fft2d_\w*<float|flip_filter<float|"
@@ -31,6 +33,16 @@ TENSOR_CORE_CONV = rf"(?i)^(?=.*(?:{CONV})).*(?:{TENSOR_CORE})"
 # An FP32 GEMM that is not a convolution's (those are FP32_CONV's to count) nor a half/bf16/tensor-core
 # one (cuDNN's implicit sgemm runs bf16 too). Case-blind, as are the names it is joined with.
 FP32_GEMM_ONLY = rf"(?i)^(?!.*(?:{CONV}))(?!.*(?:{TENSOR_CORE})).*(?:{FP32_GEMM})"
+# FP32 inputs on tensor cores: cuBLAS's TF32 kernels, CUTLASS's s1688/s16816 GEMMs without a 16-bit type. Not a
+# convolution's (cuDNN's TF32 setting is its own, on by default: HTA's A100 AlexNet runs TF32 convolutions beside
+# FP32 sgemm).
+TF32_GEMM = rf"(?i)^(?!.*(?:{CONV}))(?!.*(?:bf16|f16|h884|h1688|h16816))(?=.*(?:gemm|xmma)).*(?:tf32|s1688gemm|s16816gemm)"
+
+
+def fp32_gemms_count(model: TraceModel) -> bool:
+    """Whether the trace's plain FP32 GEMMs count: none ran on TF32 tensor cores. One that did says TF32 is on, and the
+    FP32 ones left are cuBLAS's choice for their shapes (a skinny product), not the setting's: it would not change them."""
+    return model.memo("fp32_gemms_count", lambda: not bool(len(model.gpu) and model.gpu_match(TF32_GEMM).any()))
 
 
 def fp32_convolutions_count(model: TraceModel) -> bool:
@@ -42,9 +54,11 @@ def fp32_convolutions_count(model: TraceModel) -> bool:
 
 # Kernels that compute on float64 (doubles). The element type shows in the kernel's template arguments
 # (FillFunctor<double>, ReduceOp<double, ...>, a lambda(double)), or in cuBLAS's name for a double GEMM
-# (dgemm, d884gemm, f64f64). A kernel's name also lists its scalar parameters, and those are double for any
-# dtype (the fused Adam's lr and betas, batch norm's eps and momentum): ", double" there is no float64 data.
-FP64 = r"<double\b|gemv\w*<(?:int, )*double\b|lambda\(double|\(double(?:, double)*\)#|dgemm|d884gemm|d8816gemm|f64f64|gemm_f64"
+# (dgemm, d884gemm, f64f64), or in a pointer parameter (cuDNN's dgrad_engine<...>(int, double const*, ...)). A
+# kernel's name also lists its scalar parameters, and those are double for any dtype (the fused Adam's lr and
+# betas, batch norm's eps and momentum): ", double," there is no float64 data.
+FP64 = (r"<double\b|gemv\w*<(?:int, )*double\b|lambda\(double|\(double(?:, double)*\)#|\bdouble(?: const)?\*|dgemm|"
+        r"d884gemm|d8816gemm|f64f64|gemm_f64")
 # Of those, the GEMMs and convolutions: on a data-centre GPU float64 runs at the FP32 rate (A100 19.5 against
 # 19.5 TFLOP/s, H100 67 against 67), so TF32 gains on them what it gains on plain FP32 ones.
 FP64_MATMUL = rf"(?i)^(?=.*(?:{FP64})).*(?:gemm|gemv|{CONV})"
