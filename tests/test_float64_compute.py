@@ -15,7 +15,7 @@ FLOAT64 = [
     ("sm90_xmma_gemm_f64f64_f64f64_f64_nn_n_tilesize64x64x16_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", True),
     ("void cutlass::Kernel2<cutlass_80_tensorop_d884gemm_64x64_16x4_nn_align1>(Params)", True),
     ("volta_dgemm_128x64_nn", True),
-    ("void gemv2T_kernel_val<int, int, double, double, double, double, 128, 16, 4, 4, false, false>(params)", True),
+    ("void gemv2T_kernel_val<int, int, double, double, double, double, 128, 16, 4, 4, false, false>(params)", False),
     ("void implicit_convolve_dgemm<double, 1024, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, double const*)", True),
     # ATen's elementwise and reduction kernels templated on double
     ("void at::native::vectorized_elementwise_kernel<2, at::native::FillFunctor<double>, std::array<char*, 1ul> >"
