@@ -61,8 +61,9 @@ def analyze(ctx: Context) -> list[Finding]:
     convs, gemms = fp32_convolutions_count(m), fp32_gemms_count(m)
     if not (convs or gemms):
         return []
-    pattern = "|".join([FP32_GEMM_ONLY] * gemms + [f"(?i){FP32_CONV}" if not gemms else FP32_CONV] * convs)
-    fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match(pattern)]
+    # (case-blind, as FP32_GEMM_ONLY is: its flag leads the joined pattern)
+    parts = [FP32_GEMM_ONLY.removeprefix("(?i)")] * gemms + [FP32_CONV] * convs
+    fp32 = gpu[(gpu["kind"] == "kernel").to_numpy() & m.gpu_match("(?i)" + "|".join(parts))]
     fp32 = fp32[~launched_in(m, fp32)]      # (not cuDNN's trials, the autotuner's runs: the choice ran after)
     # By each kernel's typical run, not each run: a 6.7 us convolution that took 10 us four times in 25 is
     # still a 6.7 us one.
