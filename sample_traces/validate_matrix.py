@@ -550,7 +550,11 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h200_clean69A": "h200", "h200_clean69B": "h200", "h100_clean69A": "h100", "h100_clean69B": "h100",
         # ... and, where a later lease gives an H200 again, on that host (C-D; registered in session 92), or where it
         # gives an H100, on that one (h100_clean69C-D, registered in session 92 after h100_clean69A-B were scored).
-        "h200_clean69C": "h200", "h200_clean69D": "h200", "h100_clean69C": "h100", "h100_clean69D": "h100"}
+        "h200_clean69C": "h200", "h200_clean69D": "h200", "h100_clean69C": "h100", "h100_clean69D": "h100",
+        # The fifty-sixth held-out set (nn.MultiheadAttention asked for its weights -> need_weights=False; an encoder
+        # LM already on need_weights=False as the control; registered before it was recorded): two processes on the
+        # host the lease gives.
+        "h100_clean70A": "h100", "h100_clean70B": "h100", "h200_clean70A": "h200", "h200_clean70B": "h200"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
