@@ -18,10 +18,12 @@ the GPU is not in the trace).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..trace.pycalls import callers
 from .base import Context
 
 GEMM = r"(?i)^(?!.*(?:conv|fprop|dgrad|wgrad|sdpa|flash|fmha|attention)).*(?:gemm|nvjet|cutlass|xmma|Cijk_)"
@@ -40,6 +42,12 @@ SHARE = 0.41              # the fused kernel's time over the core's GEMMs: causa
 UNMASKED = 2.0            # no mask: all the tiles
 BACKWARD = 1.9            # the backward kernels' share over the forward's (fitted on the training program)
 RANGE = (0.75, 2.0)       # the best and the worst end, times the point
+# nn.MultiheadAttention asked for its weights (need_weights=True, its default) writes its attention out in
+# F.multi_head_attention_forward, then averages the [T, S] weights over heads: a mean over the softmax's output
+# a few kernels after the core (the output projection's GEMM and its layout copy between).
+MHA_FRAME = r"\): multi_head_attention_forward$"
+MEAN = r"MeanOps"
+MEAN_WITHIN = 6           # kernels after a forward core's last
 
 
 @dataclass(frozen=True)
@@ -105,3 +113,53 @@ def _side(idx: np.ndarray, p: int, step: int, n: int, gemm, copy, inner) -> tupl
             break
         j += step
     return end, found
+
+
+def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[int, int]]:
+    """Whether the cores are nn.MultiheadAttention's weights path: "stack" where Python frames show
+    F.multi_head_attention_forward above most cores' softmax, "mean" where a trace without frames shows the weights'
+    mean over heads after most forward cores, else None; and, per core (index into `found`), the mean's GPU row,
+    which need_weights=False removes with the core."""
+    m = ctx.model
+    g, cpu = m.gpu, m.cpu
+    kind = g["kind"].to_numpy()
+    mean = m.gpu_match(MEAN) & (kind == "kernel")
+    kernel = kind == "kernel"
+    means: dict[int, int] = {}
+    for _, s in g.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=False):
+        idx = s.index.to_numpy()
+        pos = {int(r): i for i, r in enumerate(idx)}
+        for k, c in enumerate(found):
+            if c.backward or c.rows[-1] not in pos:
+                continue
+            after = [int(r) for r in idx[pos[c.rows[-1]] + 1:] if kernel[r]][:MEAN_WITHIN]
+            hit = next((r for r in after if mean[r]), None)
+            if hit is not None:
+                means[k] = hit
+    fwd = [k for k, c in enumerate(found) if not c.backward]
+    kinds = cpu["kind"].to_numpy()
+    if (kinds == "python").any():
+        names, parent, ts, end = (cpu[c].to_numpy() for c in ("name", "parent", "ts", "end"))
+        soft = ctx.model.gpu_match(SOFTMAX_FORWARD)
+        launcher = g["launcher"].to_numpy()
+        pat = re.compile(MHA_FRAME)
+
+        def in_module(c: Core) -> bool:
+            r = next((int(r) for r in c.rows if soft[r]), -1)
+            q = int(launcher[r]) if r >= 0 else -1
+            return q >= 0 and any(kinds[a] == "python" and pat.search(str(names[a]))
+                                  for a in callers(q, parent, kinds, ts, end))
+        inside = [k for k in fwd if in_module(found[k])]
+        if fwd and 2 * len(inside) > len(fwd):
+            return "stack", {k: r for k, r in means.items() if k in inside}
+        return None, {}
+    if fwd and 2 * len(means) > len(fwd):
+        return "mean", means
+    return None, {}
+
+
+def with_means(found: list[Core], means: dict[int, int], dur: np.ndarray) -> list[Core]:
+    """The cores with the weights' mean that follows them (it goes with the core: need_weights=False computes no
+    weights)."""
+    return [replace(c, rows=c.rows + (means[k],), total_us=c.total_us + float(dur[means[k]])) if k in means else c
+            for k, c in enumerate(found)]

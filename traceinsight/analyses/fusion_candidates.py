@@ -158,6 +158,8 @@ def analyze(ctx: Context) -> list[Finding]:
     # Written-out attention is a chain a library kernel replaces: its elementwise runs are not fused apart,
     # and where there is one, the fix is that call (the other chains are torch.compile's, a later step).
     cores = attention.cores(ctx, ELEMENTWISE)
+    module, means = attention.module_weights(ctx, cores) if cores else (None, {})
+    cores = attention.with_means(cores, means, m.gpu["dur"].to_numpy())
     # (A per-tensor update loop's chains are unfused_optimizer's: the compiled model does not run them, and two
     # findings must not claim one stretch; holdout28_ema_gpu_bound read +18..+21% with them in.)
     taken = {r for c in cores for r in c.rows} | update_loop_rows(ctx)
@@ -220,11 +222,24 @@ def analyze(ctx: Context) -> list[Finding]:
         title = (f"Attention written out by hand (q @ k^T, softmax, @ v; {ev['attention_cores_per_step']:g} a step, "
                  f"{ev['attention_kernel_ms_per_step']} ms of GPU work): one fused kernel instead would cut the "
                  f"GPU's busy time by about {ev['pct_of_gpu_busy']}%")
+        if module:
+            ev["multihead_attention_weights"] = (
+                "Python frames show F.multi_head_attention_forward above the cores" if module == "stack" else
+                "each forward core is followed by a mean over its output (the weights averaged over heads), as "
+                "nn.MultiheadAttention returns them; record with_stack=True to confirm")
+            title = (f"nn.MultiheadAttention writes its attention out to return the attention weights (need_weights="
+                     f"True, its default; {ev['attention_cores_per_step']:g} cores a step, "
+                     f"{ev['attention_kernel_ms_per_step']} ms of GPU work): without the weights it runs one fused "
+                     f"kernel, cutting the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
         call = ("F.scaled_dot_product_attention(q, k, v, is_causal=True) for a causal mask (attn_mask=mask for "
                 "another)" if any(c.masked for c in cores) else
                 "F.scaled_dot_product_attention(q, k, v) (attn_mask=mask where the scores get a mask added)")
         fix = (f"Replace the written-out attention with {call}: one fused kernel that keeps the scores on chip and "
-               "reads q, k, v as strided views."
+               "reads q, k, v as strided views." if not module else
+               "Pass need_weights=False to the nn.MultiheadAttention call where its weights are dropped "
+               "(out, _ = attn(q, k, v, need_weights=False)): the module then calls F.scaled_dot_product_attention, "
+               "one fused kernel that keeps the scores on chip, and computes no weights. Where the weights are read "
+               "(attention maps), ask for them only on the pass that reads them."
                + (f" Then torch.compile(model) can fuse the {len(rest) / ctx.n_full:g} chains of elementwise "
                   "kernels a step left beside it (not in this estimate)." if rest else ""))
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
