@@ -9,12 +9,16 @@ two gradients of each matmul), with the layout copies just outside them.
 
 What the fused kernel takes, as a share of the core's GEMM time: fitted on one program (a causal mask,
 bf16, T=1024, 64-wide heads, inference, an H200 and cuDNN's flash kernel: 274 us a step where the two GEMMs
-took 670 us, 0.41; holdout25_attention_infer). A causal kernel skips the masked half of the tiles, so a core
-without a mask gets twice that (not measured). The backward's kernels (cuDNN's: the fused backward, dot(dO, O)
-and dQ's conversion) took 0.77 of the four eager GEMMs they replace, 1.9x the forward's share (fitted on
-holdout25_attention_train, T=512, where the backward had been taken for 1.25x by reasoning: its held-out
-check failed there). The range: 0.75x to 2x the point (the kernel a library picks for the shape, the mask and
-the GPU is not in the trace).
+took 670 us, 0.41; holdout25_attention_infer). A core without a mask had been taken at twice that by reasoning (a
+causal kernel skips the masked half of the tiles), but the fused kernels measured against the eager GEMMs of three
+programs without a masked_fill came out at 0.27-0.41 (holdout26_attention_vit_fp16 on an H200; the fifty-sixth set's
+nn.MultiheadAttention ViT and padded text encoder on an H100: the fused kernels beat cuBLAS's batched GEMMs at these
+shapes by more than the tiles a causal kernel skips), so it gets the same share; a fourth, with an additive padding
+mask that sent SDPA to another kernel, took 0.82 (holdout26_attention_padded_infer): the range's worst end. The
+backward's kernels (cuDNN's: the fused backward, dot(dO, O) and dQ's conversion) took 0.77 of the four eager GEMMs
+they replace, 1.9x the forward's share (fitted on holdout25_attention_train, T=512, where the backward had been taken
+for 1.25x by reasoning: its held-out check failed there). The range: 0.75x to 2x the point (the kernel a library
+picks for the shape, the mask and the GPU is not in the trace).
 """
 from __future__ import annotations
 
@@ -39,7 +43,6 @@ COPY = r"direct_copy_kernel|copy_kernel"
 # forward cores of held-out set 41's GPT-2 were not found: 8.0 ms predicted against 16 ms measured.)
 DROPOUT = r"fused_dropout_kernel"
 SHARE = 0.41              # the fused kernel's time over the core's GEMMs: causal mask, forward (fitted)
-UNMASKED = 2.0            # no mask: all the tiles
 BACKWARD = 1.9            # the backward kernels' share over the forward's (fitted on the training program)
 RANGE = (0.75, 2.0)       # the best and the worst end, times the point
 # nn.MultiheadAttention asked for its weights (need_weights=True, its default) writes its attention out in
@@ -90,7 +93,7 @@ def cores(ctx: Context, elementwise: str) -> list[Core]:
                 continue
             gemm_us = float(dur[rows][gemm[rows]].sum())
             masked = bool(mask[rows].any())
-            share = SHARE * (BACKWARD if n == 2 else 1.0) * (1.0 if masked else UNMASKED)
+            share = SHARE * (BACKWARD if n == 2 else 1.0)     # masked or not (the docstring)
             out.append(Core(tuple(int(r) for r in rows), float(dur[rows].sum()), gemm_us, share * gemm_us, n == 2,
                             masked))
     return out
