@@ -50,6 +50,9 @@ RANGE = (0.75, 2.0)       # the best and the worst end, times the point
 # a few kernels after the core (the output projection's GEMM and its layout copy between).
 MHA_FRAME = r"\): multi_head_attention_forward$"
 MEAN = r"MeanOps"
+# Its native fast path (inference, no autocast) does it inside one op, summing over heads and dividing.
+NATIVE_OP = r"^aten::_native_multi_head_attention$"
+NATIVE_AVERAGE = r"reduce_kernel|(?i:div)"
 MEAN_WITHIN = 6           # kernels after a forward core's last
 
 
@@ -118,51 +121,60 @@ def _side(idx: np.ndarray, p: int, step: int, n: int, gemm, copy, inner) -> tupl
     return end, found
 
 
-def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[int, int]]:
-    """Whether the cores are nn.MultiheadAttention's weights path: "stack" where Python frames show
-    F.multi_head_attention_forward above most cores' softmax, "mean" where a trace without frames shows the weights'
-    mean over heads after most forward cores, else None; and, per core (index into `found`), the mean's GPU row,
-    which need_weights=False removes with the core."""
+def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[int, tuple[int, ...]]]:
+    """Whether the cores are nn.MultiheadAttention asked for its weights: "native" where most forward cores run
+    inside torch._native_multi_head_attention (the module's inference fast path, an op every trace names), "stack"
+    where Python frames show F.multi_head_attention_forward above them, "mean" where a trace without frames shows the
+    weights' mean over heads after most of them, else None; and, per core (index into `found`), the GPU rows that
+    average the weights, which need_weights=False removes with the core."""
     m = ctx.model
     g, cpu = m.gpu, m.cpu
     kind = g["kind"].to_numpy()
-    mean = m.gpu_match(MEAN) & (kind == "kernel")
     kernel = kind == "kernel"
-    means: dict[int, int] = {}
+    mean, native_avg = m.gpu_match(MEAN) & kernel, m.gpu_match(NATIVE_AVERAGE) & kernel
+    names, kinds, parent, ts, end = (cpu[c].to_numpy() for c in ("name", "kind", "parent", "ts", "end"))
+    launcher = g["launcher"].to_numpy()
+
+    def above(r: int, pattern: str, kind_: str) -> int:
+        """The first caller of GPU row r's launch of that kind whose name matches, or -1."""
+        q = int(launcher[r])
+        pat = re.compile(pattern)
+        return next((a for a in (callers(q, parent, kinds, ts, end) if q >= 0 else ())
+                     if kinds[a] == kind_ and pat.search(str(names[a]))), -1)
+
+    fwd = [k for k, c in enumerate(found) if not c.backward]
+    soft = m.gpu_match(SOFTMAX_FORWARD)
+    first_soft = {k: next((r for r in found[k].rows if soft[r]), -1) for k in fwd}
+    native = {k: above(r, NATIVE_OP, "op") for k, r in first_soft.items() if r >= 0}
+    native = {k: op for k, op in native.items() if op >= 0}
+    averages: dict[int, tuple[int, ...]] = {}
     for _, s in g.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=False):
         idx = s.index.to_numpy()
         pos = {int(r): i for i, r in enumerate(idx)}
-        for k, c in enumerate(found):
-            if c.backward or c.rows[-1] not in pos:
+        for k in fwd:
+            if found[k].rows[-1] not in pos:
                 continue
-            after = [int(r) for r in idx[pos[c.rows[-1]] + 1:] if kernel[r]][:MEAN_WITHIN]
-            hit = next((r for r in after if mean[r]), None)
-            if hit is not None:
-                means[k] = hit
-    fwd = [k for k, c in enumerate(found) if not c.backward]
-    kinds = cpu["kind"].to_numpy()
+            after = [int(r) for r in idx[pos[found[k].rows[-1]] + 1:] if kernel[r]][:MEAN_WITHIN]
+            if k in native:     # the sum over heads and its division, inside the same op
+                rows = tuple(r for r in after if native_avg[r] and above(r, NATIVE_OP, "op") == native[k])
+            else:
+                rows = tuple(r for r in after if mean[r])[:1]
+            if rows:
+                averages[k] = rows
+    if fwd and 2 * len(native) > len(fwd):
+        return "native", {k: r for k, r in averages.items() if k in native}
     if (kinds == "python").any():
-        names, parent, ts, end = (cpu[c].to_numpy() for c in ("name", "parent", "ts", "end"))
-        soft = ctx.model.gpu_match(SOFTMAX_FORWARD)
-        launcher = g["launcher"].to_numpy()
-        pat = re.compile(MHA_FRAME)
-
-        def in_module(c: Core) -> bool:
-            r = next((int(r) for r in c.rows if soft[r]), -1)
-            q = int(launcher[r]) if r >= 0 else -1
-            return q >= 0 and any(kinds[a] == "python" and pat.search(str(names[a]))
-                                  for a in callers(q, parent, kinds, ts, end))
-        inside = [k for k in fwd if in_module(found[k])]
+        inside = [k for k, r in first_soft.items() if r >= 0 and above(r, MHA_FRAME, "python") >= 0]
         if fwd and 2 * len(inside) > len(fwd):
-            return "stack", {k: r for k, r in means.items() if k in inside}
+            return "stack", {k: r for k, r in averages.items() if k in inside}
         return None, {}
-    if fwd and 2 * len(means) > len(fwd):
-        return "mean", means
+    if fwd and 2 * len(averages) > len(fwd):
+        return "mean", averages
     return None, {}
 
 
-def with_means(found: list[Core], means: dict[int, int], dur: np.ndarray) -> list[Core]:
-    """The cores with the weights' mean that follows them (it goes with the core: need_weights=False computes no
+def with_averages(found: list[Core], averages: dict[int, tuple[int, ...]], dur: np.ndarray) -> list[Core]:
+    """The cores with the kernels that average their weights (they go with the core: need_weights=False computes no
     weights)."""
-    return [replace(c, rows=c.rows + (means[k],), total_us=c.total_us + float(dur[means[k]])) if k in means else c
-            for k, c in enumerate(found)]
+    return [replace(c, rows=c.rows + averages[k], total_us=c.total_us + float(dur[list(averages[k])].sum()))
+            if k in averages else c for k, c in enumerate(found)]

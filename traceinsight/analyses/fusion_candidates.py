@@ -158,8 +158,8 @@ def analyze(ctx: Context) -> list[Finding]:
     # Written-out attention is a chain a library kernel replaces: its elementwise runs are not fused apart,
     # and where there is one, the fix is that call (the other chains are torch.compile's, a later step).
     cores = attention.cores(ctx, ELEMENTWISE)
-    module, means = attention.module_weights(ctx, cores) if cores else (None, {})
-    cores = attention.with_means(cores, means, m.gpu["dur"].to_numpy())
+    module, averages = attention.module_weights(ctx, cores) if cores else (None, {})
+    cores = attention.with_averages(cores, averages, m.gpu["dur"].to_numpy())
     # (A per-tensor update loop's chains are unfused_optimizer's: the compiled model does not run them, and two
     # findings must not claim one stretch; holdout28_ema_gpu_bound read +18..+21% with them in.)
     taken = {r for c in cores for r in c.rows} | update_loop_rows(ctx)
@@ -223,10 +223,12 @@ def analyze(ctx: Context) -> list[Finding]:
                  f"{ev['attention_kernel_ms_per_step']} ms of GPU work): one fused kernel instead would cut the "
                  f"GPU's busy time by about {ev['pct_of_gpu_busy']}%")
         if module:
-            ev["multihead_attention_weights"] = (
-                "Python frames show F.multi_head_attention_forward above the cores" if module == "stack" else
-                "each forward core is followed by a mean over its output (the weights averaged over heads), as "
-                "nn.MultiheadAttention returns them; record with_stack=True to confirm")
+            ev["multihead_attention_weights"] = {
+                "native": "the cores run inside torch._native_multi_head_attention, nn.MultiheadAttention's "
+                          "inference fast path, which writes the attention out only to return the weights",
+                "stack": "Python frames show F.multi_head_attention_forward above the cores",
+                "mean": "each forward core is followed by a mean over its output (the weights averaged over heads), "
+                        "as nn.MultiheadAttention returns them; record with_stack=True to confirm"}[module]
             title = (f"nn.MultiheadAttention writes its attention out to return the attention weights (need_weights="
                      f"True, its default; {ev['attention_cores_per_step']:g} cores a step, "
                      f"{ev['attention_kernel_ms_per_step']} ms of GPU work): without the weights it runs one fused "
