@@ -43,3 +43,20 @@ def predicted_speedup(d: dict, finding: dict) -> float:
 def measured_speedup(run: str, wl: str) -> float:
     """The measured fix: the before variant's un-profiled median over the after variant's."""
     return measured(run, wl, "before") / measured(run, wl, "after")
+
+
+def context_of(path: Path):
+    """The analyses' context of one trace, as analyze_model builds it."""
+    from traceinsight.analyses.attribution import attribute_gaps, per_step_causes
+    from traceinsight.analyses.base import Context
+    from traceinsight.trace.host import HostActivity
+    from traceinsight.trace.load import load_trace
+    from traceinsight.trace.model import build_model
+    from traceinsight.trace.steps import full_step_mask
+    model = build_model(load_trace(path))
+    host = HostActivity(model)
+    gaps = attribute_gaps(model, host)
+    causes = per_step_causes(model, gaps)
+    per_step = model.steps.set_index("step").join(causes)
+    full = per_step.index.to_numpy()[full_step_mask(per_step["partial"])]
+    return Context(model=model, host=host, gaps=gaps, per_step=causes, full_steps=full)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from matrix_runs import context_of
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
 
@@ -182,7 +183,7 @@ def test_fusion_chains_stop_where_the_cpu_waited():
     # sync_mask_loss reads .item() and runs nonzero between elementwise kernels: a compiler's graph breaks
     # there, so no chain may run across a kernel that the GPU waited for on a sync or host work.
     from traceinsight.analyses.fusion_candidates import CPU_WAITS, _chains
-    ctx = _context(MATRIX / "h200_graph2" / "sync_mask_loss__before__default.json.gz")
+    ctx = context_of(MATRIX / "h200_graph2" / "sync_mask_loss__before__default.json.gz")
     model, gaps = ctx.model, ctx.gaps
     waited = set(gaps[(gaps[list(CPU_WAITS)].sum(axis=1) > 0).to_numpy()]["next_gpu"])
     chains = _chains(ctx)
@@ -228,29 +229,12 @@ def test_slow_eager_kernels_count_at_vectorized_speed_at_the_best_end_only():
     from traceinsight.analyses.fusion_candidates import _chains, _units
 
     def units(run, workload):
-        ctx = _context(MATRIX / run / f"{workload}__before__default.json.gz")
+        ctx = context_of(MATRIX / run / f"{workload}__before__default.json.gz")
         return _units(ctx.model, _chains(ctx))
     h100, h200 = units("h100_holdout9", "holdout9_fusion_rope_qk"), units("h200_holdout9", "holdout9_fusion_rope_qk")
     assert h100 and all(0.45 < u < 0.65 for u in h100), h100
     assert h200 and all(0.3 < u < min(h100) for u in h200), h200
     assert set(units("h100_holdout9", "holdout9_fusion_newton_loop")) == {1.0}
-
-
-def _context(path: Path):
-    """The analyses' context of one trace, as analyze_model builds it."""
-    from traceinsight.analyses.attribution import attribute_gaps, per_step_causes
-    from traceinsight.analyses.base import Context
-    from traceinsight.trace.host import HostActivity
-    from traceinsight.trace.load import load_trace
-    from traceinsight.trace.model import build_model
-    from traceinsight.trace.steps import full_step_mask
-    model = build_model(load_trace(path))
-    host = HostActivity(model)
-    gaps = attribute_gaps(model, host)
-    causes = per_step_causes(model, gaps)
-    per_step = model.steps.set_index("step").join(causes)
-    full = per_step.index.to_numpy()[full_step_mask(per_step["partial"])]
-    return Context(model=model, host=host, gaps=gaps, per_step=causes, full_steps=full)
 
 
 @pytest.mark.parametrize("gpu,setting", RUNS)

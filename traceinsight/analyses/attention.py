@@ -166,7 +166,7 @@ def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[in
     if (kinds == "python").any():
         inside = [k for k, r in first_soft.items() if r >= 0 and above(r, MHA_FRAME, "python") >= 0]
         if fwd and 2 * len(inside) > len(fwd):
-            return "stack", {k: r for k, r in averages.items() if k in inside}
+            return "stack", averages     # (a core whose launch is not linked has no frames to read, but its mean)
         return None, {}
     if fwd and 2 * len(averages) > len(fwd):
         return "mean", averages

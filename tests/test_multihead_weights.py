@@ -1,0 +1,70 @@
+"""nn.MultiheadAttention asked for its attention weights (need_weights=True, its default) writes its attention out; the
+written-out core is named so and advised need_weights=False, and the kernels that average the weights go with it.
+Estimates against the fifty-sixth held-out set's measured fixes (sample_traces/matrix/h100_clean70*, registered before
+it was recorded; one H100 host, two processes): the module's ViT trained in bf16 and a padded text encoder's fp16
+inference, need_weights=True -> False, and an encoder LM already on need_weights=False as the control."""
+from __future__ import annotations
+
+import pytest
+
+from matrix_runs import context_of, doc, kinds, measured_speedup, predicted_speedup, trace_path
+from traceinsight.analyses import attention
+from traceinsight.analyses.fusion_candidates import ELEMENTWISE
+
+RUNS = ("h100_clean70A", "h100_clean70B")
+VIT, TEXT, CONTROL = ("holdout56_mha_weights_vit_train", "holdout56_mha_weights_text_infer", "holdout56_mha_sdpa_healthy")
+
+
+def _cores(d: dict) -> list[dict]:
+    return [f for f in d["findings"] + d["minor_findings"] if "attention_cores_per_step" in f["evidence"]]
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("wl", (VIT, TEXT))
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_the_modules_weights_are_named_and_the_estimate_meets_the_measured_fix(run, wl, setting):
+    d = doc(run, wl, "before", setting)
+    f = d["findings"][0]
+    assert f["kind"] == "fusion_candidates" and "attention_cores_per_step" in f["evidence"]
+    assert "need_weights=False" in f["fix"] and "nn.MultiheadAttention" in f["title"]
+    # With Python frames the module's own function is read; without, the weights' mean over heads after each core.
+    how = f["evidence"]["multihead_attention_weights"]
+    assert ("F.multi_head_attention_forward" in how) == (setting == "stack")
+    predicted, truth = predicted_speedup(d, f), measured_speedup(run, wl)
+    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
+
+
+@pytest.mark.parametrize("wl", (VIT, TEXT))
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_the_weights_mean_over_heads_goes_with_each_forward_core(wl, setting):
+    ctx = context_of(trace_path("h100_clean70A", wl, "before", setting))
+    cores = attention.cores(ctx, ELEMENTWISE)
+    how, averages = attention.module_weights(ctx, cores)
+    assert how == ("stack" if setting == "stack" else "mean")
+    forward = [k for k, c in enumerate(cores) if not c.backward]
+    # every forward core of the full steps but where the mean falls outside them
+    assert len(averages) >= len(forward) - 1 and set(averages) <= set(forward)
+    names = ctx.model.gpu["name"].astype(str).to_numpy()
+    assert all(len(r) == 1 and "MeanOps" in names[r[0]] for r in averages.values())
+    with_them = attention.with_averages(cores, averages, ctx.model.gpu["dur"].to_numpy())
+    assert all(w.rows[-1] == averages[k][0] for k, w in enumerate(with_them) if k in averages)
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_no_written_out_attention_is_read_after_the_fix_or_in_the_control(run, setting):
+    """need_weights=False runs SDPA's fused kernel: no core, and no advice to pass what the program already passes.
+    (The control is not called healthy: its eager LayerNorm, GELU and residual chains are fusion_candidates' 22%.)"""
+    for wl, var in ((VIT, "after"), (TEXT, "after"), (CONTROL, "before")):
+        d = doc(run, wl, var, setting)
+        assert not _cores(d), (wl, kinds(d))
+        assert not any("need_weights" in f["fix"] for f in d["findings"] + d["minor_findings"]), wl
+
+
+def test_attention_written_by_hand_is_not_read_as_the_module():
+    """Hand-written attention (holdout25's causal decoder) has no mean over heads after its cores and no module frame:
+    the advice stays SDPA."""
+    for setting in ("default", "stack"):
+        f = doc("h200_clean22A", "holdout25_attention_train", "before", setting)["findings"][0]
+        assert "multihead_attention_weights" not in f["evidence"] and "need_weights" not in f["fix"]
+        assert "scaled_dot_product_attention" in f["fix"]
