@@ -66,5 +66,21 @@ def test_attention_written_by_hand_is_not_read_as_the_module():
     the advice stays SDPA."""
     for setting in ("default", "stack"):
         f = doc("h200_clean22A", "holdout25_attention_train", "before", setting)["findings"][0]
-        assert "multihead_attention_weights" not in f["evidence"] and "need_weights" not in f["fix"]
-        assert "scaled_dot_product_attention" in f["fix"]
+        assert "multihead_attention_weights" not in f["evidence"] and "nn.MultiheadAttention" not in f["title"]
+        assert f["fix"].startswith("Replace the written-out attention with F.scaled_dot_product_attention")
+
+
+def test_a_mean_counts_only_right_after_the_output_projection():
+    """The module's order after a core: layout copies, the output projection's GEMM, the mean over heads. A
+    hand-written block with RMSNorm puts a residual add and a pow before its norm's mean (a review's edited trace had
+    read that as the module's weights)."""
+    import numpy as np
+    names = ["copy", "gemm", "mean", "add", "pow", "splitK"]
+    flag = {n: np.array([x == n for x in names]) for n in names}
+    gemm = flag["gemm"] | flag["splitK"]
+    order = {n: i for i, n in enumerate(names)}
+    take = lambda *seq: attention._projection_then_mean([order[x] for x in seq], gemm, flag["copy"], flag["mean"])  # noqa: E731
+    assert take("copy", "gemm", "mean") == (order["mean"],)
+    assert take("gemm", "splitK", "mean") == (order["mean"],)
+    assert take("gemm", "add", "pow", "mean") == ()
+    assert take("add", "gemm", "mean") == () and take("mean") == ()

@@ -50,6 +50,7 @@ RANGE = (0.75, 2.0)       # the best and the worst end, times the point
 # a few kernels after the core (the output projection's GEMM and its layout copy between).
 MHA_FRAME = r"\): multi_head_attention_forward$"
 MEAN = r"MeanOps"
+SPLIT_K = r"splitKreduce"
 # Its native fast path (inference, no autocast) does it inside one op, summing over heads and dividing.
 NATIVE_OP = r"^aten::_native_multi_head_attention$"
 NATIVE_AVERAGE = r"reduce_kernel|(?i:div)"
@@ -132,6 +133,7 @@ def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[in
     kind = g["kind"].to_numpy()
     kernel = kind == "kernel"
     mean, native_avg = m.gpu_match(MEAN) & kernel, m.gpu_match(NATIVE_AVERAGE) & kernel
+    gemm, copy = m.gpu_match(GEMM + "|" + SPLIT_K) & kernel, m.gpu_match(COPY) & kernel
     names, kinds, parent, ts, end = (cpu[c].to_numpy() for c in ("name", "kind", "parent", "ts", "end"))
     launcher = g["launcher"].to_numpy()
 
@@ -158,7 +160,7 @@ def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[in
             if k in native:     # the sum over heads and its division, inside the same op
                 rows = tuple(r for r in after if native_avg[r] and above(r, NATIVE_OP, "op") == native[k])
             else:
-                rows = tuple(r for r in after if mean[r])[:1]
+                rows = _projection_then_mean(after, gemm, copy, mean)
             if rows:
                 averages[k] = rows
     if fwd and 2 * len(native) > len(fwd):
@@ -166,11 +168,28 @@ def module_weights(ctx: Context, found: list[Core]) -> tuple[str | None, dict[in
     if (kinds == "python").any():
         inside = [k for k, r in first_soft.items() if r >= 0 and above(r, MHA_FRAME, "python") >= 0]
         if fwd and 2 * len(inside) > len(fwd):
-            return "stack", averages     # (a core whose launch is not linked has no frames to read, but its mean)
+            # (a core whose softmax launch is not linked has no frames to read, but its mean)
+            unread = [k for k, r in first_soft.items() if r < 0 or launcher[r] < 0]
+            return "stack", {k: r for k, r in averages.items() if k in inside or k in unread}
         return None, {}
     if fwd and 2 * len(averages) > len(fwd):
         return "mean", averages
     return None, {}
+
+
+def _projection_then_mean(after: list[int], gemm, copy, mean) -> tuple[int, ...]:
+    """The mean over heads where the kernels after a core are the module's: layout copies, the output projection's GEMM
+    (and cuBLAS's split-K reduction), then the mean, nothing elementwise between (a hand-written block with RMSNorm
+    has a residual add and a pow before its norm's mean: a review read those as the module's)."""
+    j = 0
+    while j < len(after) and copy[after[j]]:
+        j += 1
+    if j == len(after) or not gemm[after[j]]:
+        return ()
+    j += 1
+    while j < len(after) and gemm[after[j]]:
+        j += 1
+    return (after[j],) if j < len(after) and mean[after[j]] else ()
 
 
 def with_averages(found: list[Core], averages: dict[int, tuple[int, ...]], dur: np.ndarray) -> list[Core]:

@@ -229,15 +229,17 @@ def analyze(ctx: Context) -> list[Finding]:
                 "stack": "Python frames show F.multi_head_attention_forward above the cores",
                 "mean": "each forward core is followed by a mean over its output (the weights averaged over heads), "
                         "as nn.MultiheadAttention returns them; record with_stack=True to confirm"}[module]
-            title = (f"nn.MultiheadAttention writes its attention out to return the attention weights (need_weights="
-                     f"True, its default; {ev['attention_cores_per_step']:g} cores a step, "
-                     f"{ev['attention_kernel_ms_per_step']} ms of GPU work): without the weights it runs one fused "
-                     f"kernel, cutting the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
+            what = ("nn.MultiheadAttention writes its attention out" if module != "mean" else
+                    "Attention written out as nn.MultiheadAttention does it")
+            title = (f"{what} to return the attention weights (need_weights=True, its default; "
+                     f"{_cores_said(ev)}, {ev['attention_kernel_ms_per_step']} ms of GPU work): without the weights "
+                     f"it runs one fused kernel, cutting the GPU's busy time by about {ev['pct_of_gpu_busy']}%")
         call = ("F.scaled_dot_product_attention(q, k, v, is_causal=True) for a causal mask (attn_mask=mask for "
                 "another)" if any(c.masked for c in cores) else
                 "F.scaled_dot_product_attention(q, k, v) (attn_mask=mask where the scores get a mask added)")
         fix = (f"Replace the written-out attention with {call}: one fused kernel that keeps the scores on chip and "
-               "reads q, k, v as strided views." if not module else
+               "reads q, k, v as strided views. (If it is nn.MultiheadAttention returning its weights, pass "
+               "need_weights=False instead.)" if not module else
                "Pass need_weights=False to the nn.MultiheadAttention call where its weights are dropped "
                "(out, _ = attn(q, k, v, need_weights=False)): the module then calls F.scaled_dot_product_attention, "
                "one fused kernel that keeps the scores on chip, and computes no weights. Where the weights are read "
@@ -246,6 +248,13 @@ def analyze(ctx: Context) -> list[Finding]:
                   "kernels a step left beside it (not in this estimate)." if rest else ""))
     return [Finding(kind=SPEC.kind, title=title, lost_per_step_us=lost, lost_total_us=float(sum(saved)), fix=fix,
                     confidence="medium" if cores or lengths.mean() >= 4 else "low", evidence=ev, fixes=(fx,))]
+
+
+def _cores_said(ev: dict) -> str:
+    """'6 forward cores a step' / '8 layers' cores a step, forward and backward'."""
+    n, back = ev["attention_cores_per_step"], ev["attention_backward_cores_per_step"]
+    return (f"{n - back:g} layers a step, forward and backward" if back and back == n - back else
+            f"{n:g} cores a step" + (f", {back:g} of them backward" if back else ""))
 
 
 def _outside_compiled(ctx: Context, chains: list) -> str | None:
