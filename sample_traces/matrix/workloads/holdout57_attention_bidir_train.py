@@ -7,13 +7,12 @@ width 768 (12 heads of 64, MLP 3072) over 1,024 tokens of a 8,192 vocabulary, ba
 style cross-entropy over every token, fused AdamW.
 """
 
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ._util import Step, autocast, is_cuda
+from .holdout26_attention_vit_fp16 import Block    # the same block, trained here at 1,024 tokens
 
 NAME = "holdout57_attention_bidir_train"
 EXPECTED_KIND = "fusion_candidates"
@@ -26,25 +25,6 @@ DESCRIPTION = {
                "scale) @ v"),
     "after": "same, F.scaled_dot_product_attention(q, k, v)",
 }
-
-
-class Block(nn.Module):
-    def __init__(self, d, heads, sdpa):
-        super().__init__()
-        self.heads, self.sdpa = heads, sdpa
-        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        if self.sdpa:
-            a = F.scaled_dot_product_attention(q, k, v)
-        else:
-            a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.shape[-1]), dim=-1) @ v
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.down(F.gelu(self.up(self.n2(x))))
 
 
 def make(variant, device, pool=2):
