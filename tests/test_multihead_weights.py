@@ -84,3 +84,18 @@ def test_a_mean_counts_only_right_after_the_output_projection():
     assert take("gemm", "splitK", "mean") == (order["mean"],)
     assert take("gemm", "add", "pow", "mean") == ()
     assert take("add", "gemm", "mean") == () and take("mean") == ()
+
+
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_the_q_scaling_multiply_and_its_gradient_go_with_the_core(setting):
+    """F.multi_head_attention_forward scales q by a Python float before q @ k^T; the fused kernel scales inside. The
+    multiply ends the forward core's q side and its gradient the backward's; the head-split copy before it stays."""
+    ctx = context_of(trace_path("h100_clean70A", VIT, "before", setting))
+    names = ctx.model.gpu["name"].astype(str).to_numpy()
+    cores = attention.cores(ctx, ELEMENTWISE)
+    for backward in (False, True):
+        these = [c for c in cores if c.backward == backward]
+        end = [c.rows[-1 if backward else 0] for c in these]
+        assert these and all("AUnaryFunctor" in names[r] and "MulFunctor" in names[r] for r in end), backward
+    # no other scalar multiply inside a core (a forward core holds exactly one, at its start)
+    assert all(sum("AUnaryFunctor" in names[r] for r in c.rows) == 1 for c in cores)

@@ -42,6 +42,11 @@ COPY = r"direct_copy_kernel|copy_kernel"
 # applies it on chip (SDPA's dropout_p). Its backward is a masked_scale, already elementwise. (Left out, the
 # forward cores of held-out set 41's GPT-2 were not found: 8.0 ms predicted against 16 ms measured.)
 DROPOUT = r"fused_dropout_kernel"
+# q scaled by a Python float before q @ k^T (F.multi_head_attention_forward's q_scaled, timm's `q = q * self.scale`)
+# and that multiply's gradient after the backward's dQ GEMM: the fused kernel applies the scale itself. (Left out,
+# 0.25 ms a step of set 56's ViT that need_weights=False removed was not counted.) Taken once, next to the GEMMs on
+# q's side, and the walk stops there: the head-split copy before it stays with the fused kernel.
+Q_SCALE = r"[AB]UnaryFunctor<[^<>]*(?:<[^<>]*>[^<>]*)*MulFunctor"
 SHARE = 0.41              # the fused kernel's time over the core's GEMMs: causal mask, forward (fitted)
 BACKWARD = 1.9            # the backward kernels' share over the forward's (fitted on the training program)
 RANGE = (0.75, 2.0)       # the best and the worst end, times the point
@@ -79,6 +84,7 @@ def cores(ctx: Context, elementwise: str) -> list[Core]:
         (kind == "memcpy") & ctx.model.gpu_match(r"DtoD|Device -> Device"))
     inner = (ctx.model.gpu_match(elementwise + "|" + DROPOUT) & (kind == "kernel")) | copy | fwd | bwd
     mask = ctx.model.gpu_match(MASK)
+    scale = ctx.model.gpu_match(Q_SCALE) & (kind == "kernel")
     dur = g["dur"].to_numpy()
     step = ctx.step_of(g["ts"].to_numpy())
     out = []
@@ -88,8 +94,9 @@ def cores(ctx: Context, elementwise: str) -> list[Core]:
             if step[idx[p]] not in ctx.full_steps:
                 continue
             n = 2 if bwd[idx[p]] else 1
-            lo, a = _side(idx, p, -1, n, gemm, copy, inner)
-            hi, b = _side(idx, p, 1, n, gemm, copy, inner)
+            # q's side: before the forward's q @ k^T, after the backward's dQ and dK
+            lo, a = _side(idx, p, -1, n, gemm, copy, inner, scale if n == 1 else None)
+            hi, b = _side(idx, p, 1, n, gemm, copy, inner, scale if n == 2 else None)
             if not (a and b):
                 continue
             rows = idx[lo:hi + 1]
@@ -103,10 +110,11 @@ def cores(ctx: Context, elementwise: str) -> list[Core]:
     return out
 
 
-def _side(idx: np.ndarray, p: int, step: int, n: int, gemm, copy, inner) -> tuple[int, int]:
+def _side(idx: np.ndarray, p: int, step: int, n: int, gemm, copy, inner, scale=None) -> tuple[int, int]:
     """From the softmax at position p, walking one way: the last position of the core on that side and how
     many GEMMs closed it. Before the first GEMM anything of `inner` may sit; after it, copies only (a
-    head-split view made contiguous), up to n GEMMs."""
+    head-split view made contiguous), up to n GEMMs; then, where `scale` is given, one q-scaling multiply
+    ends the side."""
     end, found, j = p, 0, p + step
     while 0 <= j < len(idx):
         r = idx[j]
@@ -116,6 +124,9 @@ def _side(idx: np.ndarray, p: int, step: int, n: int, gemm, copy, inner) -> tupl
             found, end = found + 1, j
         elif inner[r] and (found == 0 or copy[r]):
             end = j
+        elif scale is not None and found == n and scale[r]:
+            end = j
+            break
         else:
             break
         j += step
