@@ -557,7 +557,10 @@ RUNS = {"h100": "h100", "h200": "h200", "h100_graph": "h100", "h200_graph": "h20
         "h100_clean70A": "h100", "h100_clean70B": "h100", "h200_clean70A": "h200", "h200_clean70B": "h200",
         # The fifty-seventh (the module's weights on its fast path and in cross-attention, a core without a mask;
         # registered before it was recorded, after the changes set 56 prompted): two processes on the lease's host.
-        "h100_clean71A": "h100", "h100_clean71B": "h100", "h200_clean71A": "h200", "h200_clean71B": "h200"}
+        "h100_clean71A": "h100", "h100_clean71B": "h100", "h200_clean71A": "h200", "h200_clean71B": "h200",
+        # Sets 56 and 57 again, on the GPU the lease gives (an H200 asked for; both were recorded on an H100 only;
+        # registered in session 94 before recording).
+        "h200_clean72A": "h200", "h200_clean72B": "h200", "h100_clean72A": "h100", "h100_clean72B": "h100"}
 # A healthy-role workload is expected healthy where the measured un-profiled step is within this share of
 # its GPU work; beyond IDLE_NOT_HEALTHY it is not healthy on that host (a slower CPU), in between either
 # verdict is right.
