@@ -40,9 +40,10 @@ def predicted_speedup(d: dict, finding: dict) -> float:
     return step / (step - finding["estimated_savings_ms"])
 
 
-def measured_speedup(run: str, wl: str) -> float:
-    """The measured fix: the before variant's un-profiled median over the after variant's."""
-    return measured(run, wl, "before") / measured(run, wl, "after")
+def measured_speedup(run: str, wl: str, after: str = "after") -> float:
+    """The measured fix: the before variant's un-profiled median over the fixed variant's (`after`, or another
+    fixed variant such as `after_compile`)."""
+    return measured(run, wl, "before") / measured(run, wl, after)
 
 
 def context_of(path: Path):
