@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from matrix_runs import context_of, doc, kinds, measured, measured_speedup, predicted_speedup, trace_path
+from matrix_runs import context_of, doc, kinds, measured_speedup, predicted_speedup, trace_path
 from traceinsight.analyses import attention
 from traceinsight.analyses.fusion_candidates import ELEMENTWISE
 
@@ -146,6 +146,37 @@ def test_the_controls_fusion_claim_meets_its_compiled_measurement(setting):
     d = doc(run, CONTROL, "before", setting)
     f = d["findings"][0]
     assert f["kind"] == "fusion_candidates" and not _cores(d)
-    truth = measured(run, CONTROL, "before") / measured(run, CONTROL, "after_compile")
+    truth = measured_speedup(run, CONTROL, "after_compile")
     predicted = predicted_speedup(d, f)
+    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
+
+
+# Sets 56 and 57 again, on two more processes of another H100 lease (registered before recording as "on the other
+# GPU"; the lease gave an H100: sample_traces/matrix/h100_clean72*). The bidirectional encoder's fixed step measured
+# 12.5, 15.0 and 16.6 ms in the three leases' processes (p10-p90 within a process up to 1.5 ms): the estimate is
+# over the measured speed-up on one of them (+18%), so `predicted <= truth` above is set 57's, not a rule.
+RUNS72 = ("h100_clean72A", "h100_clean72B")
+
+
+@pytest.mark.parametrize("run", RUNS72)
+@pytest.mark.parametrize("wl", (VIT, TEXT, FAST, CROSS, BIDIR))
+@pytest.mark.parametrize("setting", ("default", "stack"))
+def test_sets_56_and_57_on_another_machine_name_the_call_and_meet_the_measured_fix(run, wl, setting):
+    d = doc(run, wl, "before", setting)
+    f = d["findings"][0]
+    assert f["kind"] == "fusion_candidates" and "attention_cores_per_step" in f["evidence"], kinds(d)
+    advice = f["fix"].split("(If it is")[0]
+    assert ("F.scaled_dot_product_attention(q, k, v)" in advice) if wl == BIDIR else ("need_weights=False" in advice)
+    predicted, truth = predicted_speedup(d, f), measured_speedup(run, wl)
+    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
+
+
+@pytest.mark.parametrize("run", RUNS72)
+@pytest.mark.parametrize("setting", ("default", pytest.param("stack", marks=pytest.mark.xfail(strict=True, reason=(
+    "Open: on this machine with_stack doubles the control's step (41.6 ms profiled, 24.4 ms un-profiled, estimated "
+    "within 1%) and the fusion claim is lost: the step is called healthy where compiling measured 1.37x")))))
+def test_the_controls_fusion_claim_on_another_machine(run, setting):
+    d = doc(run, CONTROL, "before", setting)
+    assert d["findings"] and d["findings"][0]["kind"] == "fusion_candidates" and not _cores(d), kinds(d)
+    predicted, truth = predicted_speedup(d, d["findings"][0]), measured_speedup(run, CONTROL, "after_compile")
     assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
