@@ -7,6 +7,7 @@ targets (90% within 25%) are not reached yet and are not claimed here.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
@@ -20,8 +21,41 @@ sys.path.insert(0, str(ROOT / "sample_traces"))
 
 @pytest.fixture(scope="module")
 def all_rows():
+    """The matrix's rows: as `validate_matrix.py --write` stored them where nothing they depend on changed since
+    (validate_matrix.fingerprint), else computed here (~40 minutes on two cores)."""
     import validate_matrix
-    return validate_matrix.rows(jobs=2)
+    return validate_matrix.stored_rows() or validate_matrix.rows(jobs=2)
+
+
+def test_two_workloads_rows_computed_now_are_the_rows_read(all_rows):
+    """Whichever way all_rows came, two workloads' rows computed afresh equal them, key by key: the stored table is
+    the tool's output today. The two change with the fingerprint (among the workloads of at most 8 runs and
+    settings: a minute or two)."""
+    import validate_matrix
+    traces: dict = {}
+    for r in all_rows:
+        traces.setdefault(r["workload"], set()).add((r["run"], r["setting"]))
+    small = sorted(w for w, t in traces.items() if len(t) <= 8)
+    seed = int(validate_matrix.fingerprint(), 16)
+    chosen = {small[seed % len(small)], small[(seed // len(small)) % len(small)]}
+    fresh = json.loads(json.dumps(validate_matrix.rows(jobs=1, only=chosen)))
+    read = [r for r in all_rows if r["workload"] in chosen]
+    assert len(fresh) == len(read) >= 2, (chosen, len(fresh), len(read))
+    key = lambda r: (r["run"], r["setting"], r["workload"], r["variant"])  # noqa: E731
+    assert sorted(fresh, key=key) == sorted(json.loads(json.dumps(read)), key=key), chosen
+
+
+def test_the_fingerprint_reads_the_tool_and_every_trace_the_rows_read():
+    import validate_matrix
+    files = set(validate_matrix.fingerprint_files())
+    assert {p.resolve() for p in (ROOT / "traceinsight").rglob("*.py")} <= files
+    assert (ROOT / "traceinsight" / "estimate" / "likely.json").resolve() in files
+    for run in validate_matrix.RUNS:
+        man = validate_matrix.MATRIX / run / "manifest.json"
+        if man.exists():
+            assert man in files
+            for e in json.loads(man.read_text())["entries"]:
+                assert all(man.parent / f in files for f in e["traces"].values()), (run, e["workload"])
 
 
 @pytest.fixture(scope="module")
