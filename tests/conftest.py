@@ -57,13 +57,6 @@ def findings_of(d: dict) -> list[dict]:
 _RAW_BYTES: dict[str, bytes] = {}
 
 
-def measured_speedup(run_dir: Path, workload: str, variant: str = "after") -> float:
-    """A matrix run's measured un-profiled speed-up of one workload's fix (before / variant, medians)."""
-    man = json.loads((run_dir / "manifest.json").read_text())
-    ms = {e["variant"]: e["step_ms"]["median"] for e in man["entries"] if e["workload"] == workload}
-    return ms["before"] / ms[variant]
-
-
 def raw_text(path: Path) -> bytes:
     """The trace's JSON text (gunzipped), cached: the tests re-read the same few files often."""
     key = str(path)

@@ -36,8 +36,9 @@ def test_two_workloads_rows_computed_now_are_the_rows_read(all_rows):
     for r in all_rows:
         traces.setdefault(r["workload"], set()).add((r["run"], r["setting"]))
     small = sorted(w for w, t in traces.items() if len(t) <= 8)
-    seed = int(validate_matrix.fingerprint(), 16)
-    chosen = {small[seed % len(small)], small[(seed // len(small)) % len(small)]}
+    seed, n = int(validate_matrix.fingerprint(), 16), len(small)
+    first = seed % n
+    chosen = {small[first], small[(first + 1 + (seed // n) % (n - 1)) % n]}   # two distinct ones
     fresh = json.loads(json.dumps(validate_matrix.rows(jobs=1, only=chosen)))
     read = [r for r in all_rows if r["workload"] in chosen]
     assert len(fresh) == len(read) >= 2, (chosen, len(fresh), len(read))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import measured_speedup
+from matrix_runs import measured_speedup
 from traceinsight.analyses.fixes import CudaGraph
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
@@ -50,7 +50,7 @@ def test_the_graph_of_the_forwards_keeps_the_loops_own_work():
     # The loop's syncs (its stopping check) stay: the forwards' graphs do not need them gone.
     assert not f["needs_first"] and "First:" not in f["fix"]
     u = d["summary"]["unprofiled_step_ms"]
-    predicted, measured = u / (u - f["estimated_savings_ms"]), measured_speedup(MATRIX / "h200_clean51C", LLAMA)
+    predicted, measured = u / (u - f["estimated_savings_ms"]), measured_speedup("h200_clean51C", LLAMA)
     # Measured 2.25x; the whole-step graph had read 8.0x.
     assert abs(predicted / measured - 1) <= 0.3, (predicted, measured)
 

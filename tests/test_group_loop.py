@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import measured_speedup
+from matrix_runs import measured_speedup
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
 
@@ -31,7 +31,7 @@ def test_the_batched_turn_estimate_holds_the_measured_dispatch_fixes():
                 assert loop["backward_loops_per_step"] == (4.0 if workload.endswith("train") else 0.0), loop
                 assert "one batched turn for all the groups" in f["fix"]
                 u = d["summary"]["unprofiled_step_ms"]
-                pred, meas = u / (u - f["estimated_savings_ms"]), measured_speedup(MATRIX / run, workload)
+                pred, meas = u / (u - f["estimated_savings_ms"]), measured_speedup(run, workload)
                 assert abs(pred - meas) <= 0.5 * meas, (run, workload, setting, round(pred, 2), round(meas, 2))
                 within += abs(pred - meas) <= 0.25 * meas
                 top += d["findings"][0]["kind"] == "sync_stall"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conftest import measured_speedup
+from matrix_runs import measured_speedup
 from traceinsight.analyses.item_loop import _node_runs, _runs, _work
 from traceinsight.report.analyze import analyze_file
 from traceinsight.report.document import document
@@ -47,7 +47,7 @@ def test_the_batched_estimate_holds_the_measured_fixes():
                 assert ("draw from Python's random" in f["fix"]) == (draws > 0)
                 u = d["summary"]["unprofiled_step_ms"]
                 saved = f["estimated_savings_ms"]
-                pred, meas = u / (u - saved), measured_speedup(MATRIX / run, workload)
+                pred, meas = u / (u - saved), measured_speedup(run, workload)
                 assert abs(pred - meas) <= 0.5 * meas, (run, workload, setting, round(pred, 2), round(meas, 2))
                 within += abs(pred - meas) <= 0.25 * meas
                 n += 1
@@ -123,7 +123,7 @@ def test_loops_that_iterate_the_tensor_and_their_backward():
                 assert f["fix"].startswith("Much of the step is a Python loop that takes one item a turn"), f["fix"]
                 assert ("autograd nodes a turn in the backward" in f["fix"]) == bool(nodes)
                 u, saved = d["summary"]["unprofiled_step_ms"], f["estimated_savings_ms"]
-                pred, meas = u / (u - saved), measured_speedup(MATRIX / run, workload)
+                pred, meas = u / (u - saved), measured_speedup(run, workload)
                 assert abs(pred - meas) <= 0.5 * meas, (run, workload, setting, round(pred, 2), round(meas, 2))
                 within += abs(pred - meas) <= 0.25 * meas
                 n += 1
