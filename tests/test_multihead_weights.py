@@ -21,19 +21,29 @@ def _cores(d: dict) -> list[dict]:
     return [f for f in d["findings"] + d["minor_findings"] if "attention_cores_per_step" in f["evidence"]]
 
 
+def _names_the_call_within_25(run: str, wl: str, setting: str) -> tuple[dict, str, float, float]:
+    """The before trace's top finding is the written-out attention, advised the call that replaces it (SDPA for the
+    encoder written by hand, need_weights=False for the module), and its estimate within 25% of the measured fix:
+    the finding, its advice, the predicted and the measured speed-up."""
+    d = doc(run, wl, "before", setting)
+    f = d["findings"][0]
+    assert f["kind"] == "fusion_candidates" and "attention_cores_per_step" in f["evidence"], kinds(d)
+    advice = f["fix"].split("(If it is")[0]
+    assert ("F.scaled_dot_product_attention(q, k, v)" in advice) if wl == BIDIR else ("need_weights=False" in advice)
+    predicted, truth = predicted_speedup(d, f), measured_speedup(run, wl)
+    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
+    return f, advice, predicted, truth
+
+
 @pytest.mark.parametrize("run", RUNS)
 @pytest.mark.parametrize("wl", (VIT, TEXT))
 @pytest.mark.parametrize("setting", ("default", "stack"))
 def test_the_modules_weights_are_named_and_the_estimate_meets_the_measured_fix(run, wl, setting):
-    d = doc(run, wl, "before", setting)
-    f = d["findings"][0]
-    assert f["kind"] == "fusion_candidates" and "attention_cores_per_step" in f["evidence"]
-    assert "need_weights=False" in f["fix"] and "nn.MultiheadAttention" in f["title"]
+    f, *_ = _names_the_call_within_25(run, wl, setting)
+    assert "nn.MultiheadAttention" in f["title"]   # need_weights=False in its advice: the helper
     # With Python frames the module's own function is read; without, the weights' mean over heads after each core.
     how = f["evidence"]["multihead_attention_weights"]
     assert ("F.multi_head_attention_forward" in how) == (setting == "stack")
-    predicted, truth = predicted_speedup(d, f), measured_speedup(run, wl)
-    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
 
 
 @pytest.mark.parametrize("wl", (VIT, TEXT))
@@ -108,20 +118,6 @@ def test_the_q_scaling_multiply_and_its_gradient_go_with_the_core(setting):
 RUNS57 = ("h100_clean71A", "h100_clean71B")
 FAST, CROSS, BIDIR = ("holdout57_mha_fastpath_infer", "holdout57_mha_cross_attn_train",
                       "holdout57_attention_bidir_train")
-
-
-def _names_the_call_within_25(run: str, wl: str, setting: str) -> tuple[dict, str, float, float]:
-    """The before trace's top finding is the written-out attention, advised the call that replaces it (SDPA for the
-    encoder written by hand, need_weights=False for the module), and its estimate within 25% of the measured fix:
-    the finding, its advice, the predicted and the measured speed-up."""
-    d = doc(run, wl, "before", setting)
-    f = d["findings"][0]
-    assert f["kind"] == "fusion_candidates" and "attention_cores_per_step" in f["evidence"], kinds(d)
-    advice = f["fix"].split("(If it is")[0]
-    assert ("F.scaled_dot_product_attention(q, k, v)" in advice) if wl == BIDIR else ("need_weights=False" in advice)
-    predicted, truth = predicted_speedup(d, f), measured_speedup(run, wl)
-    assert abs(predicted / truth - 1) <= 0.25, (predicted, truth)
-    return f, advice, predicted, truth
 
 
 @pytest.mark.parametrize("run", RUNS57)
